@@ -1,0 +1,67 @@
+//! Error enums of the core crate, one per concern, each rendering as one lowercase line.
+
+use std::path::PathBuf;
+
+/// Failure to snapshot a target into a [`crate::pack::ContextPack`], or to resolve a path in it.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error("target {0} does not exist")]
+    Missing(PathBuf),
+    #[error("target {0} is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A path requested by an agent that is not in the pack (outside the root, excluded, absent).
+    #[error("path {0:?} is not in the review's snapshot")]
+    NotInPack(String),
+    #[error("invalid pattern {pattern:?}: {reason}")]
+    BadPattern { pattern: String, reason: String },
+}
+
+/// An authoring error in the persona catalog: always names the file and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("cannot read persona catalog {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: field `{field}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("persona catalog {0} holds no personas")]
+    Empty(PathBuf),
+    #[error("unknown persona {0:?}")]
+    UnknownPersona(String),
+}
+
+/// An authoring error in a flow file: names the file and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error("cannot read flow {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: field `{field}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("no flow named {name:?} (looked in {searched})")]
+    NotFound { name: String, searched: String },
+}

@@ -1,0 +1,161 @@
+//! Findings as specialists emit them, as the verifier judges them, and as the report shows them.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// P0 (critical) .. P3 (minor). Ordered so that `P0 < P1`: "at or above P1" is `sev <= P1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Severity {
+    P0,
+    P1,
+    P2,
+    P3,
+}
+
+impl Severity {
+    pub const ALL: [Severity; 4] = [Severity::P0, Severity::P1, Severity::P2, Severity::P3];
+
+    /// Lenient parse of what models write: "P1", "p1", "high", "critical", "minor"...
+    pub fn parse_lenient(s: &str) -> Option<Severity> {
+        let t = s.trim().to_ascii_lowercase();
+        Some(match t.as_str() {
+            "p0" | "critical" | "blocker" | "sev0" => Severity::P0,
+            "p1" | "high" | "major" | "sev1" => Severity::P1,
+            "p2" | "medium" | "moderate" | "sev2" => Severity::P2,
+            "p3" | "low" | "minor" | "info" | "informational" | "trivial" | "nit" | "sev3" => {
+                Severity::P3
+            }
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::P0 => "P0",
+            Severity::P1 => "P1",
+            Severity::P2 => "P2",
+            Severity::P3 => "P3",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The verifier's judgment of one finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    Confirmed,
+    Plausible,
+    Hallucinated,
+    Unverifiable,
+}
+
+impl Verdict {
+    pub fn parse_lenient(s: &str) -> Option<Verdict> {
+        let t = s.trim().to_ascii_uppercase();
+        Some(match t.as_str() {
+            "CONFIRMED" | "CONFIRM" | "TRUE" | "VALID" => Verdict::Confirmed,
+            "PLAUSIBLE" | "LIKELY" | "POSSIBLE" => Verdict::Plausible,
+            "HALLUCINATED" | "FALSE" | "INVALID" | "REFUTED" => Verdict::Hallucinated,
+            "UNVERIFIABLE" | "UNKNOWN" | "UNDECIDABLE" => Verdict::Unverifiable,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Confirmed => "CONFIRMED",
+            Verdict::Plausible => "PLAUSIBLE",
+            Verdict::Hallucinated => "HALLUCINATED",
+            Verdict::Unverifiable => "UNVERIFIABLE",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One finding as a specialist reported it, after lenient normalisation of the model's JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawFinding {
+    pub title: String,
+    pub severity: Severity,
+    /// 0.0 ..= 1.0, clamped.
+    pub confidence: f64,
+    pub category: String,
+    pub file: Option<String>,
+    pub line_start: Option<u32>,
+    pub line_end: Option<u32>,
+    pub symbol: Option<String>,
+    pub evidence: String,
+    pub why_it_matters: String,
+    pub suggested_fix: String,
+}
+
+/// Who reported a finding. Several reporters on one anchor corroborate it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Reporter {
+    pub persona: String,
+    pub model: String,
+    pub node: String,
+}
+
+/// A raw finding with its provenance, as it leaves a specialist task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reported {
+    pub task_id: String,
+    pub reporter: Reporter,
+    pub finding: RawFinding,
+}
+
+/// A reported finding after verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Judged {
+    pub reported: Reported,
+    pub verdict: Verdict,
+    /// Why the verdict: a grounding failure ("evidence not found near lines 10-14") or the model's reason.
+    pub reason: String,
+    /// True when the verdict came from deterministic grounding alone, without a model call.
+    pub deterministic: bool,
+}
+
+/// A surviving finding in the report (DESIGN §6 `findings[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub id: String,
+    pub title: String,
+    pub severity: Severity,
+    pub confidence: f64,
+    pub category: String,
+    pub file: Option<String>,
+    pub line_start: Option<u32>,
+    pub line_end: Option<u32>,
+    pub symbol: Option<String>,
+    pub evidence: String,
+    pub why_it_matters: String,
+    pub suggested_fix: String,
+    pub verdict: Verdict,
+    pub reporters: Vec<Reporter>,
+    pub anchor: String,
+    /// True when the finding was below the confidence gate and kept only because another persona
+    /// reported the same anchor.
+    #[serde(default)]
+    pub promoted: bool,
+}
+
+/// A finding that did not survive (DESIGN §6 `dropped[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dropped {
+    pub title: String,
+    pub file: Option<String>,
+    pub reason: String,
+    pub verdict: Option<Verdict>,
+}

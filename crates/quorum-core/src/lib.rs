@@ -1,0 +1,24 @@
+//! quorum-core: the domain of a review as plain data and pure functions.
+//!
+//! Everything a review *means* lives here: the immutable [`pack::ContextPack`] snapshot of the
+//! target, the persona catalog, flow definitions, tasks and findings, the resilient parser for
+//! model output, deterministic grounding, dedup and the confidence gate, prompt weaving under a
+//! token budget, and the report renderers.
+//!
+//! Architecture invariant: this crate knows nothing about tokio, sled, tonic, HTTP or actors.
+//! It reads the filesystem in exactly one place — [`pack::ContextPack::snapshot`] — and in the
+//! catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
+
+pub mod catalog;
+pub mod dedup;
+pub mod error;
+pub mod finding;
+pub mod flow;
+pub mod grounding;
+pub mod pack;
+pub mod parse;
+pub mod report;
+pub mod task;
+pub mod weaver;
+
+pub use error::{CatalogError, FlowError, PackError};

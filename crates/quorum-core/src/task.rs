@@ -1,0 +1,54 @@
+//! Tasks the planner generates, and the scout's classification they are planned from.
+
+use serde::{Deserialize, Serialize};
+
+/// The scout's one LLM judgment about the target.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Classification {
+    /// software | legal | financial | scientific | documentation | mixed
+    pub domain: String,
+    #[serde(default)]
+    pub languages: Vec<String>,
+    #[serde(default)]
+    pub frameworks: Vec<String>,
+    #[serde(default)]
+    pub content_types: Vec<String>,
+    #[serde(default)]
+    pub review_focus: Vec<String>,
+}
+
+pub const DOMAINS: [&str; 6] = [
+    "software",
+    "legal",
+    "financial",
+    "scientific",
+    "documentation",
+    "mixed",
+];
+
+/// One specialist task, validated against the pack and the catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    pub id: String,
+    pub persona: String,
+    /// Pack-relative paths, each present in the pack.
+    pub files: Vec<String>,
+    pub mandate: String,
+    /// The tools this task may call: the intersection of what the planner asked for, the persona
+    /// allows and the flow stage allows. Content under review can never widen it.
+    pub tools: Vec<String>,
+    /// What the verifier should check, as the planner phrased it (may be empty).
+    #[serde(default)]
+    pub verification: String,
+    /// Model requested by the planner, if any; otherwise the run's default.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// A task the planner proposed that validation refused, with why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RejectedTask {
+    pub id: String,
+    pub persona: String,
+    pub reason: String,
+}

@@ -1,0 +1,1 @@
+//! The weaver: assembles a persona and dynamic context into prompts under a token budget.
