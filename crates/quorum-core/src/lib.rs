@@ -18,6 +18,7 @@ pub mod grounding;
 pub mod pack;
 pub mod parse;
 pub mod report;
+pub mod schema;
 pub mod task;
 pub mod weaver;
 

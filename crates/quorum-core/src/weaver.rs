@@ -99,11 +99,8 @@ impl ContextBudget {
                 }
             }
             if satisfied.is_empty() {
-                let pool = remaining;
                 for &i in &open {
-                    let share = pool * slots[i].weight as u64 / total_w.max(1);
-                    grant[i] += share;
-                    remaining -= share;
+                    grant[i] += remaining * slots[i].weight as u64 / total_w.max(1);
                 }
                 break;
             }

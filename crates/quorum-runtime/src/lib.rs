@@ -1,1 +1,49 @@
-//! placeholder
+//! quorum-runtime: the actors that run a review.
+//!
+//! A review is one [`conductor::FlowConductor`] actor supervising one [`worker::TaskWorker`]
+//! actor per task attempt. The conductor owns every decision (order, concurrency, retries,
+//! circular-fix detection, fencing, status); workers own exactly one model-facing job each and
+//! reach models only through this node's [`backends::Backends`].
+//!
+//! Architecture invariant: no function here reads the review target from disk. Everything a
+//! stage sees comes from the `ContextPack` in the shared [`context::ReviewContext`].
+
+pub mod agent;
+pub mod backends;
+pub mod conductor;
+pub mod context;
+pub mod error;
+pub mod progress;
+pub mod report;
+pub mod stages;
+pub mod tools;
+pub mod worker;
+
+pub use backends::{Backend, Backends};
+pub use context::{ReviewContext, SharedContext};
+pub use error::{AttemptError, ReviewError};
+pub use progress::{Progress, ProgressSender};
+
+use quorum_core::report::Report;
+use ractor::Actor;
+
+/// Run one review to its end on this node and return the report.
+///
+/// The conductor always produces a report — partial or failed when stages fail — so the only
+/// errors here are failures to run the actor system itself.
+pub async fn run_review(
+    ctx: SharedContext,
+    progress: Option<ProgressSender>,
+) -> Result<Report, ReviewError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let args = conductor::ConductorArgs { ctx, done: tx, progress };
+    let (actor, handle) = Actor::spawn(None, conductor::FlowConductor, args)
+        .await
+        .map_err(|e| ReviewError::Actor(e.to_string()))?;
+    let report = rx.await.map_err(|_| {
+        ReviewError::Actor("the flow conductor stopped without a report".into())
+    });
+    actor.stop(None);
+    let _ = handle.await;
+    report
+}

@@ -1,0 +1,328 @@
+//! Output contracts of every judgment node: JSON schemas for constrained decoding, the
+//! engine-injected format text, and lenient normalisation of what models actually return.
+//!
+//! The schemas go to backends that support structured output; the same shapes are described in
+//! prose for backends (or models) that ignore them, and the normalisers accept the common
+//! deviations (severity "high", confidence "80%", line "L12") instead of discarding the work.
+
+use crate::catalog::{Catalog, KNOWN_TOOLS};
+use crate::finding::{RawFinding, Severity, Verdict};
+use crate::pack::ContextPack;
+use crate::parse::{lenient_f64, lenient_string, lenient_u32};
+use crate::task::{Classification, RejectedTask, Task, DOMAINS};
+use serde_json::{json, Value};
+
+pub fn classification_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "domain": {"type": "string", "enum": DOMAINS},
+            "languages": {"type": "array", "items": {"type": "string"}},
+            "frameworks": {"type": "array", "items": {"type": "string"}},
+            "content_types": {"type": "array", "items": {"type": "string"}},
+            "review_focus": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["domain", "languages", "frameworks", "content_types", "review_focus"]
+    })
+}
+
+pub fn tasks_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "tasks": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string"},
+                        "persona": {"type": "string"},
+                        "files": {"type": "array", "items": {"type": "string"}},
+                        "mandate": {"type": "string"},
+                        "tools": {"type": "array", "items": {"type": "string", "enum": KNOWN_TOOLS}},
+                        "verification": {"type": "string"}
+                    },
+                    "required": ["id", "persona", "files", "mandate"]
+                }
+            }
+        },
+        "required": ["tasks"]
+    })
+}
+
+pub fn findings_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "findings": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "title": {"type": "string"},
+                        "severity": {"type": "string", "enum": ["P0", "P1", "P2", "P3"]},
+                        "confidence": {"type": "number"},
+                        "category": {"type": "string"},
+                        "file": {"type": "string"},
+                        "line_start": {"type": "integer"},
+                        "line_end": {"type": "integer"},
+                        "symbol": {"type": "string"},
+                        "evidence": {"type": "string"},
+                        "why_it_matters": {"type": "string"},
+                        "suggested_fix": {"type": "string"}
+                    },
+                    "required": ["title", "severity", "confidence", "category", "file",
+                                 "line_start", "line_end", "evidence", "why_it_matters",
+                                 "suggested_fix"]
+                }
+            }
+        },
+        "required": ["findings"]
+    })
+}
+
+pub fn verdict_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "verdict": {"type": "string", "enum": ["CONFIRMED", "PLAUSIBLE", "HALLUCINATED", "UNVERIFIABLE"]},
+            "reason": {"type": "string"}
+        },
+        "required": ["verdict", "reason"]
+    })
+}
+
+pub fn synthesis_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string"},
+            "action_items": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["summary", "action_items"]
+    })
+}
+
+/// Appended by the engine to every specialist prompt, whatever the persona says.
+pub const FINDINGS_FORMAT: &str = r#"## Output format (required)
+When you have finished investigating, answer with one JSON object and nothing else:
+{"findings": [{"title": "short statement of the problem",
+  "severity": "P0|P1|P2|P3",
+  "confidence": 0.0-1.0,
+  "category": "area/kind, e.g. security/injection, correctness/off-by-one, legal/liability",
+  "file": "path exactly as listed",
+  "line_start": 12, "line_end": 14,
+  "symbol": "function, class or clause name, or empty",
+  "evidence": "the exact text of the cited lines, copied verbatim",
+  "why_it_matters": "the concrete consequence",
+  "suggested_fix": "what to change"}]}
+Severity: P0 critical (exploitable, data loss, legal exposure now), P1 serious, P2 moderate,
+P3 minor. Cite only lines you have read; evidence must be copied from them, or the finding is
+discarded. If you find nothing, answer {"findings": []}."#;
+
+/// Tool-call convention described to models without native tool calling.
+pub const TEXT_TOOL_CALL_FORMAT: &str = r#"To call a tool without native tool calling, answer with only:
+{"tool": "<tool name>", "arguments": {...}}"#;
+
+/// Normalise a model's classification object; unknown domains become "mixed".
+pub fn normalize_classification(v: &Value) -> Classification {
+    let list = |k: &str| -> Vec<String> {
+        match v.get(k) {
+            Some(Value::Array(a)) => a.iter().filter_map(lenient_string).take(12).collect(),
+            Some(other) => lenient_string(other)
+                .map(|s| {
+                    s.split(',')
+                        .map(|p| p.trim().to_string())
+                        .filter(|p| !p.is_empty())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            None => Vec::new(),
+        }
+    };
+    let domain = v
+        .get("domain")
+        .and_then(lenient_string)
+        .map(|d| d.trim().to_ascii_lowercase())
+        .filter(|d| DOMAINS.contains(&d.as_str()))
+        .unwrap_or_else(|| "mixed".to_string());
+    Classification {
+        domain,
+        languages: list("languages"),
+        frameworks: list("frameworks"),
+        content_types: list("content_types"),
+        review_focus: list("review_focus"),
+    }
+}
+
+fn field<'a>(v: &'a Value, names: &[&str]) -> Option<&'a Value> {
+    names.iter().find_map(|n| v.get(*n)).filter(|x| !x.is_null())
+}
+
+/// Normalise one finding object. Fails (with why) only when it has no usable title.
+pub fn normalize_finding(v: &Value) -> Result<RawFinding, String> {
+    if !v.is_object() {
+        return Err("finding is not a json object".into());
+    }
+    let title = field(v, &["title", "summary", "issue", "description"])
+        .and_then(lenient_string)
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .ok_or("finding has no title")?;
+    let severity = field(v, &["severity", "priority", "level"])
+        .and_then(lenient_string)
+        .and_then(|s| Severity::parse_lenient(&s))
+        .unwrap_or(Severity::P2);
+    let confidence = field(v, &["confidence", "certainty"])
+        .and_then(lenient_f64)
+        .unwrap_or(0.5);
+    let mut line_start = field(v, &["line_start", "line", "start_line", "lines"]).and_then(lenient_u32);
+    let mut line_end = field(v, &["line_end", "end_line"]).and_then(lenient_u32);
+    // "lines": "12-14" carries both ends.
+    if line_end.is_none() {
+        if let Some(Value::String(s)) = field(v, &["lines", "line"]) {
+            if let Some((_, b)) = s.split_once('-') {
+                line_end = b.trim().trim_start_matches(['L', 'l']).parse().ok();
+            }
+        }
+    }
+    if line_start == Some(0) {
+        line_start = None;
+    }
+    let line_end = match (line_start, line_end) {
+        (Some(s), Some(e)) if e >= s => Some(e),
+        (Some(s), Some(e)) => Some(s.max(e)),
+        (Some(s), None) => Some(s),
+        _ => None,
+    };
+    let text = |names: &[&str]| {
+        field(v, names)
+            .and_then(lenient_string)
+            .unwrap_or_default()
+    };
+    let file = field(v, &["file", "path", "location"])
+        .and_then(lenient_string)
+        .map(|f| f.trim().to_string())
+        .filter(|f| !f.is_empty());
+    Ok(RawFinding {
+        title,
+        severity,
+        confidence,
+        category: {
+            let c = text(&["category", "type", "kind"]);
+            if c.trim().is_empty() {
+                "general".into()
+            } else {
+                c.trim().to_ascii_lowercase()
+            }
+        },
+        file,
+        line_start,
+        line_end,
+        symbol: field(v, &["symbol", "function", "clause"])
+            .and_then(lenient_string)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+        evidence: text(&["evidence", "quote", "code"]),
+        why_it_matters: text(&["why_it_matters", "impact", "rationale", "explanation"]),
+        suggested_fix: text(&["suggested_fix", "fix", "recommendation", "remediation"]),
+    })
+}
+
+/// Normalise a verdict object: (verdict, reason). Unknown verdicts are UNVERIFIABLE.
+pub fn normalize_verdict(v: &Value) -> (Verdict, String) {
+    let verdict = field(v, &["verdict", "status", "result"])
+        .and_then(lenient_string)
+        .and_then(|s| Verdict::parse_lenient(&s))
+        .unwrap_or(Verdict::Unverifiable);
+    let reason = field(v, &["reason", "rationale", "explanation"])
+        .and_then(lenient_string)
+        .unwrap_or_else(|| "no reason given".into());
+    (verdict, reason)
+}
+
+/// Validate the planner's task objects against the catalog, the pack and the stage's tools.
+///
+/// An unknown persona or an empty mandate rejects the task (with the reason); files not in the
+/// pack are dropped from it; tools are the intersection of what the task asked for (all stage
+/// tools when it asked for none), what the persona allows and what the stage grants, so nothing
+/// in a plan — itself influenced by reviewed content — can widen a task's tools.
+pub fn validate_tasks(
+    values: &[Value],
+    catalog: &Catalog,
+    pack: &ContextPack,
+    stage_tools: &[String],
+    max_tasks: usize,
+) -> (Vec<Task>, Vec<RejectedTask>) {
+    let mut tasks: Vec<Task> = Vec::new();
+    let mut rejected = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        let mut id = field(v, &["id", "task_id"])
+            .and_then(lenient_string)
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("t{}", i + 1));
+        if tasks.iter().any(|t| t.id == id) {
+            id = format!("{id}-{}", i + 1);
+        }
+        let persona = field(v, &["persona", "specialist", "agent"])
+            .and_then(lenient_string)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let reject = |reason: String| RejectedTask {
+            id: id.clone(),
+            persona: persona.clone(),
+            reason,
+        };
+        let Some(p) = catalog.personas.get(&persona) else {
+            rejected.push(reject(format!("unknown persona {persona:?}")));
+            continue;
+        };
+        let mandate = field(v, &["mandate", "instructions", "focus"])
+            .and_then(lenient_string)
+            .unwrap_or_default();
+        if mandate.trim().is_empty() {
+            rejected.push(reject("empty mandate".into()));
+            continue;
+        }
+        let requested: Vec<String> = match field(v, &["files", "file"]) {
+            Some(Value::Array(a)) => a.iter().filter_map(lenient_string).collect(),
+            Some(other) => lenient_string(other).into_iter().collect(),
+            None => Vec::new(),
+        };
+        let mut files = Vec::new();
+        for f in &requested {
+            if let Ok(pf) = pack.resolve(f) {
+                if !files.contains(&pf.path) {
+                    files.push(pf.path.clone());
+                }
+            }
+        }
+        let asked: Vec<String> = match field(v, &["tools"]) {
+            Some(Value::Array(a)) => a.iter().filter_map(lenient_string).collect(),
+            _ => Vec::new(),
+        };
+        let tools: Vec<String> = stage_tools
+            .iter()
+            .filter(|t| p.tools.contains(t))
+            .filter(|t| asked.is_empty() || asked.contains(t))
+            .cloned()
+            .collect();
+        if tasks.len() >= max_tasks {
+            rejected.push(reject(format!("over the flow's max_tasks ({max_tasks})")));
+            continue;
+        }
+        tasks.push(Task {
+            id,
+            persona,
+            files,
+            mandate: mandate.trim().to_string(),
+            tools,
+            verification: field(v, &["verification", "verify"])
+                .and_then(lenient_string)
+                .unwrap_or_default(),
+            model: field(v, &["model"]).and_then(lenient_string),
+        });
+    }
+    (tasks, rejected)
+}

@@ -1,0 +1,507 @@
+//! FlowConductor: the per-review supervisor and control plane.
+//!
+//! It walks the flow's stages (scout → planner → specialists → verifier → synthesizer), spawns
+//! one supervised [`TaskWorker`] per attempt, bounds concurrency, retries failed attempts with
+//! backoff, stops retrying a task that fails the same way three times in a row (circular fix),
+//! fences late results, and finally assembles the report. All decisions here are deterministic
+//! Rust; models are only reached through the workers.
+
+use crate::agent::CallStats;
+use crate::context::SharedContext;
+use crate::error::AttemptError;
+use crate::progress::{Progress, ProgressSender};
+use crate::report::{assemble, RunFacts, TaskRun, TaskState};
+use crate::stages::{self, Synthesis};
+use crate::worker::{Job, JobOutcome, OutcomeSink, TaskWorker, WorkerArgs};
+use quorum_core::dedup::{self, Gated};
+use quorum_core::finding::{Reported, Reporter};
+use quorum_core::report::Report;
+use quorum_core::task::Classification;
+use rand::Rng;
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// Same error class this many times in a row: the task is going in circles; stop retrying.
+pub const CIRCULAR_FIX_REPEATS: usize = 3;
+
+pub struct FlowConductor;
+
+pub struct ConductorArgs {
+    pub ctx: SharedContext,
+    pub done: oneshot::Sender<Report>,
+    pub progress: Option<ProgressSender>,
+}
+
+pub enum ConductorMsg {
+    Start,
+    Outcome { attempt: u64, outcome: JobOutcome },
+    /// Re-dispatch run `run` after its backoff.
+    Retry { run: usize },
+}
+
+/// Which part of the review a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Scout,
+    Plan,
+    Specialists,
+    Verify,
+    Synthesize,
+    Done,
+}
+
+struct Sink(ActorRef<ConductorMsg>);
+
+impl OutcomeSink for Sink {
+    fn deliver(&self, attempt: u64, outcome: JobOutcome) {
+        // The conductor being gone means the review already ended; nothing to do.
+        let _ = self.0.send_message(ConductorMsg::Outcome { attempt, outcome });
+    }
+}
+
+pub struct ConductorState {
+    ctx: SharedContext,
+    done: Option<oneshot::Sender<Report>>,
+    progress: Option<ProgressSender>,
+    phase: Phase,
+    started: Instant,
+    next_attempt: u64,
+    /// Live attempt id -> run index. An outcome for an id not here is fenced off.
+    live: HashMap<u64, usize>,
+    actors: HashMap<ActorId, u64>,
+    /// Every run: stage runs first (scout, plan), then specialists, verify and synthesize.
+    runs: Vec<TaskRun>,
+    pending: VecDeque<usize>,
+    active_specialists: usize,
+    classification: Classification,
+    classification_fallback: bool,
+    rejected: Vec<quorum_core::task::RejectedTask>,
+    reported: Vec<Reported>,
+    gated: Option<Gated>,
+    synthesis: Option<Synthesis>,
+    verifier_model: Option<String>,
+    usage: CallStats,
+    failure: Option<String>,
+}
+
+impl ConductorState {
+    fn emit(&self, p: Progress) {
+        if let Some(tx) = &self.progress {
+            let _ = tx.send(p);
+        }
+    }
+
+    fn add_run(&mut self, run: TaskRun) -> usize {
+        self.runs.push(run);
+        self.runs.len() - 1
+    }
+
+    fn emit_usage(&self) {
+        self.emit(Progress::Usage {
+            llm_calls: self.usage.llm_calls,
+            tokens_in: self.usage.tokens_in,
+            tokens_out: self.usage.tokens_out,
+        });
+    }
+}
+
+fn deadline(ctx: &SharedContext, job: &Job) -> Duration {
+    let p = &ctx.flow.parameters;
+    let call = p.call_timeout_secs.max(1);
+    let secs = match job {
+        Job::Specialist { .. } => call * (p.max_iterations as u64 + 2),
+        Job::Verify(r) => call * (r.len() as u64 / ctx.max_concurrent() as u64 + 2) * 2,
+        Job::Plan(_) => call * 2 * (p.planner_retries as u64 + 1),
+        _ => call * 2,
+    };
+    Duration::from_secs(secs)
+}
+
+impl FlowConductor {
+    async fn dispatch(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        run: usize,
+        job: Job,
+    ) -> Result<(), ActorProcessingErr> {
+        state.next_attempt += 1;
+        let attempt = state.next_attempt;
+        let r = &mut state.runs[run];
+        r.attempts += 1;
+        r.state = TaskState::Running;
+        r.started.get_or_insert_with(Instant::now);
+        let (id, persona, n) = (r.id.clone(), r.persona.clone(), r.attempts);
+        state.live.insert(attempt, run);
+        state.emit(Progress::TaskStarted { task: id.clone(), persona, attempt: n });
+        tracing::debug!(task = %id, attempt = n, "dispatching attempt");
+        let args = WorkerArgs {
+            attempt,
+            deadline: deadline(&state.ctx, &job),
+            job,
+            ctx: state.ctx.clone(),
+            sink: Arc::new(Sink(myself.clone())),
+        };
+        let (worker, _) = Actor::spawn_linked(None, TaskWorker, args, myself.get_cell()).await?;
+        state.actors.insert(worker.get_id(), attempt);
+        Ok(())
+    }
+
+    async fn start_phase(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        phase: Phase,
+    ) -> Result<(), ActorProcessingErr> {
+        state.phase = phase;
+        let (name, job) = match phase {
+            Phase::Scout => ("scout", Job::Scout),
+            Phase::Plan => ("planner", Job::Plan(state.classification.clone())),
+            Phase::Verify => {
+                if state.reported.is_empty() {
+                    // Nothing to judge: skip the stage entirely, no model call.
+                    state.gated = Some(Gated::default());
+                    return Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await;
+                }
+                ("verifier", Job::Verify(state.reported.clone()))
+            }
+            Phase::Synthesize => {
+                let gated = state.gated.clone().unwrap_or_default();
+                ("synthesizer", Job::Synthesize { gated: Box::new(gated), classification: state.classification.clone() })
+            }
+            Phase::Specialists | Phase::Done => return Ok(()),
+        };
+        state.emit(Progress::Stage { stage: name.to_string() });
+        let run = state.add_run(TaskRun::stage(name));
+        Self::dispatch(myself, state, run, job).await
+    }
+
+    /// Start queued specialist tasks up to the concurrency bound; when every task is terminal,
+    /// move on to verification.
+    async fn pump(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState) -> Result<(), ActorProcessingErr> {
+        while state.active_specialists < state.ctx.max_concurrent() {
+            let Some(run) = state.pending.pop_front() else { break };
+            let Some(task) = state.runs[run].task.clone() else { continue };
+            let prior_error = state.runs[run].last_error.clone();
+            state.active_specialists += 1;
+            Self::dispatch(myself, state, run, Job::Specialist { task, prior_error }).await?;
+        }
+        let all_terminal = state
+            .runs
+            .iter()
+            .filter(|r| r.task.is_some())
+            .all(|r| r.state.is_terminal());
+        if state.phase == Phase::Specialists && all_terminal && state.active_specialists == 0 {
+            Self::start_phase(myself, state, Phase::Verify).await?;
+        }
+        Ok(())
+    }
+
+    /// Record a failed attempt; returns true when the run will be retried.
+    fn fail_attempt(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState, run: usize, err: &AttemptError) -> bool {
+        let max_attempts = if state.runs[run].task.is_some() {
+            state.ctx.flow.parameters.task_attempts
+        } else {
+            // Stage runs get the same budget, at least two tries: a flaky scout should not
+            // cost the whole plan.
+            state.ctx.flow.parameters.task_attempts.max(2)
+        };
+        let r = &mut state.runs[run];
+        r.error_classes.push(err.class().to_string());
+        r.last_error = Some(err.to_string());
+        let n = r.error_classes.len();
+        let circular = n >= CIRCULAR_FIX_REPEATS
+            && r.error_classes[n - CIRCULAR_FIX_REPEATS..].iter().all(|c| c == &r.error_classes[n - 1]);
+        tracing::warn!(task = %r.id, attempt = r.attempts, class = err.class(), error = %err, "attempt failed");
+        if circular {
+            r.state = TaskState::CircularFix;
+            return false;
+        }
+        if err.retryable() && r.attempts < max_attempts {
+            r.state = TaskState::Backoff;
+            let exp = 250u64.saturating_mul(1 << r.attempts.min(6));
+            let jitter = rand::thread_rng().gen_range(0..=exp / 2);
+            let delay = Duration::from_millis((exp + jitter).min(10_000));
+            myself.send_after(delay, move || ConductorMsg::Retry { run });
+            return true;
+        }
+        r.state = TaskState::Failed;
+        false
+    }
+
+    async fn on_outcome(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        run: usize,
+        outcome: JobOutcome,
+    ) -> Result<(), ActorProcessingErr> {
+        let elapsed = state.runs[run].started.map(|s| s.elapsed().as_millis() as u64).unwrap_or(0);
+        state.runs[run].duration_ms = elapsed;
+        if let Some(err) = outcome.error() {
+            let err = err.clone();
+            let is_specialist = state.runs[run].task.is_some();
+            if is_specialist {
+                state.active_specialists = state.active_specialists.saturating_sub(1);
+            }
+            let retrying = Self::fail_attempt(myself, state, run, &err);
+            let r = &state.runs[run];
+            state.emit(Progress::TaskFinished {
+                task: r.id.clone(),
+                persona: r.persona.clone(),
+                ok: false,
+                findings: 0,
+                error: Some(err.to_string()),
+            });
+            if retrying {
+                return if is_specialist { Self::pump(myself, state).await } else { Ok(()) };
+            }
+            return Self::after_final_failure(myself, state, run, err).await;
+        }
+        match outcome {
+            JobOutcome::Scout(Ok((c, st))) => {
+                state.runs[run].complete(&st.model, &st.stats);
+                state.usage.merge(&st.stats);
+                state.classification = c;
+                Self::start_phase(myself, state, Phase::Plan).await?;
+            }
+            JobOutcome::Plan(Ok(plan)) => {
+                state.runs[run].complete(&plan.stage.model, &plan.stage.stats);
+                state.usage.merge(&plan.stage.stats);
+                state.emit(Progress::Planned { tasks: plan.tasks.len(), rejected: plan.rejected.len() });
+                state.rejected = plan.rejected;
+                state.phase = Phase::Specialists;
+                state.emit(Progress::Stage { stage: "specialists".into() });
+                for t in plan.tasks {
+                    let idx = state.add_run(TaskRun::specialist(t));
+                    state.pending.push_back(idx);
+                }
+                Self::pump(myself, state).await?;
+            }
+            JobOutcome::Specialist(Ok(out)) => {
+                state.active_specialists = state.active_specialists.saturating_sub(1);
+                let r = &mut state.runs[run];
+                r.complete(&out.stage.model, &out.stage.stats);
+                r.findings = out.findings.len();
+                r.invalid_findings = out.invalid;
+                let persona = r.persona.clone();
+                let task_id = r.id.clone();
+                state.usage.merge(&out.stage.stats);
+                state.emit(Progress::TaskFinished {
+                    task: task_id.clone(),
+                    persona: persona.clone(),
+                    ok: true,
+                    findings: out.findings.len(),
+                    error: None,
+                });
+                let reporter = Reporter { persona, model: out.stage.model.clone(), node: state.ctx.node.clone() };
+                for f in out.findings {
+                    state.reported.push(Reported { task_id: task_id.clone(), reporter: reporter.clone(), finding: f });
+                }
+                Self::pump(myself, state).await?;
+            }
+            JobOutcome::Verify(Ok(v)) => {
+                state.runs[run].complete(&v.stage.model, &v.stage.stats);
+                state.usage.merge(&v.stage.stats);
+                state.verifier_model = Some(v.stage.model.clone());
+                let total = v.judged.len();
+                state.emit(Progress::Verified { done: total, total });
+                state.gated = Some(dedup::merge_and_gate(v.judged, state.ctx.flow.parameters.confidence_gate));
+                Self::start_phase(myself, state, Phase::Synthesize).await?;
+            }
+            JobOutcome::Synthesize(Ok((s, st))) => {
+                state.runs[run].complete(&st.model, &st.stats);
+                state.usage.merge(&st.stats);
+                state.synthesis = Some(s);
+                Self::finish(myself, state);
+            }
+            // Errors were handled above.
+            _ => {}
+        }
+        state.emit_usage();
+        Ok(())
+    }
+
+    /// A run failed for good. Scout and synthesizer degrade to deterministic fallbacks; the
+    /// planner and verifier failing ends the review as failed; a specialist failing makes it partial.
+    async fn after_final_failure(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        run: usize,
+        err: AttemptError,
+    ) -> Result<(), ActorProcessingErr> {
+        match state.phase {
+            Phase::Scout => {
+                state.classification = stages::fallback_classification(&state.ctx);
+                state.classification_fallback = true;
+                Self::start_phase(myself, state, Phase::Plan).await
+            }
+            Phase::Plan => {
+                state.failure = Some(format!("planning failed: {err}"));
+                Self::finish(myself, state);
+                Ok(())
+            }
+            Phase::Specialists => Self::pump(myself, state).await,
+            Phase::Verify => {
+                state.failure = Some(format!("verification failed: {err}"));
+                Self::finish(myself, state);
+                Ok(())
+            }
+            Phase::Synthesize => {
+                let gated = state.gated.clone().unwrap_or_default();
+                state.synthesis = Some(stages::fallback_synthesis(&state.ctx, &gated));
+                Self::finish(myself, state);
+                Ok(())
+            }
+            Phase::Done => {
+                let _ = run;
+                Ok(())
+            }
+        }
+    }
+
+    fn finish(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState) {
+        if state.phase == Phase::Done {
+            return;
+        }
+        state.phase = Phase::Done;
+        let gated = state.gated.take().unwrap_or_default();
+        let synthesis = state
+            .synthesis
+            .take()
+            .unwrap_or_else(|| stages::fallback_synthesis(&state.ctx, &gated));
+        let facts = RunFacts {
+            runs: std::mem::take(&mut state.runs),
+            classification: state.classification.clone(),
+            classification_fallback: state.classification_fallback,
+            rejected: std::mem::take(&mut state.rejected),
+            reported: state.reported.len(),
+            gated,
+            synthesis,
+            verifier_model: state.verifier_model.clone(),
+            usage: state.usage.clone(),
+            wall_ms: state.started.elapsed().as_millis() as u64,
+            failure: state.failure.take(),
+        };
+        let report = assemble(&state.ctx, facts);
+        state.emit_usage();
+        state.emit(Progress::Finished { status: format!("{:?}", report.status).to_lowercase() });
+        if let Some(tx) = state.done.take() {
+            let _ = tx.send(report);
+        }
+        myself.stop(None);
+    }
+}
+
+#[ractor::async_trait]
+impl Actor for FlowConductor {
+    type Msg = ConductorMsg;
+    type State = ConductorState;
+    type Arguments = ConductorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: ConductorArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        myself.send_message(ConductorMsg::Start)?;
+        Ok(ConductorState {
+            ctx: args.ctx,
+            done: Some(args.done),
+            progress: args.progress,
+            phase: Phase::Scout,
+            started: Instant::now(),
+            next_attempt: 0,
+            live: HashMap::new(),
+            actors: HashMap::new(),
+            runs: Vec::new(),
+            pending: VecDeque::new(),
+            active_specialists: 0,
+            classification: Classification::default(),
+            classification_fallback: false,
+            rejected: Vec::new(),
+            reported: Vec::new(),
+            gated: None,
+            synthesis: None,
+            verifier_model: None,
+            usage: CallStats::default(),
+            failure: None,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        msg: ConductorMsg,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            ConductorMsg::Start => {
+                if state.ctx.pack.is_empty() {
+                    // Nothing to review is a completed review that says so, with no model call.
+                    tracing::info!("target holds no reviewable files");
+                    Self::finish(&myself, state);
+                    return Ok(());
+                }
+                Self::start_phase(&myself, state, Phase::Scout).await
+            }
+            ConductorMsg::Outcome { attempt, outcome } => {
+                let Some(run) = state.live.remove(&attempt) else {
+                    tracing::info!(attempt, "ignoring result of a fenced attempt");
+                    return Ok(());
+                };
+                state.actors.retain(|_, a| *a != attempt);
+                Self::on_outcome(&myself, state, run, outcome).await
+            }
+            ConductorMsg::Retry { run } => {
+                if state.phase == Phase::Done {
+                    return Ok(());
+                }
+                if state.runs[run].task.is_some() {
+                    state.runs[run].state = TaskState::Pending;
+                    state.pending.push_back(run);
+                    Self::pump(&myself, state).await
+                } else {
+                    let job = match state.phase {
+                        Phase::Scout => Job::Scout,
+                        Phase::Plan => Job::Plan(state.classification.clone()),
+                        Phase::Verify => Job::Verify(state.reported.clone()),
+                        Phase::Synthesize => Job::Synthesize {
+                            gated: Box::new(state.gated.clone().unwrap_or_default()),
+                            classification: state.classification.clone(),
+                        },
+                        _ => return Ok(()),
+                    };
+                    Self::dispatch(&myself, state, run, job).await
+                }
+            }
+        }
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        evt: SupervisionEvent,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ActorFailed(cell, why) = evt {
+            let Some(attempt) = state.actors.remove(&cell.get_id()) else {
+                return Ok(());
+            };
+            let Some(run) = state.live.remove(&attempt) else {
+                return Ok(());
+            };
+            tracing::error!(attempt, error = %why, "task actor failed");
+            let err = AttemptError::Internal(format!("task actor failed: {why}"));
+            let outcome = match state.phase {
+                Phase::Scout => JobOutcome::Scout(Err(err)),
+                Phase::Plan => JobOutcome::Plan(Err(err)),
+                Phase::Specialists => JobOutcome::Specialist(Err(err)),
+                Phase::Verify => JobOutcome::Verify(Err(err)),
+                _ => JobOutcome::Synthesize(Err(err)),
+            };
+            Self::on_outcome(&myself, state, run, outcome).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! Errors of the runtime, and the error classes recorded for task attempts.
+
+use quorum_llm::LlmError;
+
+/// Why a task attempt failed. `class()` is what the report's `error_class` shows and what
+/// retry decisions key on.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AttemptError {
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    /// The model answered, but nothing usable could be parsed from it.
+    #[error("malformed output ({kind}): {detail}")]
+    MalformedOutput { kind: String, detail: String },
+    /// Parsed, but the content violates the contract (e.g. zero valid tasks).
+    #[error("schema violation: {0}")]
+    SchemaViolation(String),
+    #[error("attempt exceeded its deadline of {0}s")]
+    Deadline(u64),
+    /// The actor running the attempt panicked or died.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl AttemptError {
+    pub fn class(&self) -> &'static str {
+        match self {
+            AttemptError::Llm(e) => match e.class() {
+                "timeout" => "timeout",
+                "rate_limited" => "rate_limited",
+                "malformed_response" => "malformed_output",
+                "config" | "client_error" => "config",
+                _ => "transport",
+            },
+            AttemptError::MalformedOutput { .. } => "malformed_output",
+            AttemptError::SchemaViolation(_) => "schema_violation",
+            AttemptError::Deadline(_) => "timeout",
+            AttemptError::Internal(_) => "internal",
+        }
+    }
+
+    /// Worth another attempt? Configuration errors (unknown model, bad key) are not.
+    pub fn retryable(&self) -> bool {
+        self.class() != "config"
+    }
+}
+
+/// Failure to start or run a review at all (as opposed to a task failing inside it).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("no backend configured: pass --backend ollama=http://127.0.0.1:11434 (or openai=URL) or add [[backends]] to the config")]
+    NoBackend,
+    #[error("no backend serves model {model:?}; configured: {available}")]
+    UnknownModel { model: String, available: String },
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error("actor system: {0}")]
+    Actor(String),
+}

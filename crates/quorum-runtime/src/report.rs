@@ -1,0 +1,232 @@
+//! Turning the facts of a finished run into the report: status is derived here, from what
+//! happened to each task, never kept as a flag while the review runs.
+
+use crate::agent::CallStats;
+use crate::backends::Backends;
+use crate::context::ReviewContext;
+use crate::stages::Synthesis;
+use quorum_core::dedup::Gated;
+use quorum_core::report::{
+    Methodology, Report, ReviewStatus, TargetInfo, TaskReport, TeamMember, Usage, SCHEMA_VERSION,
+};
+use quorum_core::task::{Classification, RejectedTask, Task};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Pending,
+    Running,
+    Backoff,
+    Completed,
+    Failed,
+    CircularFix,
+}
+
+impl TaskState {
+    pub fn is_terminal(self) -> bool {
+        matches!(self, TaskState::Completed | TaskState::Failed | TaskState::CircularFix)
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Completed => "completed",
+            TaskState::Failed => "failed",
+            TaskState::CircularFix => "circular_fix",
+            // A run still pending when the review ended was never executed.
+            TaskState::Pending | TaskState::Running | TaskState::Backoff => "skipped",
+        }
+    }
+}
+
+/// Everything known about one run (a stage or a specialist task) across its attempts.
+#[derive(Debug, Clone)]
+pub struct TaskRun {
+    pub id: String,
+    pub persona: String,
+    pub task: Option<Task>,
+    pub state: TaskState,
+    pub attempts: u32,
+    pub model: String,
+    pub error_classes: Vec<String>,
+    pub last_error: Option<String>,
+    pub stats: CallStats,
+    pub findings: usize,
+    pub invalid_findings: usize,
+    pub started: Option<Instant>,
+    pub duration_ms: u64,
+}
+
+impl TaskRun {
+    pub fn stage(name: &str) -> TaskRun {
+        TaskRun {
+            id: name.to_string(),
+            persona: name.to_string(),
+            task: None,
+            state: TaskState::Pending,
+            attempts: 0,
+            model: String::new(),
+            error_classes: Vec::new(),
+            last_error: None,
+            stats: CallStats::default(),
+            findings: 0,
+            invalid_findings: 0,
+            started: None,
+            duration_ms: 0,
+        }
+    }
+
+    pub fn specialist(task: Task) -> TaskRun {
+        let mut r = TaskRun::stage(&task.id);
+        r.persona = task.persona.clone();
+        r.task = Some(task);
+        r
+    }
+
+    pub fn complete(&mut self, model: &str, stats: &CallStats) {
+        self.state = TaskState::Completed;
+        self.model = model.to_string();
+        self.stats.merge(stats);
+    }
+
+    fn to_report(&self, node: &str) -> TaskReport {
+        TaskReport {
+            id: self.id.clone(),
+            persona: self.persona.clone(),
+            status: self.state.as_str().to_string(),
+            attempts: self.attempts,
+            model: self.model.clone(),
+            node: node.to_string(),
+            tokens_in: self.stats.tokens_in,
+            tokens_out: self.stats.tokens_out,
+            duration_ms: self.duration_ms,
+            error_class: if self.state == TaskState::Completed {
+                None
+            } else if self.state == TaskState::CircularFix {
+                Some("circular_fix".into())
+            } else {
+                self.error_classes.last().cloned()
+            },
+            error: if self.state == TaskState::Completed { None } else { self.last_error.clone() },
+            recovery: self
+                .stats
+                .recovery
+                .map(|r| serde_json::to_value(r).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
+            tool_calls: self.stats.tool_calls,
+            text_tool_calls: self.stats.text_tool_calls,
+            findings: self.findings,
+        }
+    }
+}
+
+/// What the conductor hands over when the run ends.
+#[derive(Debug)]
+pub struct RunFacts {
+    pub runs: Vec<TaskRun>,
+    pub classification: Classification,
+    pub classification_fallback: bool,
+    pub rejected: Vec<RejectedTask>,
+    pub reported: usize,
+    pub gated: Gated,
+    pub synthesis: Synthesis,
+    pub verifier_model: Option<String>,
+    pub usage: CallStats,
+    pub wall_ms: u64,
+    pub failure: Option<String>,
+}
+
+/// Derive status and build the report.
+pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
+    let specialists: Vec<&TaskRun> = facts.runs.iter().filter(|r| r.task.is_some()).collect();
+    let failed: Vec<&TaskRun> = specialists.iter().copied().filter(|r| r.state != TaskState::Completed).collect();
+    let (status, reason) = if let Some(f) = &facts.failure {
+        (ReviewStatus::Failed, f.clone())
+    } else if ctx.pack.is_empty() {
+        (ReviewStatus::Completed, "nothing to review: the target holds no reviewable files".to_string())
+    } else if !specialists.is_empty() && failed.len() == specialists.len() {
+        (ReviewStatus::Failed, format!("all {} specialist tasks failed", specialists.len()))
+    } else if !failed.is_empty() {
+        let names: Vec<String> = failed
+            .iter()
+            .map(|r| format!("{} ({})", r.id, r.error_classes.last().map(String::as_str).unwrap_or("skipped")))
+            .collect();
+        (ReviewStatus::Partial, format!("{} of {} specialist tasks did not complete: {}", failed.len(), specialists.len(), names.join(", ")))
+    } else {
+        (ReviewStatus::Completed, String::new())
+    };
+
+    let mut team: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in &specialists {
+        let model = if r.model.is_empty() { ctx.backends.default_model.clone() } else { r.model.clone() };
+        *team.entry((r.persona.clone(), model)).or_default() += 1;
+    }
+    let finder_models: Vec<&str> = specialists.iter().map(|r| r.model.as_str()).filter(|m| !m.is_empty()).collect();
+    let verifier_note = match &facts.verifier_model {
+        None => "no finding needed a model verdict".to_string(),
+        Some(v) => {
+            let fam = Backends::family_of(v);
+            if finder_models.iter().any(|m| Backends::family_of(m) == fam) {
+                format!("verification ran on the same model family as the finders ({fam}): degraded independence")
+            } else {
+                format!("verification ran on a different model family ({fam}) from the finders")
+            }
+        }
+    };
+    let mut notes = Vec::new();
+    if facts.classification_fallback {
+        notes.push("the scout's model call failed; classification was derived from file facts".to_string());
+    }
+    if facts.synthesis.fallback && !ctx.pack.is_empty() {
+        notes.push("the summary was built deterministically (synthesizer unavailable)".to_string());
+    }
+    let status_reason = if notes.is_empty() {
+        reason
+    } else if reason.is_empty() {
+        notes.join("; ")
+    } else {
+        format!("{reason}; {}", notes.join("; "))
+    };
+    let promoted = facts.gated.findings.iter().filter(|f| f.promoted).count();
+    Report {
+        schema_version: SCHEMA_VERSION,
+        flow_id: ctx.flow_id.clone(),
+        flow: ctx.flow.name.clone(),
+        status,
+        status_reason,
+        started_at: ctx.started_at.clone(),
+        target: TargetInfo {
+            path: ctx.pack.root.display().to_string(),
+            head_sha: ctx.pack.head_sha.clone(),
+            file_count: ctx.pack.len(),
+            skipped: ctx.pack.skipped.clone(),
+        },
+        classification: facts.classification,
+        summary: facts.synthesis.summary,
+        action_items: facts.synthesis.action_items,
+        team: team
+            .into_iter()
+            .map(|((persona, model), tasks)| TeamMember { persona, model, tasks })
+            .collect(),
+        methodology: Methodology {
+            reported: facts.reported,
+            dropped: facts.gated.dropped.len(),
+            merged: facts.gated.merged,
+            residual: facts.gated.residual.len(),
+            promoted,
+            confidence_gate: ctx.flow.parameters.confidence_gate,
+            verifier_models: facts.verifier_model.into_iter().collect(),
+            verifier_note,
+            rejected_tasks: facts.rejected,
+        },
+        findings: facts.gated.findings,
+        residual_concerns: facts.gated.residual,
+        dropped: facts.gated.dropped,
+        tasks: facts.runs.iter().map(|r| r.to_report(&ctx.node)).collect(),
+        usage: Usage {
+            llm_calls: facts.usage.llm_calls,
+            tokens_in: facts.usage.tokens_in,
+            tokens_out: facts.usage.tokens_out,
+            wall_ms: facts.wall_ms,
+        },
+    }
+}

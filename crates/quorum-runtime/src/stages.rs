@@ -1,0 +1,629 @@
+//! The work of each stage: prompt construction, the model call, and normalisation of the answer.
+//!
+//! Each function is one task attempt's body; the conductor decides when it runs, how often it is
+//! retried and what happens to its result. Prompts are assembled here and nowhere else, which is
+//! what the prompt-construction tests pin down.
+
+use crate::agent::{self, CallSpec, CallStats, Expect, Parsed};
+use crate::context::ReviewContext;
+use crate::error::AttemptError;
+use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
+use quorum_core::flow::Role;
+use quorum_core::grounding::{self, Grounding};
+use quorum_core::schema;
+use quorum_core::task::{Classification, RejectedTask, Task};
+use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
+use std::fmt::Write as _;
+
+impl ReviewContext {
+    fn call_spec(&self, model: &str) -> CallSpec {
+        CallSpec {
+            model: model.to_string(),
+            max_tokens: self.flow.parameters.max_output_tokens,
+            temperature: 0.1,
+            num_ctx: Some(self.flow.parameters.context_tokens),
+        }
+    }
+
+    fn budget(&self) -> ContextBudget {
+        ContextBudget {
+            context_tokens: self.flow.parameters.context_tokens,
+            output_tokens: self.flow.parameters.max_output_tokens,
+        }
+    }
+
+    fn instructions(&self, role: Role) -> &str {
+        self.flow.stage(role).instructions.trim()
+    }
+}
+
+/// Output of a stage attempt other than the specialists'.
+#[derive(Debug, Clone)]
+pub struct StageStats {
+    pub model: String,
+    pub stats: CallStats,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scout
+
+/// The deterministic half of the scout, and its prompt. Pure: unit-testable without a model.
+pub fn scout_prompt(ctx: &ReviewContext) -> (String, String) {
+    let facts = ctx.pack.facts();
+    let system = format!(
+        "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"domain\": \
+         \"software|legal|financial|scientific|documentation|mixed\", \"languages\": [..], \
+         \"frameworks\": [..], \"content_types\": [..], \"review_focus\": [..]}}",
+        ctx.instructions(Role::Scout)
+    );
+    let mut head = String::new();
+    let _ = writeln!(
+        head,
+        "## Facts\nfiles: {}\nlines: {}\nskipped: {}",
+        facts.file_count, facts.total_lines, facts.skipped_count
+    );
+    let langs: Vec<String> = facts
+        .languages
+        .iter()
+        .map(|(l, n)| format!("{l} ({n})"))
+        .collect();
+    let _ = writeln!(head, "languages: {}", langs.join(", "));
+    let kinds: Vec<String> = facts.kinds.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+    let _ = writeln!(head, "kinds: {}", kinds.join(", "));
+    let _ = writeln!(head, "key files: {}", facts.key_files.join(", "));
+    let tree = weaver::delimit("file tree", &ctx.pack.tree(200, 4));
+    let excerpts: Vec<String> = facts
+        .key_files
+        .iter()
+        .take(6)
+        .filter_map(|p| ctx.pack.read_lines(p, 1, 60).ok().map(|t| weaver::delimit(p, &t)))
+        .collect();
+    let joined = excerpts.join("\n");
+    let fitted = ctx.budget().fit(
+        &system,
+        &[
+            Slot { name: "facts", content: &head, weight: 1 },
+            Slot { name: "tree", content: &tree, weight: 2 },
+            Slot { name: "excerpts", content: &joined, weight: 3 },
+        ],
+    );
+    let user = format!(
+        "{}\n## Tree\n{}\n## Key file excerpts\n{}",
+        fitted[0], fitted[1], fitted[2]
+    );
+    (system, user)
+}
+
+/// A classification from facts alone, used when the scout's model call fails: the review goes on
+/// with a coarser plan rather than stopping.
+pub fn fallback_classification(ctx: &ReviewContext) -> Classification {
+    let facts = ctx.pack.facts();
+    let code = facts.kinds.get("code").copied().unwrap_or(0);
+    let docs = facts.kinds.get("doc").copied().unwrap_or(0);
+    let domain = if code > 0 && docs > code {
+        "mixed"
+    } else if code > 0 {
+        "software"
+    } else {
+        "documentation"
+    };
+    Classification {
+        domain: domain.into(),
+        languages: facts.languages.iter().map(|(l, _)| l.clone()).collect(),
+        frameworks: Vec::new(),
+        content_types: Vec::new(),
+        review_focus: Vec::new(),
+    }
+}
+
+pub async fn scout(ctx: &ReviewContext) -> Result<(Classification, StageStats), AttemptError> {
+    let (client, model) = ctx
+        .backends
+        .route(None)
+        .map_err(|e| AttemptError::Internal(e.to_string()))?;
+    let (system, user) = scout_prompt(ctx);
+    let mut stats = CallStats::default();
+    let (parsed, _) = agent::json_call(
+        &client,
+        &ctx.call_spec(&model),
+        &system,
+        &user,
+        schema::classification_schema(),
+        Expect::Object,
+        &mut stats,
+    )
+    .await?;
+    let Parsed::Object(v) = parsed else {
+        return Err(AttemptError::Internal("expected an object".into()));
+    };
+    Ok((schema::normalize_classification(&v), StageStats { model, stats }))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planner
+
+pub fn planner_prompt(
+    ctx: &ReviewContext,
+    classification: &Classification,
+    previous_errors: &[String],
+) -> (String, String) {
+    let p = &ctx.flow.parameters;
+    let system = format!(
+        "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nPlan between {} and {} tasks. Answer with one JSON \
+         object: {{\"tasks\": [{{\"id\": \"t1\", \"persona\": \"<name from the catalog>\", \
+         \"files\": [\"<path from the file list>\"], \"mandate\": \"what to look for\", \
+         \"tools\": [\"file_read\", \"file_grep\"], \"verification\": \"how to confirm\"}}]}}",
+        ctx.instructions(Role::Planner),
+        p.min_tasks,
+        p.max_tasks
+    );
+    let mut files = String::new();
+    for f in ctx.pack.files.values().take(400) {
+        let _ = writeln!(files, "- {} ({}, {}, {} lines)", f.path, f.language, kind_str(f.kind), f.line_count);
+    }
+    if ctx.pack.len() > 400 {
+        let _ = writeln!(files, "- … {} more files", ctx.pack.len() - 400);
+    }
+    let class = serde_json::to_string_pretty(classification).unwrap_or_default();
+    let catalog = ctx.catalog.personas_list();
+    let mut errors = String::new();
+    if !previous_errors.is_empty() {
+        errors.push_str("## Your previous plan was rejected\n");
+        for e in previous_errors {
+            let _ = writeln!(errors, "- {e}");
+        }
+        errors.push_str("Use only persona names from the catalog and paths from the file list.\n");
+    }
+    let files = weaver::delimit("file list", &files);
+    let fitted = ctx.budget().fit(
+        &system,
+        &[
+            Slot { name: "catalog", content: &catalog, weight: 3 },
+            Slot { name: "files", content: &files, weight: 3 },
+        ],
+    );
+    let user = format!(
+        "## Classification\n{class}\n\n## Persona catalog\n{}\n## File list\n{}\n{errors}",
+        fitted[0], fitted[1]
+    );
+    (system, user)
+}
+
+fn kind_str(k: quorum_core::pack::FileKind) -> &'static str {
+    match k {
+        quorum_core::pack::FileKind::Code => "code",
+        quorum_core::pack::FileKind::Config => "config",
+        quorum_core::pack::FileKind::Doc => "doc",
+        quorum_core::pack::FileKind::Data => "data",
+    }
+}
+
+/// The planner's validated output.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub tasks: Vec<Task>,
+    pub rejected: Vec<RejectedTask>,
+    pub stage: StageStats,
+}
+
+/// Plan, and re-plan with the rejection reasons when no task survives validation.
+pub async fn plan(ctx: &ReviewContext, classification: &Classification) -> Result<Plan, AttemptError> {
+    let (client, model) = ctx
+        .backends
+        .route(None)
+        .map_err(|e| AttemptError::Internal(e.to_string()))?;
+    let spec = ctx.call_spec(&model);
+    let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
+    let mut stats = CallStats::default();
+    let mut errors: Vec<String> = Vec::new();
+    let mut all_rejected = Vec::new();
+    for round in 0..=ctx.flow.parameters.planner_retries {
+        let (system, user) = planner_prompt(ctx, classification, &errors);
+        let parsed = agent::json_call(
+            &client,
+            &spec,
+            &system,
+            &user,
+            schema::tasks_schema(),
+            Expect::Objects { keys: &["tasks", "plan"], id_key: "id" },
+            &mut stats,
+        )
+        .await;
+        let values = match parsed {
+            Ok((Parsed::Objects(v), _)) => v,
+            Ok((Parsed::Object(v), _)) => vec![v],
+            Err(e @ AttemptError::MalformedOutput { .. }) => {
+                errors = vec![e.to_string()];
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let values = quorum_core::parse::dedup_by_key(values, "id");
+        let (tasks, rejected) = schema::validate_tasks(
+            &values,
+            &ctx.catalog,
+            &ctx.pack,
+            stage_tools,
+            ctx.flow.parameters.max_tasks,
+        );
+        for r in &rejected {
+            tracing::info!(task = %r.id, persona = %r.persona, reason = %r.reason, "planner task rejected");
+        }
+        if !tasks.is_empty() {
+            all_rejected.extend(rejected);
+            return Ok(Plan {
+                tasks,
+                rejected: all_rejected,
+                stage: StageStats { model, stats },
+            });
+        }
+        errors = if rejected.is_empty() {
+            vec!["the plan contained no tasks".to_string()]
+        } else {
+            rejected
+                .iter()
+                .map(|r| format!("task {} ({}): {}", r.id, r.persona, r.reason))
+                .collect()
+        };
+        tracing::warn!(round, "plan has no valid task; re-planning with the errors");
+        all_rejected.extend(rejected);
+    }
+    Err(AttemptError::SchemaViolation(format!(
+        "the planner produced no valid task ({})",
+        errors.join("; ")
+    )))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Specialists
+
+pub fn specialist_prompt(
+    ctx: &ReviewContext,
+    task: &Task,
+    prior_error: Option<&str>,
+) -> Result<(String, String), AttemptError> {
+    let persona = ctx
+        .catalog
+        .get(&task.persona)
+        .map_err(|e| AttemptError::Internal(e.to_string()))?;
+    let mut system = weaver::persona_prefix(persona, &ctx.catalog);
+    let _ = write!(system, "\n{DATA_NOT_INSTRUCTIONS}\n\n{}\n", schema::FINDINGS_FORMAT);
+    if !task.tools.is_empty() {
+        let _ = write!(
+            system,
+            "\nYou may call these tools: {}. {}\n",
+            task.tools.join(", "),
+            schema::TEXT_TOOL_CALL_FORMAT
+        );
+    }
+    let mut head = format!("## Task {}\n{}\n", task.id, task.mandate);
+    if !task.verification.trim().is_empty() {
+        let _ = writeln!(head, "\nA checker will verify findings by: {}", task.verification.trim());
+    }
+    if let Some(err) = prior_error {
+        let _ = writeln!(
+            head,
+            "\n## Previous attempt failed\n{err}\nAvoid repeating that mistake."
+        );
+    }
+    if task.files.is_empty() {
+        head.push_str("\nNo files were assigned: use the tools to find what your mandate covers.\n");
+    } else {
+        let _ = writeln!(head, "\n## Files\n{}", task.files.join("\n"));
+    }
+    let bodies: Vec<String> = task
+        .files
+        .iter()
+        .filter_map(|p| {
+            let f = ctx.pack.get(p)?;
+            let text = ctx.pack.read_lines(&f.path, 1, f.line_count).ok()?;
+            Some(weaver::delimit(&f.path, &text))
+        })
+        .collect();
+    let mut slots = vec![Slot { name: "task", content: &head, weight: 1000 }];
+    for b in &bodies {
+        slots.push(Slot { name: "file", content: b, weight: 10 });
+    }
+    let fitted = ctx.budget().fit(&system, &slots);
+    let mut user = String::with_capacity(fitted.iter().map(|s| s.len()).sum::<usize>() + 64);
+    for (i, s) in fitted.iter().enumerate() {
+        if i == 1 {
+            user.push_str("\n## File contents (numbered lines)\n");
+        }
+        user.push_str(s);
+    }
+    Ok((system, user))
+}
+
+/// Findings one specialist attempt produced.
+#[derive(Debug, Clone)]
+pub struct SpecialistOutput {
+    pub findings: Vec<RawFinding>,
+    /// Objects in the answer that were not usable findings.
+    pub invalid: usize,
+    pub iterations: u32,
+    pub stage: StageStats,
+}
+
+pub async fn specialist(
+    ctx: &ReviewContext,
+    task: &Task,
+    prior_error: Option<&str>,
+) -> Result<SpecialistOutput, AttemptError> {
+    let (client, model) = ctx
+        .backends
+        .route(task.model.as_deref())
+        .or_else(|_| ctx.backends.route(None))
+        .map_err(|e| AttemptError::Internal(e.to_string()))?;
+    let spec = ctx.call_spec(&model);
+    let (system, user) = specialist_prompt(ctx, task, prior_error)?;
+    let mut stats = CallStats::default();
+    let outcome = agent::tool_loop(
+        &client,
+        &spec,
+        &ctx.pack,
+        &task.tools,
+        &system,
+        &user,
+        schema::findings_schema(),
+        ctx.flow.parameters.max_iterations,
+        &mut stats,
+    )
+    .await?;
+    let expect = Expect::Objects { keys: &["findings", "issues", "results"], id_key: "title" };
+    let values = match quorum_core::parse::extract_objects(&outcome.final_text, &["findings", "issues", "results"], "title") {
+        Ok((v, rec)) => {
+            stats.recovery = Some(rec);
+            v
+        }
+        Err(_) if is_explicit_nothing(&outcome.final_text) => Vec::new(),
+        Err(_) => {
+            // One repair turn: the answer may be prose describing findings.
+            let repair_user = format!(
+                "{user}\n\n## Your previous answer\n{}\n\nRewrite it as the findings JSON only.",
+                weaver::delimit("previous answer", &agent::snippet_long(&outcome.final_text))
+            );
+            let (parsed, _) = agent::json_call(
+                &client, &spec, &system, &repair_user, schema::findings_schema(), expect, &mut stats,
+            )
+            .await?;
+            match parsed {
+                Parsed::Objects(v) => v,
+                Parsed::Object(v) => vec![v],
+            }
+        }
+    };
+    let mut findings = Vec::new();
+    let mut invalid = 0;
+    for v in &values {
+        // An empty wrapper ({"findings": []} parsed as the object itself) is not a finding.
+        if v.get("findings").is_some() {
+            continue;
+        }
+        match schema::normalize_finding(v) {
+            Ok(f) => findings.push(f),
+            Err(why) => {
+                invalid += 1;
+                tracing::debug!(task = %task.id, %why, "unusable finding object");
+            }
+        }
+    }
+    Ok(SpecialistOutput {
+        findings,
+        invalid,
+        iterations: outcome.iterations,
+        stage: StageStats { model, stats },
+    })
+}
+
+/// "No findings" said in words rather than JSON still counts as an answer.
+fn is_explicit_nothing(text: &str) -> bool {
+    let t = text.trim().to_ascii_lowercase();
+    t.is_empty() || t.contains("no findings") || t.contains("no issues found")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verifier
+
+/// The verifier's prompt for one grounded finding. By construction it carries the claim and the
+/// cited source only: never the finder's persona, model or confidence.
+pub fn verifier_prompt(ctx: &ReviewContext, finding: &RawFinding, excerpt: &str) -> (String, String) {
+    let system = format!(
+        "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"verdict\": \
+         \"CONFIRMED|PLAUSIBLE|HALLUCINATED|UNVERIFIABLE\", \"reason\": \"one sentence\"}}",
+        ctx.instructions(Role::Verifier)
+    );
+    let location = match (&finding.file, finding.line_start, finding.line_end) {
+        (Some(f), Some(a), Some(b)) if a != b => format!("{f} lines {a}-{b}"),
+        (Some(f), Some(a), _) => format!("{f} line {a}"),
+        (Some(f), None, _) => f.clone(),
+        (None, _, _) => "(none)".into(),
+    };
+    let mut claim = format!(
+        "## Claim\nTitle: {}\nCategory: {}\nLocation: {location}\n",
+        finding.title, finding.category
+    );
+    if let Some(s) = &finding.symbol {
+        let _ = writeln!(claim, "Symbol: {s}");
+    }
+    let _ = writeln!(claim, "Explanation: {}", finding.why_it_matters);
+    if !finding.evidence.trim().is_empty() {
+        let _ = writeln!(claim, "Quoted evidence:\n{}", weaver::delimit("quoted evidence", &finding.evidence));
+    }
+    let source = weaver::delimit(finding.file.as_deref().unwrap_or("source"), excerpt);
+    let fitted = ctx.budget().fit(
+        &system,
+        &[
+            Slot { name: "claim", content: &claim, weight: 1 },
+            Slot { name: "source", content: &source, weight: 3 },
+        ],
+    );
+    (system, format!("{}\n## Source\n{}", fitted[0], fitted[1]))
+}
+
+/// Verify one reported finding: grounding first, then (if grounded) an independent model call.
+pub async fn verify_one(
+    ctx: &ReviewContext,
+    reported: Reported,
+    model: &str,
+    stats: &mut CallStats,
+) -> Judged {
+    match grounding::ground(&reported.finding, &ctx.pack) {
+        Grounding::Decided { verdict, reason } => Judged {
+            reported,
+            verdict,
+            reason,
+            deterministic: true,
+        },
+        Grounding::Grounded { excerpt } => {
+            let (system, user) = verifier_prompt(ctx, &reported.finding, &excerpt);
+            let routed = ctx.backends.route(Some(model));
+            let result = match routed {
+                Ok((client, model)) => {
+                    agent::json_call(
+                        &client,
+                        &ctx.call_spec(&model),
+                        &system,
+                        &user,
+                        schema::verdict_schema(),
+                        Expect::Object,
+                        stats,
+                    )
+                    .await
+                }
+                Err(e) => Err(AttemptError::Internal(e.to_string())),
+            };
+            match result {
+                Ok((Parsed::Object(v), _)) => {
+                    let (verdict, reason) = schema::normalize_verdict(&v);
+                    Judged { reported, verdict, reason, deterministic: false }
+                }
+                Ok((Parsed::Objects(_), _)) => Judged {
+                    reported,
+                    verdict: Verdict::Unverifiable,
+                    reason: "verifier answer was not a verdict".into(),
+                    deterministic: false,
+                },
+                Err(e) => Judged {
+                    reported,
+                    verdict: Verdict::Unverifiable,
+                    reason: format!("grounded, but the verifier call failed: {e}"),
+                    deterministic: false,
+                },
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synthesizer
+
+pub fn synthesizer_prompt(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated, classification: &Classification) -> (String, String) {
+    let system = format!(
+        "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"summary\": \"...\", \
+         \"action_items\": [\"...\"]}}",
+        ctx.instructions(Role::Synthesizer)
+    );
+    let mut list = String::new();
+    for f in &gated.findings {
+        let loc = match (&f.file, f.line_start) {
+            (Some(p), Some(l)) => format!("{p}:{l}"),
+            (Some(p), None) => p.clone(),
+            _ => "-".into(),
+        };
+        let _ = writeln!(list, "{} [{}] {} — {} ({}, {})", f.id, f.severity, f.title, loc, f.verdict, f.category);
+    }
+    if list.is_empty() {
+        list.push_str("(no findings survived verification)\n");
+    }
+    let stats = format!(
+        "domain: {}\nfiles reviewed: {}\nfindings: {}\nresidual concerns: {}\ndropped as hallucinated: {}\n",
+        classification.domain,
+        ctx.pack.len(),
+        gated.findings.len(),
+        gated.residual.len(),
+        gated.dropped.len()
+    );
+    let list = weaver::delimit("findings", &list);
+    let fitted = ctx.budget().fit(&system, &[Slot { name: "findings", content: &list, weight: 1 }]);
+    (system, format!("## Statistics\n{stats}\n## Findings\n{}", fitted[0]))
+}
+
+/// The synthesizer's output; `fallback` when the model call failed and the text was built
+/// deterministically from the findings.
+#[derive(Debug, Clone)]
+pub struct Synthesis {
+    pub summary: String,
+    pub action_items: Vec<String>,
+    pub fallback: bool,
+}
+
+pub fn fallback_synthesis(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated) -> Synthesis {
+    let mut counts = [0usize; 4];
+    for f in &gated.findings {
+        counts[f.severity as usize] += 1;
+    }
+    let summary = if ctx.pack.is_empty() {
+        "There was nothing to review: the target holds no reviewable files.".to_string()
+    } else if gated.findings.is_empty() {
+        format!(
+            "No finding survived verification across {} files ({} residual concerns, {} dropped).",
+            ctx.pack.len(),
+            gated.residual.len(),
+            gated.dropped.len()
+        )
+    } else {
+        format!(
+            "{} findings survived verification across {} files: {} P0, {} P1, {} P2, {} P3.",
+            gated.findings.len(),
+            ctx.pack.len(),
+            counts[0],
+            counts[1],
+            counts[2],
+            counts[3]
+        )
+    };
+    let action_items = gated
+        .findings
+        .iter()
+        .take(8)
+        .map(|f| format!("{}: {}", f.id, if f.suggested_fix.trim().is_empty() { f.title.as_str() } else { f.suggested_fix.trim() }))
+        .collect();
+    Synthesis { summary, action_items, fallback: true }
+}
+
+pub async fn synthesize(
+    ctx: &ReviewContext,
+    gated: &quorum_core::dedup::Gated,
+    classification: &Classification,
+) -> Result<(Synthesis, StageStats), AttemptError> {
+    let (client, model) = ctx
+        .backends
+        .route(None)
+        .map_err(|e| AttemptError::Internal(e.to_string()))?;
+    let (system, user) = synthesizer_prompt(ctx, gated, classification);
+    let mut stats = CallStats::default();
+    let (parsed, _) = agent::json_call(
+        &client,
+        &ctx.call_spec(&model),
+        &system,
+        &user,
+        schema::synthesis_schema(),
+        Expect::Object,
+        &mut stats,
+    )
+    .await?;
+    let Parsed::Object(v) = parsed else {
+        return Err(AttemptError::Internal("expected an object".into()));
+    };
+    let summary = v
+        .get("summary")
+        .and_then(quorum_core::parse::lenient_string)
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| AttemptError::SchemaViolation("synthesis has no summary".into()))?;
+    let action_items = match v.get("action_items") {
+        Some(serde_json::Value::Array(a)) => a.iter().filter_map(quorum_core::parse::lenient_string).take(12).collect(),
+        _ => Vec::new(),
+    };
+    Ok((Synthesis { summary, action_items, fallback: false }, StageStats { model, stats }))
+}

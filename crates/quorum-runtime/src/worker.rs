@@ -1,0 +1,199 @@
+//! TaskWorker: the actor that runs one task attempt, reports its outcome and stops.
+//!
+//! One actor per attempt keeps failure isolated: a panic inside a stage is caught by ractor and
+//! arrives at the supervising conductor as `ActorFailed`, which retries it like any other error.
+//! The attempt id travels with the outcome so the conductor can ignore a result from an attempt
+//! it has already given up on (fencing).
+
+use crate::agent::CallStats;
+use crate::context::SharedContext;
+use crate::error::AttemptError;
+use crate::stages::{self, Plan, SpecialistOutput, StageStats, Synthesis};
+use quorum_core::dedup::Gated;
+use quorum_core::finding::{Judged, Reported};
+use quorum_core::task::{Classification, Task};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// What an attempt is asked to do.
+#[derive(Debug, Clone)]
+pub enum Job {
+    Scout,
+    Plan(Classification),
+    Specialist { task: Task, prior_error: Option<String> },
+    Verify(Vec<Reported>),
+    Synthesize { gated: Box<Gated>, classification: Classification },
+}
+
+/// The verifier stage's result: every finding judged, never an error (a failed model call
+/// leaves that finding UNVERIFIABLE with the reason).
+#[derive(Debug, Clone)]
+pub struct VerifyOutput {
+    pub judged: Vec<Judged>,
+    pub stage: StageStats,
+}
+
+/// What an attempt produced.
+#[derive(Debug)]
+pub enum JobOutcome {
+    Scout(Result<(Classification, StageStats), AttemptError>),
+    Plan(Result<Plan, AttemptError>),
+    Specialist(Result<SpecialistOutput, AttemptError>),
+    Verify(Result<VerifyOutput, AttemptError>),
+    Synthesize(Result<(Synthesis, StageStats), AttemptError>),
+}
+
+impl JobOutcome {
+    pub fn error(&self) -> Option<&AttemptError> {
+        match self {
+            JobOutcome::Scout(Err(e))
+            | JobOutcome::Plan(Err(e))
+            | JobOutcome::Specialist(Err(e))
+            | JobOutcome::Verify(Err(e))
+            | JobOutcome::Synthesize(Err(e)) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Messages the conductor accepts from workers (see `conductor`).
+pub trait OutcomeSink: Send + Sync + 'static {
+    fn deliver(&self, attempt: u64, outcome: JobOutcome);
+}
+
+pub struct TaskWorker;
+
+pub struct WorkerArgs {
+    pub attempt: u64,
+    pub job: Job,
+    pub ctx: SharedContext,
+    pub sink: Arc<dyn OutcomeSink>,
+    pub deadline: Duration,
+}
+
+pub enum WorkerMsg {
+    Run,
+}
+
+pub struct WorkerState {
+    args: Option<WorkerArgs>,
+}
+
+#[ractor::async_trait]
+impl Actor for TaskWorker {
+    type Msg = WorkerMsg;
+    type State = WorkerState;
+    type Arguments = WorkerArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: WorkerArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        myself.send_message(WorkerMsg::Run)?;
+        Ok(WorkerState { args: Some(args) })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        _msg: WorkerMsg,
+        state: &mut WorkerState,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(args) = state.args.take() else {
+            return Ok(());
+        };
+        let secs = args.deadline.as_secs();
+        let outcome = match tokio::time::timeout(args.deadline, run(&args.ctx, args.job.clone())).await {
+            Ok(o) => o,
+            Err(_) => deadline_outcome(&args.job, secs),
+        };
+        args.sink.deliver(args.attempt, outcome);
+        myself.stop(None);
+        Ok(())
+    }
+}
+
+fn deadline_outcome(job: &Job, secs: u64) -> JobOutcome {
+    let e = AttemptError::Deadline(secs);
+    match job {
+        Job::Scout => JobOutcome::Scout(Err(e)),
+        Job::Plan(_) => JobOutcome::Plan(Err(e)),
+        Job::Specialist { .. } => JobOutcome::Specialist(Err(e)),
+        Job::Verify(_) => JobOutcome::Verify(Err(e)),
+        Job::Synthesize { .. } => JobOutcome::Synthesize(Err(e)),
+    }
+}
+
+async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
+    match job {
+        Job::Scout => JobOutcome::Scout(stages::scout(ctx).await),
+        Job::Plan(c) => JobOutcome::Plan(stages::plan(ctx, &c).await),
+        Job::Specialist { task, prior_error } => {
+            JobOutcome::Specialist(stages::specialist(ctx, &task, prior_error.as_deref()).await)
+        }
+        Job::Verify(reported) => JobOutcome::Verify(Ok(verify_all(ctx, reported).await)),
+        Job::Synthesize { gated, classification } => {
+            JobOutcome::Synthesize(stages::synthesize(ctx, &gated, &classification).await)
+        }
+    }
+}
+
+/// Verify every reported finding with bounded concurrency. Grounding runs for all of them; at
+/// most `max_verifications` grounded findings get a model call, the rest keep grounding's word.
+async fn verify_all(ctx: &SharedContext, reported: Vec<Reported>) -> VerifyOutput {
+    let model = ctx
+        .verifier_model
+        .clone()
+        .unwrap_or_else(|| ctx.backends.default_model.clone());
+    let permits = Arc::new(Semaphore::new(ctx.max_concurrent()));
+    let budget = ctx.flow.parameters.max_verifications;
+    let mut set = tokio::task::JoinSet::new();
+    for (i, r) in reported.into_iter().enumerate() {
+        let ctx = ctx.clone();
+        let permits = permits.clone();
+        let model = model.clone();
+        set.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let mut stats = CallStats::default();
+            let judged = if i < budget {
+                stages::verify_one(&ctx, r, &model, &mut stats).await
+            } else {
+                match quorum_core::grounding::ground(&r.finding, &ctx.pack) {
+                    quorum_core::grounding::Grounding::Decided { verdict, reason } => Judged {
+                        reported: r,
+                        verdict,
+                        reason,
+                        deterministic: true,
+                    },
+                    quorum_core::grounding::Grounding::Grounded { .. } => Judged {
+                        reported: r,
+                        verdict: quorum_core::finding::Verdict::Plausible,
+                        reason: "grounded; over the flow's max_verifications, not model-checked".into(),
+                        deterministic: true,
+                    },
+                }
+            };
+            (i, judged, stats)
+        });
+    }
+    let mut out: Vec<(usize, Judged)> = Vec::new();
+    let mut total = CallStats::default();
+    while let Some(res) = set.join_next().await {
+        match res {
+            Ok((i, j, s)) => {
+                total.merge(&s);
+                out.push((i, j));
+            }
+            Err(e) => tracing::error!(error = %e, "verification task panicked"),
+        }
+    }
+    // Deterministic order regardless of completion order.
+    out.sort_by_key(|(i, _)| *i);
+    VerifyOutput {
+        judged: out.into_iter().map(|(_, j)| j).collect(),
+        stage: StageStats { model, stats: total },
+    }
+}
