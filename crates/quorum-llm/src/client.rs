@@ -1,0 +1,151 @@
+//! `LlmClient`: what the runtime calls. It wraps one backend with a concurrency bound (a model
+//! server degrades badly past a few parallel generations) and retries transient failures.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use crate::error::LlmError;
+use crate::retry::RetryPolicy;
+use crate::types::{BackendConfig, ChatRequest, ChatResponse, ModelInfo};
+use crate::{backend_from_config, ChatBackend};
+
+/// Cheap to clone; clones share the backend and the concurrency bound.
+#[derive(Clone, Debug)]
+pub struct LlmClient {
+    backend: Arc<dyn ChatBackend>,
+    limiter: Arc<Semaphore>,
+    max_concurrent: usize,
+    retry: RetryPolicy,
+    probe_timeout: Duration,
+}
+
+impl LlmClient {
+    /// `max_concurrent` of 0 is treated as 1, since a bound of zero would block every call forever.
+    pub fn new(backend: Arc<dyn ChatBackend>, max_concurrent: usize, retry: RetryPolicy) -> Self {
+        let max_concurrent = max_concurrent.max(1);
+        LlmClient {
+            backend,
+            limiter: Arc::new(Semaphore::new(max_concurrent)),
+            max_concurrent,
+            retry,
+            probe_timeout: Duration::from_secs(crate::types::default_connect_timeout_secs()),
+        }
+    }
+
+    /// A client with the default retry policy; the probe is bounded by `connect_timeout_secs`.
+    pub fn from_config(cfg: &BackendConfig) -> Result<Self, LlmError> {
+        if cfg.max_concurrent == 0 {
+            return Err(LlmError::Config(format!(
+                "backend {}: max_concurrent must be at least 1",
+                cfg.url
+            )));
+        }
+        let backend = backend_from_config(cfg)?;
+        Ok(
+            LlmClient::new(backend, cfg.max_concurrent, RetryPolicy::default())
+                .with_probe_timeout(Duration::from_secs(cfg.connect_timeout_secs)),
+        )
+    }
+
+    /// Overall bound on `probe`.
+    pub fn with_probe_timeout(mut self, timeout: Duration) -> Self {
+        self.probe_timeout = timeout;
+        self
+    }
+
+    pub fn backend(&self) -> &Arc<dyn ChatBackend> {
+        &self.backend
+    }
+
+    pub fn max_concurrent(&self) -> usize {
+        self.max_concurrent
+    }
+
+    /// Calls holding a concurrency permit right now (a gauge for status displays).
+    pub fn in_flight(&self) -> usize {
+        self.max_concurrent
+            .saturating_sub(self.limiter.available_permits())
+    }
+
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// One chat, retried on transient failures. The concurrency permit is held only while a call
+    /// is in flight, not during backoff, so a retrying caller does not starve the others.
+    pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let max_attempts = self.retry.attempts();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            tracing::debug!(
+                backend = %self.backend.kind(),
+                url = %self.backend.url(),
+                model = %req.model,
+                attempt,
+                max_attempts,
+                "llm call"
+            );
+            let result = {
+                let _permit =
+                    self.limiter.acquire().await.map_err(|_| {
+                        LlmError::Config("the concurrency limiter was closed".into())
+                    })?;
+                self.backend.chat(req).await
+            };
+            match result {
+                Ok(mut resp) => {
+                    resp.attempts = attempt;
+                    tracing::debug!(
+                        url = %self.backend.url(),
+                        model = %req.model,
+                        attempt,
+                        tokens_in = resp.usage.tokens_in,
+                        tokens_out = resp.usage.tokens_out,
+                        duration_ms = resp.duration_ms,
+                        "llm call done"
+                    );
+                    return Ok(resp);
+                }
+                Err(err) if err.retryable() && attempt < max_attempts => {
+                    let delay = self.retry.delay_for(attempt, &err);
+                    tracing::debug!(
+                        url = %self.backend.url(),
+                        model = %req.model,
+                        attempt,
+                        error_class = err.class(),
+                        error = %err,
+                        delay_ms = delay.as_millis() as u64,
+                        "llm call failed, retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                }
+                Err(err) => {
+                    tracing::debug!(
+                        url = %self.backend.url(),
+                        model = %req.model,
+                        attempt,
+                        error_class = err.class(),
+                        error = %err,
+                        "llm call failed"
+                    );
+                    return Err(err);
+                }
+            }
+        }
+    }
+
+    /// The backend's models, bounded by a short overall timeout so that an unreachable or wedged
+    /// server is reported within seconds rather than after a full call timeout.
+    pub async fn probe(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        match tokio::time::timeout(self.probe_timeout, self.backend.list_models()).await {
+            Ok(result) => result,
+            Err(_) => Err(LlmError::Timeout {
+                url: self.backend.url().to_string(),
+                secs: self.probe_timeout.as_secs_f64().ceil() as u64,
+            }),
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! The HTTP plumbing both backends share: one reqwest client with connect and per-call timeouts,
+//! an optional bearer key, and the single place where transport failures and HTTP statuses become
+//! `LlmError`s.
+
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::StatusCode;
+use serde::de::DeserializeOwned;
+
+use crate::error::{body_snippet, root_cause, LlmError};
+use crate::types::BackendConfig;
+
+pub(crate) struct Http {
+    client: reqwest::Client,
+    timeout_secs: u64,
+    bearer: Option<String>,
+}
+
+// Hand-written so the bearer key can never reach a log line through `{:?}`.
+impl fmt::Debug for Http {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Http")
+            .field("timeout_secs", &self.timeout_secs)
+            .field("bearer", &self.bearer.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl Http {
+    pub(crate) fn new(cfg: &BackendConfig) -> Result<Self, LlmError> {
+        if cfg.timeout_secs == 0 {
+            return Err(LlmError::Config(format!(
+                "backend {}: timeout_secs must be at least 1",
+                cfg.url
+            )));
+        }
+        if cfg.connect_timeout_secs == 0 {
+            return Err(LlmError::Config(format!(
+                "backend {}: connect_timeout_secs must be at least 1",
+                cfg.url
+            )));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(cfg.connect_timeout_secs))
+            .timeout(Duration::from_secs(cfg.timeout_secs))
+            .build()
+            .map_err(|e| {
+                LlmError::Config(format!("cannot build http client: {}", root_cause(&e)))
+            })?;
+        let bearer = match &cfg.api_key_env {
+            Some(var) => match std::env::var(var) {
+                Ok(key) if !key.trim().is_empty() => Some(key.trim().to_string()),
+                _ => {
+                    tracing::warn!(
+                        url = %cfg.url,
+                        api_key_env = %var,
+                        "api key variable is unset or empty; calling without authorization"
+                    );
+                    None
+                }
+            },
+            None => None,
+        };
+        Ok(Http {
+            client,
+            timeout_secs: cfg.timeout_secs,
+            bearer,
+        })
+    }
+
+    pub(crate) async fn post_json<T: DeserializeOwned>(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+    ) -> Result<T, LlmError> {
+        self.execute(url, self.client.post(url).json(body)).await
+    }
+
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, url: &str) -> Result<T, LlmError> {
+        self.execute(url, self.client.get(url)).await
+    }
+
+    async fn execute<T: DeserializeOwned>(
+        &self,
+        url: &str,
+        mut builder: reqwest::RequestBuilder,
+    ) -> Result<T, LlmError> {
+        if let Some(key) = &self.bearer {
+            builder = builder.bearer_auth(key);
+        }
+        let resp = builder
+            .send()
+            .await
+            .map_err(|e| self.transport_error(url, &e))?;
+        let status = resp.status();
+        let retry_after = parse_retry_after(resp.headers());
+        let bytes = resp.bytes().await.map_err(|e| {
+            if e.is_timeout() {
+                self.timeout(url)
+            } else {
+                // The server hung up mid-body: what arrived cannot be parsed, like truncated JSON.
+                LlmError::Decode {
+                    url: url.to_string(),
+                    message: format!("incomplete response body: {}", root_cause(&e)),
+                }
+            }
+        })?;
+        if !status.is_success() {
+            return Err(status_error(url, status, retry_after, &bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| LlmError::Decode {
+            url: url.to_string(),
+            message: format!("{e} in body: {}", body_snippet(&bytes)),
+        })
+    }
+
+    fn timeout(&self, url: &str) -> LlmError {
+        LlmError::Timeout {
+            url: url.to_string(),
+            secs: self.timeout_secs,
+        }
+    }
+
+    fn transport_error(&self, url: &str, e: &reqwest::Error) -> LlmError {
+        // A connect timeout is a reachability problem, so it is reported as a connect failure.
+        if e.is_timeout() && !e.is_connect() {
+            self.timeout(url)
+        } else {
+            LlmError::Connect {
+                url: url.to_string(),
+                message: root_cause(e),
+            }
+        }
+    }
+}
+
+fn status_error(
+    url: &str,
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    body: &[u8],
+) -> LlmError {
+    let url = url.to_string();
+    let code = status.as_u16();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        LlmError::RateLimited { url, retry_after }
+    } else if status.is_client_error() {
+        LlmError::Client {
+            url,
+            status: code,
+            body: body_snippet(body),
+        }
+    } else {
+        LlmError::Server {
+            url,
+            status: code,
+            body: body_snippet(body),
+        }
+    }
+}
+
+/// `Retry-After` in seconds (integer or fractional). The HTTP-date form is not used by model
+/// servers and is ignored, which falls back to ordinary backoff.
+fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let raw = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    let secs: f64 = raw.parse().ok()?;
+    if secs.is_finite() && secs >= 0.0 {
+        Some(Duration::from_secs_f64(secs.min(86_400.0)))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn headers(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn retry_after_seconds() {
+        assert_eq!(
+            parse_retry_after(&headers("2")),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            parse_retry_after(&headers("0.5")),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_retry_after(&headers("Wed, 21 Oct 2015 07:28:00 GMT")),
+            None
+        );
+        assert_eq!(parse_retry_after(&headers("-1")), None);
+        assert_eq!(parse_retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn statuses_map_to_variants() {
+        let u = "http://h/api/chat";
+        assert!(matches!(
+            status_error(u, StatusCode::TOO_MANY_REQUESTS, None, b""),
+            LlmError::RateLimited { .. }
+        ));
+        assert!(matches!(
+            status_error(u, StatusCode::NOT_FOUND, None, b"model 'x' not found"),
+            LlmError::Client { status: 404, .. }
+        ));
+        assert!(matches!(
+            status_error(u, StatusCode::BAD_GATEWAY, None, b""),
+            LlmError::Server { status: 502, .. }
+        ));
+    }
+
+    #[test]
+    fn debug_redacts_the_key() {
+        let var = "QUORUM_LLM_TEST_DEBUG_REDACTS_KEY";
+        std::env::set_var(var, "sk-secret");
+        let mut cfg = BackendConfig::new(crate::BackendKind::OpenAi, "http://h/v1");
+        cfg.api_key_env = Some(var.to_string());
+        let http = Http::new(&cfg).unwrap();
+        let dbg = format!("{http:?}");
+        assert!(!dbg.contains("sk-secret"), "{dbg}");
+        assert!(dbg.contains("redacted"));
+    }
+}

@@ -1,0 +1,295 @@
+//! Client for the OpenAI-compatible API (`POST {base}/chat/completions`, `GET {base}/models`) as
+//! served by vLLM, llama.cpp's llama-server and LM Studio. The base URL normally ends in `/v1`; one
+//! given without it is used as given, since some proxies mount the API elsewhere.
+
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use crate::error::LlmError;
+use crate::http::Http;
+use crate::types::{
+    estimate_completion_tokens, estimate_prompt_tokens, BackendConfig, BackendKind, ChatMessage,
+    ChatRequest, ChatResponse, ModelInfo, Role, ToolCall, Usage,
+};
+use crate::ChatBackend;
+
+#[derive(Debug)]
+pub struct OpenAiBackend {
+    url: String,
+    chat_url: String,
+    models_url: String,
+    http: Http,
+}
+
+impl OpenAiBackend {
+    pub fn new(cfg: &BackendConfig) -> Result<Self, LlmError> {
+        let url = crate::validated_base_url(&cfg.url)?;
+        Ok(OpenAiBackend {
+            chat_url: format!("{url}/chat/completions"),
+            models_url: format!("{url}/models"),
+            http: Http::new(cfg)?,
+            url,
+        })
+    }
+}
+
+/// The request body for `/chat/completions`.
+pub(crate) fn chat_body(req: &ChatRequest) -> Value {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(req.model));
+    body.insert(
+        "messages".into(),
+        Value::Array(req.messages.iter().map(message_json).collect()),
+    );
+    body.insert("stream".into(), json!(false));
+    body.insert("max_tokens".into(), json!(req.max_tokens));
+    body.insert("temperature".into(), json!(req.temperature));
+    if !req.tools.is_empty() {
+        let tools = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    }
+                })
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(schema) = &req.json_schema {
+        // strict=false: strict mode rejects schemas with optional fields, which ours have.
+        body.insert(
+            "response_format".into(),
+            json!({
+                "type": "json_schema",
+                "json_schema": { "name": "output", "schema": schema, "strict": false },
+            }),
+        );
+    }
+    Value::Object(body)
+}
+
+fn message_json(m: &ChatMessage) -> Value {
+    let mut out = Map::new();
+    out.insert("role".into(), json!(m.role.as_str()));
+    out.insert("content".into(), json!(m.content));
+    if !m.tool_calls.is_empty() {
+        let calls = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": { "name": c.name, "arguments": arguments_string(&c.arguments) },
+                })
+            })
+            .collect();
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    match m.role {
+        Role::Tool => {
+            if let Some(id) = &m.tool_call_id {
+                out.insert("tool_call_id".into(), json!(id));
+            }
+        }
+        _ => {
+            if let Some(name) = &m.name {
+                out.insert("name".into(), json!(name));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// The API carries arguments as a JSON-encoded string; a raw string kept from a malformed call is
+/// sent back exactly as the model wrote it.
+fn arguments_string(args: &Value) -> String {
+    match args {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[derive(Deserialize)]
+struct CompletionReply {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<ReplyUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Option<ReplyMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ReplyMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ReplyToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct ReplyToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: ReplyFunction,
+}
+
+#[derive(Deserialize)]
+struct ReplyFunction {
+    name: String,
+    #[serde(default)]
+    arguments: Value,
+}
+
+#[derive(Deserialize)]
+struct ReplyUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// Arguments arrive as a string holding JSON. One that does not parse is kept as the string, so
+/// the caller can show the model what it wrote; a server that already sent an object is accepted.
+fn parse_arguments(args: Value) -> Value {
+    match args {
+        Value::String(s) if s.trim().is_empty() => json!({}),
+        Value::String(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+        Value::Null => json!({}),
+        other => other,
+    }
+}
+
+#[derive(Deserialize)]
+struct ModelsReply {
+    #[serde(default)]
+    data: Vec<ModelEntry>,
+}
+
+#[derive(Deserialize)]
+struct ModelEntry {
+    id: String,
+    /// vLLM reports the served context length here.
+    #[serde(default)]
+    max_model_len: Option<u64>,
+    /// llama-server reports model metadata here.
+    #[serde(default)]
+    meta: Option<Map<String, Value>>,
+}
+
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.filter(|v| !v.trim().is_empty())
+}
+
+#[async_trait::async_trait]
+impl ChatBackend for OpenAiBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::OpenAi
+    }
+
+    fn url(&self) -> &str {
+        &self.url
+    }
+
+    async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let started = Instant::now();
+        let reply: CompletionReply = self.http.post_json(&self.chat_url, &chat_body(req)).await?;
+        let duration_ms = started.elapsed().as_millis() as u64;
+        let Some(choice) = reply.choices.into_iter().next() else {
+            return Err(LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: "response has no choices".into(),
+            });
+        };
+        let Some(message) = choice.message else {
+            return Err(LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: "first choice has no message".into(),
+            });
+        };
+        let content = message.content.unwrap_or_default();
+        let tool_calls: Vec<ToolCall> = message
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| ToolCall {
+                id: non_empty(c.id).unwrap_or_else(|| format!("call_{i}")),
+                name: c.function.name,
+                arguments: parse_arguments(c.function.arguments),
+            })
+            .collect();
+        let (prompt, completion) = match reply.usage {
+            Some(u) => (u.prompt_tokens, u.completion_tokens),
+            None => (None, None),
+        };
+        let usage = Usage {
+            tokens_in: prompt.unwrap_or_else(|| estimate_prompt_tokens(req)),
+            tokens_out: completion
+                .unwrap_or_else(|| estimate_completion_tokens(&content, &tool_calls)),
+        };
+        Ok(ChatResponse {
+            content,
+            tool_calls,
+            usage,
+            model: non_empty(reply.model).unwrap_or_else(|| req.model.clone()),
+            finish_reason: non_empty(choice.finish_reason),
+            duration_ms,
+            attempts: 1,
+        })
+    }
+
+    async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
+        let reply: ModelsReply = self.http.get_json(&self.models_url).await?;
+        Ok(reply
+            .data
+            .into_iter()
+            .map(|m| {
+                let ctx = m.max_model_len.or_else(|| {
+                    m.meta
+                        .as_ref()
+                        .and_then(|meta| meta.get("n_ctx_train"))
+                        .and_then(Value::as_u64)
+                });
+                ModelInfo {
+                    context_length: ctx,
+                    ..ModelInfo::named(m.id)
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_parse_or_stay_raw() {
+        assert_eq!(
+            parse_arguments(json!("{\"path\":\"a\"}")),
+            json!({"path": "a"})
+        );
+        assert_eq!(parse_arguments(json!("{\"path\":")), json!("{\"path\":"));
+        assert_eq!(parse_arguments(json!("")), json!({}));
+        assert_eq!(parse_arguments(json!({"a": 1})), json!({"a": 1}));
+        assert_eq!(arguments_string(&json!({"a": 1})), "{\"a\":1}");
+        assert_eq!(arguments_string(&json!("{\"path\":")), "{\"path\":");
+    }
+}
