@@ -3,12 +3,36 @@
 //! Runs before any model sees a finding. A finding whose file is not in the pack, whose lines are
 //! out of range, or whose quoted evidence does not occur near the cited lines (whitespace
 //! ignored) is HALLUCINATED without a model call; a finding with no location is UNVERIFIABLE.
+//!
+//! The rules, in order:
+//! - no file: UNVERIFIABLE ("no location given");
+//! - a file the pack does not hold (after [`ContextPack::resolve`]'s normalisation): HALLUCINATED;
+//! - lines given: a reversed range is swapped (models do that); line 0 or a line past the end of
+//!   the file is HALLUCINATED; then the evidence must occur within [`EVIDENCE_WINDOW`] lines of the
+//!   range. Empty evidence with valid lines is GROUNDED: the location alone is checkable, and
+//!   whether the claim holds there is the LLM verifier's call;
+//! - no lines: the evidence must occur somewhere in the file; with no evidence either, the finding
+//!   is UNVERIFIABLE.
+//!
+//! Evidence is compared with all whitespace removed, after undoing what models do to quotes:
+//! surrounding backticks or quotes, code fences, "12 | " / "12: " line-number prefixes (the text
+//! is accepted with or without them stripped, since "200: ok" may be real YAML), and "..." / "…"
+//! elisions — each elided fragment of at least [`MIN_FRAGMENT_CHARS`] non-whitespace characters
+//! must be present, in any order.
 
 use crate::finding::{RawFinding, Verdict};
-use crate::pack::ContextPack;
+use crate::pack::{ContextPack, PackFile};
+use std::fmt::Write as _;
 
 /// Lines of slack around the cited range when searching for the evidence.
 pub const EVIDENCE_WINDOW: u32 = 5;
+
+/// Elided evidence fragments shorter than this (whitespace excluded) are not checked: "}" or
+/// "//" between two "..." says nothing about where the code is.
+pub const MIN_FRAGMENT_CHARS: usize = 4;
+
+/// The grounded excerpt shows at most this many lines.
+pub const MAX_EXCERPT_LINES: u32 = 80;
 
 /// Outcome of grounding one finding.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +45,542 @@ pub enum Grounding {
 }
 
 pub fn ground(finding: &RawFinding, pack: &ContextPack) -> Grounding {
-    let _ = (finding, pack);
-    todo!("helper: implement")
+    let Some(path) = finding.file.as_deref().filter(|f| !f.trim().is_empty()) else {
+        return decided(Verdict::Unverifiable, "no location given".to_string());
+    };
+    let Ok(file) = pack.resolve(path) else {
+        return decided(
+            Verdict::Hallucinated,
+            format!("file {path} is not in the reviewed snapshot"),
+        );
+    };
+    let candidates = [
+        fragments(&finding.evidence, true),
+        fragments(&finding.evidence, false),
+    ];
+    let has_evidence = candidates.iter().any(|c| !c.is_empty());
+
+    let (start, end) = match (finding.line_start, finding.line_end) {
+        (Some(s), Some(e)) => (s.min(e), s.max(e)),
+        (Some(s), None) | (None, Some(s)) => (s, s),
+        (None, None) => return ground_without_lines(pack, file, &candidates, has_evidence),
+    };
+    if start == 0 || end > file.line_count {
+        return decided(
+            Verdict::Hallucinated,
+            format!(
+                "lines {start}-{end} out of range (file has {} lines)",
+                file.line_count
+            ),
+        );
+    }
+    let from = start.saturating_sub(EVIDENCE_WINDOW).max(1);
+    let to = end.saturating_add(EVIDENCE_WINDOW).min(file.line_count);
+    if has_evidence {
+        let window = Squashed::new(&file.content, from, to);
+        if !candidates
+            .iter()
+            .any(|c| !c.is_empty() && window.find_all(c).is_some())
+        {
+            return decided(
+                Verdict::Hallucinated,
+                format!("quoted evidence not found near lines {start}-{end}"),
+            );
+        }
+    }
+    Grounding::Grounded {
+        excerpt: excerpt(pack, file, from, to),
+    }
+}
+
+fn ground_without_lines(
+    pack: &ContextPack,
+    file: &PackFile,
+    candidates: &[Vec<String>],
+    has_evidence: bool,
+) -> Grounding {
+    if !has_evidence {
+        return decided(
+            Verdict::Unverifiable,
+            "no lines and no evidence".to_string(),
+        );
+    }
+    let whole = Squashed::new(&file.content, 1, file.line_count);
+    let hit = candidates
+        .iter()
+        .filter(|c| !c.is_empty())
+        .find_map(|c| whole.find_all(c));
+    match hit {
+        Some(line) => {
+            let from = line.saturating_sub(EVIDENCE_WINDOW).max(1);
+            let to = line.saturating_add(EVIDENCE_WINDOW).min(file.line_count);
+            Grounding::Grounded {
+                excerpt: excerpt(pack, file, from, to),
+            }
+        }
+        None => decided(
+            Verdict::Hallucinated,
+            format!("quoted evidence not found in {}", file.path),
+        ),
+    }
+}
+
+fn decided(verdict: Verdict, reason: String) -> Grounding {
+    Grounding::Decided { verdict, reason }
+}
+
+/// Numbered lines `from..=to`, at most [`MAX_EXCERPT_LINES`] of them.
+fn excerpt(pack: &ContextPack, file: &PackFile, from: u32, to: u32) -> String {
+    let last = to.min(from.saturating_add(MAX_EXCERPT_LINES - 1));
+    let mut text = pack.read_lines(&file.path, from, last).unwrap_or_default();
+    if last < to {
+        let _ = writeln!(text, "      … ({} more lines)", to - last);
+    }
+    text
+}
+
+/// The non-whitespace pieces a quote must contain. Empty when the quote holds nothing checkable.
+fn fragments(evidence: &str, strip_line_numbers: bool) -> Vec<String> {
+    const QUOTES: &[char] = &['`', '"', '\'', '“', '”', '‘', '’'];
+    // Fence lines and elisions both break the quote into separately checked pieces.
+    let mut pieces: Vec<String> = vec![String::new()];
+    for line in evidence.lines() {
+        let trimmed = line.trim_start();
+        if is_fence(trimmed) {
+            pieces.push(String::new());
+            continue;
+        }
+        let line = if strip_line_numbers {
+            let unquoted = trimmed.trim_start_matches(QUOTES);
+            let code = strip_line_number(unquoted);
+            if code.len() < unquoted.len() {
+                code
+            } else {
+                line
+            }
+        } else {
+            line
+        };
+        let mut parts = line.split("...").flat_map(|p| p.split('…'));
+        if let (Some(first), Some(current)) = (parts.next(), pieces.last_mut()) {
+            current.extend(first.chars().filter(|c| !c.is_whitespace()));
+        }
+        for part in parts {
+            pieces.push(part.chars().filter(|c| !c.is_whitespace()).collect());
+        }
+    }
+    // Cutting characters off the ends keeps a piece a substring of what the model copied, so
+    // wrapping quotes can go without ever rejecting a faithful quote.
+    for piece in &mut pieces {
+        let inner = piece.trim_matches(QUOTES);
+        if inner.len() < piece.len() {
+            *piece = inner.to_string();
+        }
+    }
+    pieces.retain(|p| !p.is_empty());
+    if pieces.len() > 1 {
+        pieces.retain(|p| p.chars().count() >= MIN_FRAGMENT_CHARS);
+    }
+    pieces
+}
+
+/// "```", "```rust", "~~~": a fence line, as opposed to code wrapped in backticks on one line.
+fn is_fence(trimmed: &str) -> bool {
+    let rest = if let Some(r) = trimmed.strip_prefix("```") {
+        r.trim_start_matches('`')
+    } else if let Some(r) = trimmed.strip_prefix("~~~") {
+        r.trim_start_matches('~')
+    } else {
+        return false;
+    };
+    rest.trim()
+        .chars()
+        .all(|c| c.is_alphanumeric() || "+-#._".contains(c))
+}
+
+/// "  12 | code", "12: code", "L12: code", "12→code" -> "code"; anything else unchanged.
+fn strip_line_number(line: &str) -> &str {
+    let t = line.trim_start();
+    let t = t.strip_prefix(['L', 'l']).unwrap_or(t);
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || digits > 7 {
+        return line;
+    }
+    let rest = t[digits..].trim_start_matches([' ', '\t']);
+    match rest.strip_prefix(['|', ':', '→']) {
+        Some(code) => code.strip_prefix(' ').unwrap_or(code),
+        None => line,
+    }
+}
+
+/// Lines `from..=to` of a file with all whitespace removed, remembering where each line starts
+/// so a hit can be mapped back to its line.
+struct Squashed {
+    text: String,
+    first_line: u32,
+    /// Byte offset in `text` where each line (from `first_line` on) begins.
+    starts: Vec<usize>,
+}
+
+impl Squashed {
+    fn new(content: &str, from: u32, to: u32) -> Squashed {
+        let mut text = String::new();
+        let mut starts = Vec::new();
+        let skip = from.saturating_sub(1) as usize;
+        let take = (to.saturating_add(1).saturating_sub(from.max(1))) as usize;
+        for line in content.lines().skip(skip).take(take) {
+            starts.push(text.len());
+            text.extend(line.chars().filter(|c| !c.is_whitespace()));
+        }
+        Squashed {
+            text,
+            first_line: from.max(1),
+            starts,
+        }
+    }
+
+    /// When every piece occurs, the line where the first piece first occurs.
+    fn find_all(&self, pieces: &[String]) -> Option<u32> {
+        let mut first = None;
+        for piece in pieces {
+            let at = self.text.find(piece.as_str())?;
+            first.get_or_insert(at);
+        }
+        let at = first?;
+        let idx = self.starts.partition_point(|&s| s <= at).saturating_sub(1);
+        Some(
+            self.first_line
+                .saturating_add(u32::try_from(idx).unwrap_or(u32::MAX)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::finding::Severity;
+    use std::path::PathBuf;
+
+    /// 30 lines: line n is "let v{n} = compute({n});", with a distinctive call at 20.
+    fn pack() -> ContextPack {
+        let mut src = String::new();
+        for n in 1..=30 {
+            if n == 20 {
+                src.push_str(
+                    "    if  token.is_expired()  {  return   Err(AuthError::Expired);  }\n",
+                );
+            } else {
+                src.push_str(&format!("let v{n} = compute({n});\n"));
+            }
+        }
+        ContextPack::from_files(
+            PathBuf::from("/repo"),
+            None,
+            vec![
+                ("src/auth.rs".to_string(), src),
+                ("src/empty.rs".to_string(), String::new()),
+            ],
+        )
+    }
+
+    fn finding(
+        file: Option<&str>,
+        start: Option<u32>,
+        end: Option<u32>,
+        evidence: &str,
+    ) -> RawFinding {
+        RawFinding {
+            title: "t".to_string(),
+            severity: Severity::P2,
+            confidence: 0.8,
+            category: "bug".to_string(),
+            file: file.map(str::to_string),
+            line_start: start,
+            line_end: end,
+            symbol: None,
+            evidence: evidence.to_string(),
+            why_it_matters: String::new(),
+            suggested_fix: String::new(),
+        }
+    }
+
+    fn verdict(g: &Grounding) -> Option<Verdict> {
+        match g {
+            Grounding::Grounded { .. } => None,
+            Grounding::Decided { verdict, .. } => Some(*verdict),
+        }
+    }
+
+    fn reason(g: &Grounding) -> &str {
+        match g {
+            Grounding::Grounded { .. } => "",
+            Grounding::Decided { reason, .. } => reason,
+        }
+    }
+
+    fn excerpt_of(g: &Grounding) -> &str {
+        match g {
+            Grounding::Grounded { excerpt } => excerpt,
+            Grounding::Decided { reason, .. } => panic!("expected grounded, got decided: {reason}"),
+        }
+    }
+
+    #[test]
+    fn no_file_is_unverifiable() {
+        let g = ground(&finding(None, Some(3), None, "x"), &pack());
+        assert_eq!(verdict(&g), Some(Verdict::Unverifiable));
+        assert_eq!(reason(&g), "no location given");
+        let g = ground(&finding(Some("  "), Some(3), None, "x"), &pack());
+        assert_eq!(verdict(&g), Some(Verdict::Unverifiable));
+    }
+
+    #[test]
+    fn file_outside_pack_is_hallucinated() {
+        let g = ground(&finding(Some("src/nope.rs"), Some(1), None, ""), &pack());
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        assert_eq!(
+            reason(&g),
+            "file src/nope.rs is not in the reviewed snapshot"
+        );
+        let g = ground(&finding(Some("../src/auth.rs"), Some(1), None, ""), &pack());
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+    }
+
+    #[test]
+    fn file_path_is_normalised() {
+        let g = ground(
+            &finding(Some("./src//auth.rs"), Some(20), None, "token.is_expired()"),
+            &pack(),
+        );
+        assert!(excerpt_of(&g).contains("   20 | "));
+    }
+
+    #[test]
+    fn out_of_range_lines_are_hallucinated() {
+        let p = pack();
+        let g = ground(&finding(Some("src/auth.rs"), Some(0), Some(2), ""), &p);
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        assert_eq!(reason(&g), "lines 0-2 out of range (file has 30 lines)");
+        let g = ground(&finding(Some("src/auth.rs"), Some(29), Some(31), ""), &p);
+        assert_eq!(reason(&g), "lines 29-31 out of range (file has 30 lines)");
+        let g = ground(&finding(Some("src/auth.rs"), Some(40), None, ""), &p);
+        assert_eq!(reason(&g), "lines 40-40 out of range (file has 30 lines)");
+        let g = ground(&finding(Some("src/empty.rs"), Some(1), None, ""), &p);
+        assert_eq!(reason(&g), "lines 1-1 out of range (file has 0 lines)");
+        let g = ground(&finding(Some("src/auth.rs"), Some(30), Some(30), ""), &p);
+        assert_eq!(verdict(&g), None);
+    }
+
+    #[test]
+    fn reversed_range_is_swapped() {
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(21), Some(19), "is_expired"),
+            &pack(),
+        );
+        let ex = excerpt_of(&g);
+        assert!(ex.starts_with("   14 | "), "{ex}");
+        assert!(ex.ends_with("let v26 = compute(26);\n"), "{ex}");
+    }
+
+    #[test]
+    fn empty_evidence_with_valid_lines_is_grounded() {
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(10), Some(12), "  "),
+            &pack(),
+        );
+        let ex = excerpt_of(&g);
+        assert_eq!(ex.lines().count(), 13, "{ex}");
+        assert!(ex.starts_with("    5 | let v5"));
+    }
+
+    #[test]
+    fn exact_evidence_near_lines_is_grounded() {
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                Some(20),
+                None,
+                "if  token.is_expired()  {  return   Err(AuthError::Expired);  }",
+            ),
+            &pack(),
+        );
+        assert!(excerpt_of(&g).contains("AuthError::Expired"));
+    }
+
+    #[test]
+    fn evidence_with_whitespace_differences_is_grounded() {
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                Some(18),
+                Some(18),
+                "if token.is_expired() {\n  return Err(AuthError::Expired);\n}",
+            ),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+    }
+
+    #[test]
+    fn evidence_within_window_but_outside_range_is_grounded() {
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(15), None, "is_expired()"),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), None);
+    }
+
+    #[test]
+    fn evidence_with_line_number_prefixes_is_grounded() {
+        let quote = "   19 | let v19 = compute(19);\n   20 |     if token.is_expired() {";
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(19), Some(20), quote),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+        let quote = "19: let v19 = compute(19);\n20: if token.is_expired()";
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(19), Some(20), quote),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+    }
+
+    #[test]
+    fn evidence_with_elisions_fences_and_quotes_is_grounded() {
+        let quote = "`if token.is_expired() { ... Err(AuthError::Expired); }`";
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(20), None, quote),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+        let quote = "```rust\nlet v21 = compute(21);\n…\nlet v23 = compute(23);\n```";
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(21), Some(23), quote),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+        let quote = "```let v22 = compute(22);```";
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(22), None, quote),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+        let g = ground(&finding(Some("src/auth.rs"), Some(3), None, quote), &pack());
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        let quote = "\"let v22 = compute(22);\"";
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(22), None, quote),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+    }
+
+    #[test]
+    fn elided_fragment_that_is_absent_is_hallucinated() {
+        let quote = "if token.is_expired() { ... panic!(\"expired\") }";
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(20), None, quote),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+    }
+
+    #[test]
+    fn evidence_elsewhere_in_file_is_hallucinated() {
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(3), Some(4), "token.is_expired()"),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        assert_eq!(reason(&g), "quoted evidence not found near lines 3-4");
+    }
+
+    #[test]
+    fn invented_evidence_is_hallucinated() {
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(20), None, "unsafe { ptr.read() }"),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+    }
+
+    #[test]
+    fn no_lines_evidence_found_is_grounded_around_first_hit() {
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                None,
+                None,
+                "return Err(AuthError::Expired)",
+            ),
+            &pack(),
+        );
+        let ex = excerpt_of(&g);
+        assert!(ex.starts_with("   15 | "), "{ex}");
+        assert!(ex.contains("   20 | "));
+        assert!(ex.ends_with("let v25 = compute(25);\n"), "{ex}");
+    }
+
+    #[test]
+    fn no_lines_evidence_absent_is_hallucinated() {
+        let g = ground(
+            &finding(Some("src/auth.rs"), None, None, "fn refresh_token()"),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        assert_eq!(reason(&g), "quoted evidence not found in src/auth.rs");
+    }
+
+    #[test]
+    fn no_lines_and_no_evidence_is_unverifiable() {
+        let g = ground(&finding(Some("src/auth.rs"), None, None, " ``` "), &pack());
+        assert_eq!(verdict(&g), Some(Verdict::Unverifiable));
+        assert_eq!(reason(&g), "no lines and no evidence");
+        let g = ground(&finding(Some("src/auth.rs"), None, None, "..."), &pack());
+        assert_eq!(verdict(&g), Some(Verdict::Unverifiable));
+    }
+
+    #[test]
+    fn excerpt_is_capped() {
+        let src: String = (1..=300).map(|n| format!("line {n}\n")).collect();
+        let p =
+            ContextPack::from_files(PathBuf::from("/r"), None, vec![("a.txt".to_string(), src)]);
+        let g = ground(&finding(Some("a.txt"), Some(10), Some(250), ""), &p);
+        let ex = excerpt_of(&g);
+        assert_eq!(ex.lines().count(), MAX_EXCERPT_LINES as usize + 1);
+        assert!(ex.starts_with("    5 | line 5\n"));
+        assert!(ex.ends_with("… (171 more lines)\n"), "{ex}");
+    }
+
+    #[test]
+    fn line_number_prefix_stripping() {
+        assert_eq!(strip_line_number("   12 | foo()"), "foo()");
+        assert_eq!(strip_line_number("12: foo()"), "foo()");
+        assert_eq!(strip_line_number("L7: x"), "x");
+        assert_eq!(strip_line_number("let a = 1;"), "let a = 1;");
+        assert_eq!(strip_line_number("123abc"), "123abc");
+    }
+
+    #[test]
+    fn yaml_keys_that_look_like_line_numbers_still_match() {
+        let p = ContextPack::from_files(
+            PathBuf::from("/r"),
+            None,
+            vec![(
+                "codes.yaml".to_string(),
+                "codes:\n  200: ok\n  404: missing\n".to_string(),
+            )],
+        );
+        let g = ground(
+            &finding(
+                Some("codes.yaml"),
+                Some(2),
+                Some(3),
+                "200: ok\n404: missing",
+            ),
+            &p,
+        );
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+    }
 }

@@ -4,12 +4,63 @@
 //! Architecture invariant: after [`ContextPack::snapshot`] returns, nothing in quorum reads the
 //! target directory again. Tools resolve paths against the pack's manifest, so a path outside the
 //! root, a symlink escape, an excluded secret or a file added later simply does not exist.
+//!
+//! What a snapshot admits:
+//! - every regular, UTF-8 text file under the root up to `max_file_bytes`;
+//! - never the contents of [`ALWAYS_EXCLUDED_DIRS`] (VCS metadata, build output, dependency
+//!   caches, editor state, quorum's own output), nor `opts.exclude` globs (gitignore syntax);
+//! - `.gitignore` / `.ignore` rules when `respect_gitignore` (also outside a git checkout);
+//!   ignored files are left out silently;
+//! - never a secret-looking file when `exclude_secrets` (see [`is_secret_file_name`]);
+//! - a symlinked file only when its canonical target stays inside the canonical root; symlinked
+//!   directories are not descended into (their targets inside the root are walked anyway).
+//!
+//! Everything left out for a reason other than an ignore rule is listed in `skipped`.
+//!
+//! Each file gets a language (by file name, then extension, then shebang) and a kind, decided by
+//! this rule: build manifests, lockfiles, dotfile configuration, Dockerfiles and Makefiles are
+//! [`FileKind::Config`] whatever their syntax; otherwise programming languages (including SQL,
+//! HTML/CSS, Terraform and Protobuf) are `Code`; yaml/toml/json/xml/ini and similar are `Config`;
+//! prose formats (markdown, reStructuredText, plain text, LaTeX, AsciiDoc) and LICENSE-like files
+//! are `Doc`; tabular or record data (csv, tsv, jsonl, logs) and anything unrecognised are `Data`.
 
 use crate::error::PackError;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+
+/// Directory names never walked into, wherever they appear below the root.
+pub const ALWAYS_EXCLUDED_DIRS: &[&str] = &[
+    ".git",
+    "target",
+    "node_modules",
+    "dist",
+    "build",
+    "out",
+    ".venv",
+    "venv",
+    "__pycache__",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".tox",
+    ".idea",
+    ".vscode",
+    ".gradle",
+    ".next",
+    "coverage",
+    ".terraform",
+    "quorum-out",
+];
+
+/// Bytes inspected for a NUL when deciding that a file is binary.
+const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+/// Grep hit text is cut to this many characters.
+const GREP_TEXT_CHARS: usize = 200;
+/// At most this many key files in [`PackFacts::key_files`].
+const MAX_KEY_FILES: usize = 40;
 
 /// What kind of content a file holds, for routing and prompt hints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -19,6 +70,18 @@ pub enum FileKind {
     Config,
     Doc,
     Data,
+}
+
+impl FileKind {
+    /// The lowercase name used in serialised output and [`PackFacts::kinds`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileKind::Code => "code",
+            FileKind::Config => "config",
+            FileKind::Doc => "doc",
+            FileKind::Data => "data",
+        }
+    }
 }
 
 /// One file in the snapshot. Content is valid UTF-8 text (binaries are skipped).
@@ -35,6 +98,22 @@ pub struct PackFile {
     pub kind: FileKind,
     #[serde(skip)]
     pub content: Arc<str>,
+}
+
+impl PackFile {
+    /// Build a file entry from its path and content: hash, size, line count, language and kind.
+    pub fn new(path: String, content: Arc<str>) -> PackFile {
+        let (language, kind) = classify(&path, &content);
+        PackFile {
+            hash: blake3::hash(content.as_bytes()).to_hex().to_string(),
+            size: content.len() as u64,
+            line_count: u32::try_from(content.lines().count()).unwrap_or(u32::MAX),
+            language: language.to_string(),
+            kind,
+            path,
+            content,
+        }
+    }
 }
 
 /// A file the snapshot left out, and why ("secret", "binary", "too large (2.3 MiB > 1 MiB)",
@@ -90,23 +169,181 @@ pub struct ContextPack {
 
 impl ContextPack {
     /// Walk `root` once and capture every admissible file. Errors only for a missing or
-    /// non-directory root; unreadable individual files are recorded in `skipped`.
+    /// non-directory root, an unreadable root, or an invalid `opts.exclude` glob
+    /// (`BadPattern`); unreadable individual files are recorded in `skipped`.
+    ///
+    /// The pack's `root` is the canonical (absolute, symlink-free) form of `root`.
     pub fn snapshot(root: &Path, opts: &PackOptions) -> Result<ContextPack, PackError> {
-        let _ = (root, opts);
-        todo!("helper: implement")
+        let meta = std::fs::metadata(root).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                PackError::Missing(root.to_path_buf())
+            } else {
+                PackError::Io {
+                    path: root.to_path_buf(),
+                    source: e,
+                }
+            }
+        })?;
+        if !meta.is_dir() {
+            return Err(PackError::NotADirectory(root.to_path_buf()));
+        }
+        let canon = std::fs::canonicalize(root).map_err(|e| PackError::Io {
+            path: root.to_path_buf(),
+            source: e,
+        })?;
+        let git_dir = find_git_dir(&canon);
+        let head_sha = git_dir.as_deref().and_then(read_head_sha);
+
+        let mut overrides = ignore::overrides::OverrideBuilder::new(&canon);
+        for pattern in &opts.exclude {
+            let glob = pattern.trim().trim_start_matches('!');
+            if glob.is_empty() {
+                continue;
+            }
+            // Overrides without '!' would whitelist (and so exclude everything else).
+            overrides
+                .add(&format!("!{glob}"))
+                .map_err(|e| PackError::BadPattern {
+                    pattern: pattern.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        let overrides = overrides.build().map_err(|e| PackError::BadPattern {
+            pattern: opts.exclude.join(", "),
+            reason: e.to_string(),
+        })?;
+
+        let respect = opts.respect_gitignore;
+        let mut builder = ignore::WalkBuilder::new(&canon);
+        builder
+            .hidden(false)
+            .ignore(respect)
+            .git_ignore(respect)
+            .git_exclude(respect)
+            // A user's global excludes would make the snapshot depend on who runs the review.
+            .git_global(false)
+            .require_git(false)
+            // Parent ignore files matter when reviewing a subdirectory of a checkout; outside a
+            // checkout they would be arbitrary files in the user's home.
+            .parents(respect && git_dir.is_some())
+            .follow_links(false)
+            .overrides(overrides)
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .filter_entry(|entry| {
+                if entry.depth() == 0 {
+                    return true;
+                }
+                let name = entry.file_name();
+                if name == ".git" {
+                    return false;
+                }
+                let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+                !(is_dir && name.to_str().is_some_and(is_always_excluded_dir))
+            });
+
+        let mut files = BTreeMap::new();
+        let mut skipped = Vec::new();
+        for item in builder.build() {
+            let entry = match item {
+                Ok(entry) => entry,
+                Err(err) => {
+                    let path = walk_error_path(&err)
+                        .map(|p| rel_display(&canon, &p))
+                        .unwrap_or_else(|| ".".to_string());
+                    skipped.push(Skipped {
+                        path,
+                        reason: err.to_string(),
+                    });
+                    continue;
+                }
+            };
+            if entry.depth() == 0 {
+                continue;
+            }
+            let Some(file_type) = entry.file_type() else {
+                continue;
+            };
+            if file_type.is_dir() {
+                continue;
+            }
+            let Some(rel) = rel_path(&canon, entry.path()) else {
+                skipped.push(Skipped {
+                    path: rel_display(&canon, entry.path()),
+                    reason: "file name is not valid utf-8".to_string(),
+                });
+                continue;
+            };
+            match admit(&canon, entry.path(), &rel, file_type, opts) {
+                Ok(content) => {
+                    files.insert(rel.clone(), PackFile::new(rel, content));
+                }
+                Err(reason) => skipped.push(Skipped { path: rel, reason }),
+            }
+        }
+        skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(ContextPack {
+            root: canon,
+            head_sha,
+            files,
+            skipped,
+        })
     }
 
     /// Build a pack from in-memory files (tests, and packs received over the wire).
-    pub fn from_files(root: PathBuf, head_sha: Option<String>, files: Vec<(String, String)>) -> ContextPack {
-        let _ = (root, head_sha, files);
-        todo!("helper: implement")
+    ///
+    /// Paths are normalised like [`ContextPack::resolve`] does; a path that cannot be (empty, or
+    /// with a ".." segment) is recorded in `skipped` instead. A later duplicate path wins.
+    pub fn from_files(
+        root: PathBuf,
+        head_sha: Option<String>,
+        files: Vec<(String, String)>,
+    ) -> ContextPack {
+        let mut pack = ContextPack {
+            root,
+            head_sha,
+            files: BTreeMap::new(),
+            skipped: Vec::new(),
+        };
+        for (path, content) in files {
+            match pack.normalize(&path) {
+                Some(norm) if !norm.is_empty() => {
+                    let file = PackFile::new(norm.clone(), Arc::from(content));
+                    pack.files.insert(norm, file);
+                }
+                _ => pack.skipped.push(Skipped {
+                    path,
+                    reason: "invalid path".to_string(),
+                }),
+            }
+        }
+        pack
     }
 
     /// Normalise an agent-supplied path ("./src/a.rs", "src//a.rs", "/src/a.rs" relative to root)
     /// and return the file, or `NotInPack` for anything absent, outside the root ("..") or excluded.
+    ///
+    /// Also accepted: surrounding whitespace and quotes, an absolute path under the pack root,
+    /// backslash separators, and a trailing ":LINE" or ":LINE-LINE" location suffix.
     pub fn resolve(&self, path: &str) -> Result<&PackFile, PackError> {
-        let _ = path;
-        todo!("helper: implement")
+        let not_in_pack = || PackError::NotInPack(path.to_string());
+        let norm = self.normalize(path).ok_or_else(not_in_pack)?;
+        if let Some(file) = self.files.get(&norm) {
+            return Ok(file);
+        }
+        if path.contains('\\') {
+            if let Some(file) = self
+                .normalize(&path.replace('\\', "/"))
+                .and_then(|p| self.files.get(&p))
+            {
+                return Ok(file);
+            }
+        }
+        if let Some(stripped) = strip_location_suffix(&norm) {
+            if let Some(file) = self.files.get(stripped) {
+                return Ok(file);
+            }
+        }
+        Err(not_in_pack())
     }
 
     pub fn get(&self, path: &str) -> Option<&PackFile> {
@@ -122,34 +359,213 @@ impl ContextPack {
     }
 
     /// Lines `start..=end` (1-based, clamped to the file) rendered as "{n:>5} | {line}\n".
+    ///
+    /// `start` 0 counts as 1; a reversed range is swapped; a range starting past the end yields
+    /// the single line "(file has N lines)".
     pub fn read_lines(&self, path: &str, start: u32, end: u32) -> Result<String, PackError> {
-        let _ = (path, start, end);
-        todo!("helper: implement")
+        let file = self.resolve(path)?;
+        let (mut start, mut end) = (start.max(1), end.max(1));
+        if end < start {
+            std::mem::swap(&mut start, &mut end);
+        }
+        if start > file.line_count {
+            return Ok(format!("(file has {} lines)\n", file.line_count));
+        }
+        let end = end.min(file.line_count);
+        let mut out = String::new();
+        for (n, line) in (start..=end).zip(file.content.lines().skip(start as usize - 1)) {
+            let _ = writeln!(out, "{n:>5} | {line}");
+        }
+        Ok(out)
     }
 
-    /// Regex search over files whose path starts with `path_prefix` (empty = all). At most `cap` hits.
-    pub fn grep(&self, pattern: &str, path_prefix: &str, cap: usize) -> Result<Vec<GrepHit>, PackError> {
-        let _ = (pattern, path_prefix, cap);
-        todo!("helper: implement")
+    /// Regex search over files under `path_prefix` (a directory or a file; empty = all). At most
+    /// `cap` hits, in path then line order. Each hit's text is trimmed and cut to 200 characters
+    /// around the match.
+    pub fn grep(
+        &self,
+        pattern: &str,
+        path_prefix: &str,
+        cap: usize,
+    ) -> Result<Vec<GrepHit>, PackError> {
+        let re = regex::RegexBuilder::new(pattern)
+            .size_limit(1 << 20)
+            .dfa_size_limit(1 << 20)
+            .build()
+            .map_err(|e| PackError::BadPattern {
+                pattern: pattern.to_string(),
+                reason: e
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            })?;
+        let prefix = self
+            .normalize(path_prefix)
+            .ok_or_else(|| PackError::NotInPack(path_prefix.to_string()))?;
+        let mut hits = Vec::new();
+        if cap == 0 {
+            return Ok(hits);
+        }
+        for file in self.files.values().filter(|f| under(&f.path, &prefix)) {
+            for (idx, line) in file.content.lines().enumerate() {
+                let Some(m) = re.find(line) else { continue };
+                hits.push(GrepHit {
+                    path: file.path.clone(),
+                    line: u32::try_from(idx + 1).unwrap_or(u32::MAX),
+                    text: clip_around(line, m.start(), GREP_TEXT_CHARS),
+                });
+                if hits.len() >= cap {
+                    return Ok(hits);
+                }
+            }
+        }
+        Ok(hits)
     }
 
     /// Indented tree of at most `max_entries` entries and `max_depth` levels; ends with
     /// "… N more entries" when capped.
+    ///
+    /// Directories come before files at each level, both in byte order of their names;
+    /// directories carry a trailing '/' and each level indents by two spaces. Entries deeper than
+    /// `max_depth` are neither shown nor counted.
     pub fn tree(&self, max_entries: usize, max_depth: usize) -> String {
-        let _ = (max_entries, max_depth);
-        todo!("helper: implement")
+        let mut root = TreeNode::default();
+        for path in self.files.keys() {
+            root.insert(path);
+        }
+        let mut sink = TreeSink {
+            max_entries,
+            shown: 0,
+            hidden: 0,
+            out: String::new(),
+        };
+        root.render(0, max_depth, &mut sink);
+        if sink.hidden > 0 {
+            let _ = writeln!(sink.out, "… {} more entries", sink.hidden);
+        }
+        sink.out
     }
 
     /// Immediate children of a directory ("" = root): files and subdirectories (with trailing '/').
+    ///
+    /// Subdirectories first, then files, each sorted; "", "." and "/" name the root. A path that
+    /// is not a directory of the pack is `NotInPack`.
     pub fn list_directory(&self, dir: &str) -> Result<Vec<String>, PackError> {
-        let _ = dir;
-        todo!("helper: implement")
+        let norm = self
+            .normalize(dir)
+            .ok_or_else(|| PackError::NotInPack(dir.to_string()))?;
+        let prefix = if norm.is_empty() {
+            String::new()
+        } else {
+            format!("{norm}/")
+        };
+        let mut dirs = BTreeSet::new();
+        let mut files = Vec::new();
+        for path in self
+            .files
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(&prefix))
+        {
+            let rest = &path[prefix.len()..];
+            match rest.split_once('/') {
+                Some((sub, _)) => {
+                    dirs.insert(format!("{sub}/"));
+                }
+                None => files.push(rest.to_string()),
+            }
+        }
+        if !norm.is_empty() && dirs.is_empty() && files.is_empty() {
+            return Err(PackError::NotInPack(dir.to_string()));
+        }
+        let mut out: Vec<String> = dirs.into_iter().collect();
+        out.extend(files);
+        Ok(out)
     }
 
     /// Deterministic scout facts: language histogram, kind counts, key files (README, manifests,
     /// entry points), total lines.
     pub fn facts(&self) -> PackFacts {
-        todo!("helper: implement")
+        let mut languages: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut kinds = BTreeMap::new();
+        let mut total_lines = 0u64;
+        let mut total_bytes = 0u64;
+        let mut key_files = Vec::new();
+        for file in self.files.values() {
+            *languages.entry(file.language.as_str()).or_default() += 1;
+            *kinds.entry(file.kind.as_str().to_string()).or_default() += 1;
+            total_lines += u64::from(file.line_count);
+            total_bytes += file.size;
+            if is_key_file(&file.path) {
+                key_files.push(file.path.clone());
+            }
+        }
+        let mut languages: Vec<(String, usize)> = languages
+            .into_iter()
+            .map(|(l, n)| (l.to_string(), n))
+            .collect();
+        // Stable sort keeps the name order among equal counts.
+        languages.sort_by_key(|l| std::cmp::Reverse(l.1));
+        key_files.sort_by(|a, b| {
+            let depth = |p: &str| p.matches('/').count();
+            depth(a).cmp(&depth(b)).then_with(|| a.cmp(b))
+        });
+        key_files.truncate(MAX_KEY_FILES);
+        PackFacts {
+            file_count: self.files.len(),
+            total_lines,
+            total_bytes,
+            languages,
+            kinds,
+            key_files,
+            skipped_count: self.skipped.len(),
+        }
+    }
+
+    /// The '/'-separated path relative to the root that `raw` names, "" for the root itself, or
+    /// None when it cannot name anything inside the pack.
+    fn normalize(&self, raw: &str) -> Option<String> {
+        let quotes: &[char] = &['"', '\'', '`'];
+        let mut s = raw.trim();
+        loop {
+            let t = s.trim_matches(quotes).trim();
+            if t.len() == s.len() {
+                break;
+            }
+            s = t;
+        }
+        if s.contains('\0') || s.starts_with('\\') {
+            return None;
+        }
+        let b = s.as_bytes();
+        if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
+            return None;
+        }
+        if s.starts_with('/') {
+            if let Some(root) = self.root.to_str() {
+                let root = root.trim_end_matches('/');
+                if !root.is_empty() {
+                    if s == root {
+                        s = "";
+                    } else if let Some(rest) = s.strip_prefix(root).filter(|r| r.starts_with('/')) {
+                        s = rest;
+                    }
+                }
+            }
+        }
+        let mut parts = Vec::new();
+        for seg in s.split('/') {
+            match seg {
+                "" | "." => {}
+                ".." => return None,
+                seg => parts.push(seg),
+            }
+        }
+        Some(parts.join("/"))
     }
 }
 
@@ -164,4 +580,1209 @@ pub struct PackFacts {
     pub kinds: BTreeMap<String, usize>,
     pub key_files: Vec<String>,
     pub skipped_count: usize,
+}
+
+fn is_always_excluded_dir(name: &str) -> bool {
+    ALWAYS_EXCLUDED_DIRS.contains(&name)
+}
+
+/// Whether a file name looks like it holds credentials or keys. Such files never enter a pack
+/// (when `exclude_secrets`), so no agent can read them and no prompt can carry them.
+pub fn is_secret_file_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    if lower == ".env" {
+        return true;
+    }
+    if let Some(variant) = lower.strip_prefix(".env.") {
+        // Templates are committed on purpose and hold no values.
+        return !matches!(variant, "example" | "sample" | "template");
+    }
+    const EXACT: &[&str] = &[
+        "credentials",
+        "credentials.json",
+        ".netrc",
+        ".npmrc",
+        ".pypirc",
+        "secrets.yaml",
+        "secrets.yml",
+        "secrets.json",
+        ".htpasswd",
+    ];
+    const SUFFIXES: &[&str] = &[
+        ".pem",
+        ".key",
+        ".p12",
+        ".pfx",
+        ".keystore",
+        ".jks",
+        ".credentials",
+        ".secret",
+    ];
+    const PREFIXES: &[&str] = &["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"];
+    EXACT.contains(&lower.as_str())
+        || SUFFIXES.iter().any(|s| lower.ends_with(s))
+        || PREFIXES.iter().any(|p| lower.starts_with(p))
+        || (lower.starts_with("service-account") && lower.ends_with(".json"))
+}
+
+/// Decide whether one walked entry enters the pack; `Err` carries the `skipped` reason.
+fn admit(
+    canon_root: &Path,
+    path: &Path,
+    rel: &str,
+    file_type: std::fs::FileType,
+    opts: &PackOptions,
+) -> Result<Arc<str>, String> {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    if opts.exclude_secrets && is_secret_file_name(name) {
+        return Err("secret".to_string());
+    }
+    if file_type.is_symlink() {
+        let target = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
+        let Ok(target_rel) = target.strip_prefix(canon_root) else {
+            return Err("symlink outside root".to_string());
+        };
+        let meta = std::fs::metadata(&target).map_err(|e| e.to_string())?;
+        if meta.is_dir() {
+            // Its contents inside the root are walked under their real path.
+            return Err("symlink to directory (not followed)".to_string());
+        }
+        // A link must not smuggle in what the walk itself refuses.
+        let mut dirs = target_rel.components().rev().skip(1);
+        if dirs.any(|c| {
+            c.as_os_str()
+                .to_str()
+                .is_some_and(|d| d == ".git" || is_always_excluded_dir(d))
+        }) {
+            return Err("symlink into excluded directory".to_string());
+        }
+        let target_name = target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if opts.exclude_secrets && is_secret_file_name(target_name) {
+            return Err("secret".to_string());
+        }
+        if !meta.is_file() {
+            return Err("not a regular file".to_string());
+        }
+        return read_text(&target, opts.max_file_bytes);
+    }
+    if !file_type.is_file() {
+        // Opening a fifo or a device could block or stream forever.
+        return Err("not a regular file".to_string());
+    }
+    read_text(path, opts.max_file_bytes)
+}
+
+fn read_text(path: &Path, max_bytes: u64) -> Result<Arc<str>, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    let too_large = |n: u64| format!("too large ({n} bytes > {max_bytes} bytes)");
+    if meta.len() > max_bytes {
+        return Err(too_large(meta.len()));
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // The file may grow between stat and read; never read past the limit.
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| e.to_string())?;
+    if buf.len() as u64 > max_bytes {
+        return Err(too_large(buf.len() as u64));
+    }
+    if buf[..buf.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
+        return Err("binary".to_string());
+    }
+    let text = String::from_utf8(buf).map_err(|_| "binary".to_string())?;
+    Ok(Arc::from(text))
+}
+
+/// The path an ignore-walk error is about, when it names one.
+fn walk_error_path(err: &ignore::Error) -> Option<PathBuf> {
+    match err {
+        ignore::Error::WithPath { path, .. } => Some(path.clone()),
+        ignore::Error::WithLineNumber { err, .. } | ignore::Error::WithDepth { err, .. } => {
+            walk_error_path(err)
+        }
+        ignore::Error::Partial(errs) => errs.iter().find_map(walk_error_path),
+        ignore::Error::Loop { child, .. } => Some(child.clone()),
+        _ => None,
+    }
+}
+
+/// '/'-separated path of `path` relative to `root`; None when a component is not UTF-8.
+fn rel_path(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut parts = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(s) => parts.push(s.to_str()?),
+            _ => return None,
+        }
+    }
+    Some(parts.join("/"))
+}
+
+fn rel_display(root: &Path, path: &Path) -> String {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// "src/a.rs:12", "src/a.rs:12-20", "src/a.rs:12:5" or "src/a.rs#L12-L20" without the location.
+fn strip_location_suffix(s: &str) -> Option<&str> {
+    if let Some(i) = s.rfind("#L") {
+        let loc = &s[i + 2..];
+        if i > 0
+            && !loc.is_empty()
+            && loc
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '-' || c == 'L')
+        {
+            return Some(&s[..i]);
+        }
+    }
+    let mut cur = s;
+    for _ in 0..2 {
+        match cur.rfind(':') {
+            Some(i)
+                if i > 0
+                    && i + 1 < cur.len()
+                    && cur[i + 1..].chars().all(|c| c.is_ascii_digit() || c == '-') =>
+            {
+                cur = &cur[..i];
+            }
+            _ => break,
+        }
+    }
+    (cur.len() < s.len()).then_some(cur)
+}
+
+/// Whether `path` is the file `prefix` or lies under the directory `prefix` ("" = everything).
+fn under(path: &str, prefix: &str) -> bool {
+    prefix.is_empty()
+        || path == prefix
+        || (path.len() > prefix.len()
+            && path.starts_with(prefix)
+            && path.as_bytes()[prefix.len()] == b'/')
+}
+
+/// `line` trimmed and, when longer than `max` characters, cut to a `max`-character window that
+/// shows the match starting at byte `match_start` (elided ends marked with '…').
+fn clip_around(line: &str, match_start: usize, max: usize) -> String {
+    let lead = line.len() - line.trim_start().len();
+    let t = line.trim();
+    let total = t.chars().count();
+    if total <= max {
+        return t.to_string();
+    }
+    let ms = match_start.saturating_sub(lead).min(t.len());
+    let match_char = t.char_indices().take_while(|(i, _)| *i < ms).count();
+    let start = match_char.saturating_sub(max / 4).min(total - max);
+    let lead_mark = start > 0;
+    let trail_mark = start + max < total;
+    let body_start = start + usize::from(lead_mark);
+    let body_len = max - usize::from(lead_mark) - usize::from(trail_mark);
+    let mut out = String::new();
+    if lead_mark {
+        out.push('…');
+    }
+    out.extend(t.chars().skip(body_start).take(body_len));
+    if trail_mark {
+        out.push('…');
+    }
+    out
+}
+
+#[derive(Default)]
+struct TreeNode {
+    dirs: BTreeMap<String, TreeNode>,
+    files: Vec<String>,
+}
+
+impl TreeNode {
+    fn insert(&mut self, path: &str) {
+        let mut node = self;
+        let mut segs = path.split('/').peekable();
+        while let Some(seg) = segs.next() {
+            if segs.peek().is_none() {
+                node.files.push(seg.to_string());
+            } else {
+                node = node.dirs.entry(seg.to_string()).or_default();
+            }
+        }
+    }
+
+    fn render(&self, depth: usize, max_depth: usize, sink: &mut TreeSink) {
+        if depth >= max_depth {
+            return;
+        }
+        for (name, child) in &self.dirs {
+            sink.emit(depth, name, "/");
+            child.render(depth + 1, max_depth, sink);
+        }
+        for name in &self.files {
+            sink.emit(depth, name, "");
+        }
+    }
+}
+
+/// Collects tree lines up to a cap and counts the ones left out.
+struct TreeSink {
+    max_entries: usize,
+    shown: usize,
+    hidden: usize,
+    out: String,
+}
+
+impl TreeSink {
+    fn emit(&mut self, depth: usize, name: &str, suffix: &str) {
+        if self.shown < self.max_entries {
+            let _ = writeln!(self.out, "{:indent$}{name}{suffix}", "", indent = depth * 2);
+            self.shown += 1;
+        } else {
+            self.hidden += 1;
+        }
+    }
+}
+
+/// README/LICENSE-like documents, build manifests and conventional entry points.
+fn is_key_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let upper = name.to_ascii_uppercase();
+    const DOC_PREFIXES: &[&str] = &[
+        "README",
+        "LICENSE",
+        "LICENCE",
+        "CONTRIBUTING",
+        "SECURITY",
+        "ARCHITECTURE",
+    ];
+    if DOC_PREFIXES.iter().any(|p| {
+        upper
+            .strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-', '_']))
+    }) {
+        return true;
+    }
+    const EXACT: &[&str] = &[
+        "Cargo.toml",
+        "package.json",
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "Pipfile",
+        "go.mod",
+        "pom.xml",
+        "Makefile",
+        "CMakeLists.txt",
+        "Dockerfile",
+        "compose.yml",
+        "compose.yaml",
+        "Gemfile",
+        "composer.json",
+        "foundry.toml",
+        "main.rs",
+        "lib.rs",
+        "main.py",
+        "__main__.py",
+        "app.py",
+        "index.js",
+        "index.ts",
+        "main.go",
+        "Main.java",
+    ];
+    EXACT.contains(&name)
+        || name.starts_with("build.gradle")
+        || name.starts_with("hardhat.config.")
+        || (name.starts_with("docker-compose")
+            && (name.ends_with(".yml") || name.ends_with(".yaml")))
+        || (name.starts_with("requirements") && name.ends_with(".txt"))
+}
+
+/// The HEAD commit of the git checkout containing `start`, read from the repository files
+/// without running git. None when `start` is not in a checkout or anything is unreadable.
+pub fn git_head_sha(start: &Path) -> Option<String> {
+    find_git_dir(start).as_deref().and_then(read_head_sha)
+}
+
+/// The git directory of the checkout containing `start`: `.git` itself, or the directory a
+/// `.git` file ("gitdir: …", worktrees and submodules) points to.
+fn find_git_dir(start: &Path) -> Option<PathBuf> {
+    for dir in start.ancestors() {
+        let dotgit = dir.join(".git");
+        let Ok(meta) = std::fs::metadata(&dotgit) else {
+            continue;
+        };
+        if meta.is_dir() {
+            return Some(dotgit);
+        }
+        let text = std::fs::read_to_string(&dotgit).ok()?;
+        let target = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("gitdir:"))?
+            .trim();
+        let target = Path::new(target);
+        return Some(if target.is_absolute() {
+            target.to_path_buf()
+        } else {
+            dir.join(target)
+        });
+    }
+    None
+}
+
+fn read_head_sha(git_dir: &Path) -> Option<String> {
+    let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+    // Linked worktrees keep HEAD locally but branch refs in the common directory.
+    let common = std::fs::read_to_string(git_dir.join("commondir"))
+        .ok()
+        .map(|c| {
+            let p = Path::new(c.trim());
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                git_dir.join(p)
+            }
+        })
+        .unwrap_or_else(|| git_dir.to_path_buf());
+    resolve_git_ref(head.trim(), git_dir, &common, 0)
+}
+
+fn resolve_git_ref(value: &str, git_dir: &Path, common: &Path, depth: u32) -> Option<String> {
+    if depth > 5 {
+        return None;
+    }
+    let Some(name) = value.strip_prefix("ref:") else {
+        return is_sha(value).then(|| value.to_ascii_lowercase());
+    };
+    let name = name.trim();
+    if name.is_empty()
+        || name.starts_with('/')
+        || name.split('/').any(|s| s == ".." || s.is_empty())
+    {
+        return None;
+    }
+    for dir in [git_dir, common] {
+        if let Ok(text) = std::fs::read_to_string(dir.join(name)) {
+            return resolve_git_ref(text.trim(), git_dir, common, depth + 1);
+        }
+    }
+    for dir in [common, git_dir] {
+        let Ok(packed) = std::fs::read_to_string(dir.join("packed-refs")) else {
+            continue;
+        };
+        let found = packed.lines().find_map(|line| {
+            let (sha, refname) = line.trim().split_once(' ')?;
+            (refname.trim() == name && is_sha(sha)).then(|| sha.to_ascii_lowercase())
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+fn is_sha(s: &str) -> bool {
+    (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Language and kind of a file, by file name, then extension, then shebang (see the module doc
+/// for the kind rule).
+fn classify(path: &str, content: &str) -> (&'static str, FileKind) {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if let Some(found) = classify_by_name(name) {
+        return found;
+    }
+    let ext = name
+        .rfind('.')
+        .filter(|&i| i > 0 && i + 1 < name.len())
+        .map(|i| name[i + 1..].to_ascii_lowercase());
+    if let Some(lang) = ext.as_deref().and_then(language_by_extension) {
+        return (lang, kind_of_language(lang));
+    }
+    if let Some(lang) = language_by_shebang(content) {
+        return (lang, kind_of_language(lang));
+    }
+    ("unknown", FileKind::Data)
+}
+
+fn classify_by_name(name: &str) -> Option<(&'static str, FileKind)> {
+    use FileKind::{Code, Config, Doc};
+    let found = match name {
+        "Dockerfile" | "dockerfile" | "Containerfile" => ("dockerfile", Config),
+        "Makefile" | "makefile" | "GNUmakefile" => ("makefile", Config),
+        "CMakeLists.txt" => ("cmake", Config),
+        "Gemfile" | "Podfile" | "Brewfile" => ("ruby", Config),
+        "Rakefile" | "Vagrantfile" | "Guardfile" | "Fastfile" => ("ruby", Code),
+        "Jenkinsfile" => ("groovy", Config),
+        "BUILD" | "BUILD.bazel" | "WORKSPACE" | "WORKSPACE.bazel" | "MODULE.bazel" => {
+            ("starlark", Config)
+        }
+        "go.mod" | "go.sum" | "go.work" => ("go-module", Config),
+        "Cargo.lock" | "poetry.lock" | "uv.lock" | "Pipfile" => ("toml", Config),
+        "Pipfile.lock" | "composer.lock" | "flake.lock" => ("json", Config),
+        ".gitignore" | ".dockerignore" | ".npmignore" | ".prettierignore" | ".eslintignore"
+        | ".ignore" | ".helmignore" => ("gitignore", Config),
+        ".gitattributes" => ("gitattributes", Config),
+        ".gitmodules" | ".editorconfig" => ("ini", Config),
+        ".bashrc" | ".bash_profile" | ".zshrc" | ".profile" => ("shell", Code),
+        "CODEOWNERS" | "OWNERS" => ("codeowners", Config),
+        "NOTICE" | "AUTHORS" | "CONTRIBUTORS" | "CHANGELOG" | "CHANGES" | "README" | "VERSION"
+        | "TODO" => ("text", Doc),
+        _ => {
+            let lower = name.to_ascii_lowercase();
+            let upper = name.to_ascii_uppercase();
+            if name.starts_with("Dockerfile.") || lower.ends_with(".dockerfile") {
+                ("dockerfile", Config)
+            } else if lower.starts_with(".env") {
+                ("dotenv", Config)
+            } else if lower.starts_with("requirements") && lower.ends_with(".txt") {
+                ("text", Config)
+            } else if lower.ends_with(".gradle.kts") {
+                ("kotlin", Config)
+            } else if lower.ends_with(".gradle") {
+                ("groovy", Config)
+            } else if lower.ends_with(".lock") {
+                ("lockfile", Config)
+            } else if lower.ends_with("-lock.json") {
+                ("json", Config)
+            } else if lower.ends_with("-lock.yaml") {
+                ("yaml", Config)
+            } else if (upper.starts_with("LICEN") || upper.starts_with("COPYING"))
+                && !name.contains('.')
+            {
+                ("text", Doc)
+            } else {
+                return None;
+            }
+        }
+    };
+    Some(found)
+}
+
+fn language_by_extension(ext: &str) -> Option<&'static str> {
+    Some(match ext {
+        "rs" => "rust",
+        "py" | "pyi" | "pyw" | "pyx" => "python",
+        "js" | "mjs" | "cjs" | "jsx" => "javascript",
+        "ts" | "tsx" | "mts" | "cts" => "typescript",
+        "go" => "go",
+        "java" => "java",
+        "kt" | "kts" => "kotlin",
+        "c" | "h" => "c",
+        "cc" | "cpp" | "cxx" | "c++" | "hpp" | "hh" | "hxx" | "h++" | "ipp" | "inl" | "cu"
+        | "cuh" => "cpp",
+        "cs" => "csharp",
+        "fs" | "fsx" | "fsi" => "fsharp",
+        "vb" => "vb",
+        "rb" | "rake" | "gemspec" | "ru" => "ruby",
+        "php" | "phtml" => "php",
+        "swift" => "swift",
+        "scala" | "sc" | "sbt" => "scala",
+        "sh" | "bash" | "zsh" | "ksh" | "fish" => "shell",
+        "ps1" | "psm1" | "psd1" => "powershell",
+        "bat" | "cmd" => "batch",
+        "pl" | "pm" => "perl",
+        "sql" | "psql" | "ddl" => "sql",
+        "html" | "htm" | "xhtml" => "html",
+        "css" => "css",
+        "scss" | "sass" => "scss",
+        "less" => "less",
+        "vue" => "vue",
+        "svelte" => "svelte",
+        "dart" => "dart",
+        "zig" => "zig",
+        "nim" => "nim",
+        "ml" | "mli" => "ocaml",
+        "clj" | "cljs" | "cljc" => "clojure",
+        "elm" => "elm",
+        "groovy" | "gvy" => "groovy",
+        "m" => "objective-c",
+        "mm" => "objective-cpp",
+        "asm" | "s" => "assembly",
+        "f" | "f90" | "f95" | "f03" | "for" => "fortran",
+        "r" => "r",
+        "jl" => "julia",
+        "lua" => "lua",
+        "hs" | "lhs" => "haskell",
+        "ex" | "exs" => "elixir",
+        "erl" | "hrl" => "erlang",
+        "tf" | "tfvars" => "terraform",
+        "proto" => "protobuf",
+        "sol" => "solidity",
+        "vy" => "vyper",
+        "move" => "move",
+        "cairo" => "cairo",
+        "graphql" | "gql" => "graphql",
+        "awk" => "awk",
+        "tcl" => "tcl",
+        "ipynb" => "jupyter",
+        "diff" | "patch" => "diff",
+        "wat" => "webassembly",
+        "md" | "markdown" | "mdx" => "markdown",
+        "rst" => "restructuredtext",
+        "txt" | "text" => "text",
+        "adoc" | "asciidoc" => "asciidoc",
+        "org" => "org",
+        "tex" | "sty" | "cls" | "ltx" => "latex",
+        "bib" => "bibtex",
+        "yaml" | "yml" => "yaml",
+        "toml" => "toml",
+        "json" | "json5" | "jsonc" => "json",
+        "xml" | "xsd" | "xsl" | "xslt" | "plist" | "csproj" | "vbproj" | "fsproj" | "props"
+        | "targets" | "pom" | "wsdl" => "xml",
+        "hcl" => "hcl",
+        "nix" => "nix",
+        "cmake" => "cmake",
+        "mk" | "mak" => "makefile",
+        "dockerfile" => "dockerfile",
+        "ini" | "cfg" | "conf" | "cnf" => "ini",
+        "properties" => "properties",
+        "env" => "dotenv",
+        "jsonl" | "ndjson" => "jsonl",
+        "csv" => "csv",
+        "tsv" | "tab" => "tsv",
+        "svg" => "svg",
+        "log" => "log",
+        _ => return None,
+    })
+}
+
+fn language_by_shebang(content: &str) -> Option<&'static str> {
+    let first = content.lines().next()?.strip_prefix("#!")?;
+    let mut words = first.split_whitespace();
+    let interpreter = words.next()?;
+    let mut program = interpreter.rsplit('/').next().unwrap_or(interpreter);
+    if program == "env" {
+        // "#!/usr/bin/env -S python3 -u", "#!/usr/bin/env VAR=1 node"
+        program = words.find(|w| !w.starts_with('-') && !w.contains('='))?;
+        program = program.rsplit('/').next().unwrap_or(program);
+    }
+    if program.starts_with("python") || program.starts_with("pypy") {
+        return Some("python");
+    }
+    if program.starts_with("perl") {
+        return Some("perl");
+    }
+    Some(match program {
+        "sh" | "bash" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "fish" => "shell",
+        "node" | "nodejs" | "deno" | "bun" => "javascript",
+        "ts-node" | "tsx" => "typescript",
+        "ruby" | "jruby" => "ruby",
+        "php" => "php",
+        "lua" | "luajit" => "lua",
+        "Rscript" => "r",
+        "julia" => "julia",
+        "awk" | "gawk" => "awk",
+        "tclsh" | "wish" => "tcl",
+        "elixir" => "elixir",
+        "escript" => "erlang",
+        "scala" => "scala",
+        "groovy" => "groovy",
+        "pwsh" => "powershell",
+        "swift" => "swift",
+        "runghc" | "runhaskell" => "haskell",
+        _ => return None,
+    })
+}
+
+fn kind_of_language(language: &str) -> FileKind {
+    match language {
+        "yaml" | "toml" | "json" | "xml" | "ini" | "properties" | "dotenv" | "hcl" | "nix"
+        | "cmake" | "makefile" | "dockerfile" | "starlark" | "go-module" | "lockfile"
+        | "gitignore" | "gitattributes" | "codeowners" => FileKind::Config,
+        "markdown" | "restructuredtext" | "text" | "asciidoc" | "org" | "latex" | "bibtex" => {
+            FileKind::Doc
+        }
+        "csv" | "tsv" | "jsonl" | "svg" | "log" | "unknown" => FileKind::Data,
+        _ => FileKind::Code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn write(root: &Path, rel: &str, content: &[u8]) {
+        let path = root.join(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        fs::write(path, content).unwrap();
+    }
+
+    fn snap(root: &Path) -> ContextPack {
+        ContextPack::snapshot(root, &PackOptions::default()).unwrap()
+    }
+
+    fn reason_for<'a>(pack: &'a ContextPack, path: &str) -> Option<&'a str> {
+        pack.skipped
+            .iter()
+            .find(|s| s.path == path)
+            .map(|s| s.reason.as_str())
+    }
+
+    fn mem(files: &[(&str, &str)]) -> ContextPack {
+        ContextPack::from_files(
+            PathBuf::from("/repo"),
+            None,
+            files
+                .iter()
+                .map(|(p, c)| (p.to_string(), c.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn missing_and_non_directory_roots_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        assert!(matches!(
+            ContextPack::snapshot(&missing, &PackOptions::default()),
+            Err(PackError::Missing(_))
+        ));
+        write(dir.path(), "f.txt", b"x");
+        assert!(matches!(
+            ContextPack::snapshot(&dir.path().join("f.txt"), &PackOptions::default()),
+            Err(PackError::NotADirectory(_))
+        ));
+    }
+
+    #[test]
+    fn snapshot_captures_text_files_with_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            dir.path(),
+            "src/main.rs",
+            b"fn main() {\n    println!(\"hi\");\n}\n",
+        );
+        write(dir.path(), "README.md", b"# demo\n");
+        let pack = snap(dir.path());
+        assert_eq!(pack.root, fs::canonicalize(dir.path()).unwrap());
+        assert_eq!(pack.len(), 2);
+        let main = pack.resolve("src/main.rs").unwrap();
+        assert_eq!(main.line_count, 3);
+        assert_eq!(main.size, 34);
+        assert_eq!(main.language, "rust");
+        assert_eq!(main.kind, FileKind::Code);
+        assert_eq!(
+            main.hash,
+            blake3::hash(b"fn main() {\n    println!(\"hi\");\n}\n")
+                .to_hex()
+                .to_string()
+        );
+        assert_eq!(pack.resolve("README.md").unwrap().kind, FileKind::Doc);
+        assert!(pack.skipped.is_empty(), "{:?}", pack.skipped);
+    }
+
+    #[test]
+    fn gitignore_is_honoured_without_a_git_repo() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), ".gitignore", b"*.log\ngenerated/\n");
+        write(dir.path(), "app.log", b"noise\n");
+        write(dir.path(), "generated/x.rs", b"fn x() {}\n");
+        write(dir.path(), "keep.rs", b"fn k() {}\n");
+        write(dir.path(), ".ignore", b"scratch.txt\n");
+        write(dir.path(), "scratch.txt", b"tmp\n");
+        let pack = snap(dir.path());
+        assert!(pack.get("keep.rs").is_some());
+        assert!(pack.get(".gitignore").is_some());
+        assert!(pack.get("app.log").is_none());
+        assert!(pack.get("generated/x.rs").is_none());
+        assert!(pack.get("scratch.txt").is_none());
+        // Ignored files are left out silently.
+        assert!(pack.skipped.is_empty(), "{:?}", pack.skipped);
+
+        let opts = PackOptions {
+            respect_gitignore: false,
+            ..PackOptions::default()
+        };
+        let all = ContextPack::snapshot(dir.path(), &opts).unwrap();
+        assert!(all.get("app.log").is_some());
+        assert!(all.get("generated/x.rs").is_some());
+        assert!(all.get("scratch.txt").is_some());
+    }
+
+    #[test]
+    fn default_excluded_dirs_and_exclude_globs() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ALWAYS_EXCLUDED_DIRS {
+            write(dir.path(), &format!("{d}/inner.txt"), b"x\n");
+            write(dir.path(), &format!("nested/{d}/inner.txt"), b"x\n");
+        }
+        write(dir.path(), "vendor/lib.go", b"package lib\n");
+        write(dir.path(), "build.rs", b"fn main() {}\n");
+        write(dir.path(), "docs/guide.md", b"# guide\n");
+        write(dir.path(), "Cargo.lock", b"# lock\n");
+        let opts = PackOptions {
+            exclude: vec!["docs/".to_string(), "*.lock".to_string()],
+            ..PackOptions::default()
+        };
+        let pack = ContextPack::snapshot(dir.path(), &opts).unwrap();
+        let paths: Vec<&str> = pack.files.keys().map(String::as_str).collect();
+        assert_eq!(paths, vec!["build.rs", "vendor/lib.go"]);
+
+        let bad = PackOptions {
+            exclude: vec!["a[".to_string()],
+            ..PackOptions::default()
+        };
+        assert!(matches!(
+            ContextPack::snapshot(dir.path(), &bad),
+            Err(PackError::BadPattern { .. })
+        ));
+    }
+
+    #[test]
+    fn root_named_like_an_excluded_dir_is_still_walked() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "build/a.rs", b"fn a() {}\n");
+        let pack = snap(&dir.path().join("build"));
+        assert!(pack.get("a.rs").is_some());
+    }
+
+    #[test]
+    fn secrets_are_skipped_and_templates_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = [
+            ".env",
+            ".env.local",
+            ".env.production",
+            "tls/server.pem",
+            "server.key",
+            "cert.p12",
+            "cert.pfx",
+            "app.keystore",
+            "release.jks",
+            "id_rsa",
+            "id_rsa.pub",
+            "id_dsa",
+            "id_ecdsa",
+            "id_ed25519",
+            "credentials",
+            "aws/credentials.json",
+            "prod.credentials",
+            ".netrc",
+            ".npmrc",
+            ".pypirc",
+            "secrets.yaml",
+            "secrets.yml",
+            "secrets.json",
+            "token.secret",
+            "service-account-prod.json",
+            ".htpasswd",
+        ];
+        for s in secrets {
+            write(dir.path(), s, b"hunter2\n");
+        }
+        for keep in [".env.example", ".env.sample", ".env.template", "keys.rs"] {
+            write(dir.path(), keep, b"KEY=\n");
+        }
+        let pack = snap(dir.path());
+        for s in secrets {
+            assert!(pack.get(s).is_none(), "{s} leaked into the pack");
+            assert_eq!(reason_for(&pack, s), Some("secret"), "{s}");
+        }
+        for keep in [".env.example", ".env.sample", ".env.template", "keys.rs"] {
+            assert!(pack.get(keep).is_some(), "{keep} missing");
+        }
+        assert_eq!(pack.resolve(".env.example").unwrap().language, "dotenv");
+
+        let opts = PackOptions {
+            exclude_secrets: false,
+            ..PackOptions::default()
+        };
+        assert!(ContextPack::snapshot(dir.path(), &opts)
+            .unwrap()
+            .get(".env")
+            .is_some());
+    }
+
+    #[test]
+    fn binary_and_too_large_files_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "img.png", b"\x89PNG\r\n\x1a\n\0\0\0");
+        write(dir.path(), "latin1.txt", b"caf\xe9\n");
+        write(dir.path(), "big.txt", &vec![b'a'; 2048]);
+        write(dir.path(), "small.txt", b"ok\n");
+        let opts = PackOptions {
+            max_file_bytes: 1024,
+            ..PackOptions::default()
+        };
+        let pack = ContextPack::snapshot(dir.path(), &opts).unwrap();
+        assert_eq!(pack.files.keys().collect::<Vec<_>>(), vec!["small.txt"]);
+        assert_eq!(reason_for(&pack, "img.png"), Some("binary"));
+        assert_eq!(reason_for(&pack, "latin1.txt"), Some("binary"));
+        assert_eq!(
+            reason_for(&pack, "big.txt"),
+            Some("too large (2048 bytes > 1024 bytes)")
+        );
+        let paths: Vec<&str> = pack.skipped.iter().map(|s| s.path.as_str()).collect();
+        assert_eq!(paths, vec!["big.txt", "img.png", "latin1.txt"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_inside_are_followed_and_escapes_skipped() {
+        use std::os::unix::fs::symlink;
+        let outside = tempfile::tempdir().unwrap();
+        write(outside.path(), "passwd", b"root:x:0:0\n");
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "real/a.rs", b"fn a() {}\n");
+        write(root, ".env", b"SECRET=1\n");
+        write(root, ".git/config", b"[core]\n");
+        symlink(root.join("real/a.rs"), root.join("link.rs")).unwrap();
+        symlink(outside.path().join("passwd"), root.join("escape.txt")).unwrap();
+        symlink(outside.path(), root.join("outdir")).unwrap();
+        symlink(root.join("real"), root.join("realdir")).unwrap();
+        symlink(root.join(".env"), root.join("innocent.txt")).unwrap();
+        symlink(root.join(".git/config"), root.join("gitconfig")).unwrap();
+        symlink(root.join("gone"), root.join("dangling")).unwrap();
+
+        let pack = snap(root);
+        assert_eq!(&*pack.resolve("link.rs").unwrap().content, "fn a() {}\n");
+        assert!(pack.get("real/a.rs").is_some());
+        assert!(pack.get("escape.txt").is_none());
+        assert_eq!(
+            reason_for(&pack, "escape.txt"),
+            Some("symlink outside root")
+        );
+        assert_eq!(reason_for(&pack, "outdir"), Some("symlink outside root"));
+        assert!(pack.get("realdir/a.rs").is_none());
+        assert!(reason_for(&pack, "realdir").is_some());
+        assert_eq!(reason_for(&pack, "innocent.txt"), Some("secret"));
+        assert_eq!(
+            reason_for(&pack, "gitconfig"),
+            Some("symlink into excluded directory")
+        );
+        assert!(reason_for(&pack, "dangling").is_some());
+        assert!(!pack
+            .files
+            .keys()
+            .any(|k| k.contains("passwd") || k.starts_with(".git/")));
+    }
+
+    fn fake_git(root: &Path, head: &str) -> PathBuf {
+        let git = root.join(".git");
+        fs::create_dir_all(&git).unwrap();
+        fs::write(git.join("HEAD"), head).unwrap();
+        git
+    }
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    #[test]
+    fn head_sha_from_loose_ref() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = fake_git(dir.path(), "ref: refs/heads/main\n");
+        write(&git, "refs/heads/main", format!("{SHA}\n").as_bytes());
+        write(dir.path(), "sub/a.rs", b"fn a() {}\n");
+        let pack = snap(dir.path());
+        assert_eq!(pack.head_sha.as_deref(), Some(SHA));
+        assert!(!pack.files.keys().any(|k| k.starts_with(".git")));
+        // A subdirectory of the checkout finds the same HEAD.
+        assert_eq!(snap(&dir.path().join("sub")).head_sha.as_deref(), Some(SHA));
+    }
+
+    #[test]
+    fn head_sha_from_packed_refs() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = fake_git(dir.path(), "ref: refs/heads/dev\n");
+        let packed = format!(
+            "# pack-refs with: peeled fully-peeled sorted\n\
+             ffffffffffffffffffffffffffffffffffffffff refs/heads/main\n\
+             {SHA} refs/heads/dev\n^eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee\n"
+        );
+        fs::write(git.join("packed-refs"), packed).unwrap();
+        assert_eq!(git_head_sha(dir.path()).as_deref(), Some(SHA));
+    }
+
+    #[test]
+    fn head_sha_detached_worktree_and_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_git(dir.path(), &format!("{}\n", SHA.to_uppercase()));
+        assert_eq!(git_head_sha(dir.path()).as_deref(), Some(SHA));
+
+        // A worktree: ".git" is a file pointing at the real git dir.
+        let wt = tempfile::tempdir().unwrap();
+        let gitdir = dir.path().join(".git/worktrees/wt");
+        write(&gitdir, "HEAD", b"ref: refs/heads/feature\n");
+        write(&gitdir, "commondir", b"../..\n");
+        write(
+            &dir.path().join(".git"),
+            "refs/heads/feature",
+            format!("{SHA}\n").as_bytes(),
+        );
+        fs::write(
+            wt.path().join(".git"),
+            format!("gitdir: {}\n", gitdir.display()),
+        )
+        .unwrap();
+        assert_eq!(git_head_sha(wt.path()).as_deref(), Some(SHA));
+
+        // Unborn branch and garbage HEAD.
+        let unborn = tempfile::tempdir().unwrap();
+        fake_git(unborn.path(), "ref: refs/heads/main\n");
+        assert_eq!(git_head_sha(unborn.path()), None);
+        let garbage = tempfile::tempdir().unwrap();
+        fake_git(garbage.path(), "not a sha\n");
+        assert_eq!(snap(garbage.path()).head_sha, None);
+        let escape = tempfile::tempdir().unwrap();
+        fake_git(escape.path(), "ref: ../../etc/passwd\n");
+        assert_eq!(git_head_sha(escape.path()), None);
+    }
+
+    #[test]
+    fn resolve_normalises_and_refuses_traversal() {
+        let pack = mem(&[("src/a.rs", "a\n"), ("README.md", "r\n")]);
+        for ok in [
+            "src/a.rs",
+            "./src/a.rs",
+            "/src/a.rs",
+            "src//a.rs",
+            "src/./a.rs",
+            "  \"src/a.rs\" ",
+            "`src/a.rs`",
+            "/repo/src/a.rs",
+            "src\\a.rs",
+            "src/a.rs:12",
+            "src/a.rs:12-14",
+            "src/a.rs#L3-L5",
+        ] {
+            assert_eq!(pack.resolve(ok).unwrap().path, "src/a.rs", "{ok}");
+        }
+        for bad in [
+            "../etc/passwd",
+            "/etc/passwd",
+            "src/../../x",
+            "src/../a.rs",
+            "src/a.rs\0",
+            "\\src\\a.rs",
+            "C:\\src\\a.rs",
+            "src/b.rs",
+            "src",
+            "",
+            "/repository/src/a.rs",
+        ] {
+            match pack.resolve(bad) {
+                Err(PackError::NotInPack(p)) => assert_eq!(p, bad),
+                other => panic!("{bad:?} resolved to {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn from_files_normalises_and_rejects_bad_paths() {
+        let pack = mem(&[("./a/b.rs", "x\ny"), ("../evil", "z"), ("", "e")]);
+        assert_eq!(pack.files.keys().collect::<Vec<_>>(), vec!["a/b.rs"]);
+        assert_eq!(pack.resolve("a/b.rs").unwrap().line_count, 2);
+        assert_eq!(pack.skipped.len(), 2);
+    }
+
+    #[test]
+    fn read_lines_formats_and_clamps() {
+        let pack = mem(&[("a.txt", "one\ntwo\r\nthree\nfour\n")]);
+        assert_eq!(
+            pack.read_lines("a.txt", 2, 3).unwrap(),
+            "    2 | two\n    3 | three\n"
+        );
+        assert_eq!(pack.read_lines("a.txt", 0, 1).unwrap(), "    1 | one\n");
+        assert_eq!(pack.read_lines("a.txt", 3, 99).unwrap().lines().count(), 2);
+        assert_eq!(
+            pack.read_lines("a.txt", 2, 1).unwrap(),
+            "    1 | one\n    2 | two\n"
+        );
+        assert_eq!(
+            pack.read_lines("a.txt", 9, 12).unwrap(),
+            "(file has 4 lines)\n"
+        );
+        assert!(matches!(
+            pack.read_lines("b.txt", 1, 2),
+            Err(PackError::NotInPack(_))
+        ));
+    }
+
+    #[test]
+    fn grep_caps_filters_and_rejects_bad_patterns() {
+        let long = format!("{}needle{}", "x".repeat(300), "y".repeat(300));
+        let pack = mem(&[
+            ("src/a.rs", "let needle = 1;\nnone\n  needle again  \n"),
+            ("src2/b.rs", "needle\n"),
+            ("docs/long.md", long.as_str()),
+        ]);
+        let hits = pack.grep("needle", "", 100).unwrap();
+        assert_eq!(hits.len(), 4);
+        assert_eq!(hits[0].path, "docs/long.md");
+        assert_eq!(
+            hits[2],
+            GrepHit {
+                path: "src/a.rs".to_string(),
+                line: 3,
+                text: "needle again".to_string()
+            }
+        );
+        let clipped = &hits[0].text;
+        assert_eq!(clipped.chars().count(), 200);
+        assert!(clipped.contains("needle"));
+        assert!(clipped.starts_with('…') && clipped.ends_with('…'));
+
+        assert_eq!(pack.grep("needle", "", 2).unwrap().len(), 2);
+        assert!(pack.grep("needle", "", 0).unwrap().is_empty());
+        let scoped = pack.grep("needle", "./src/", 10).unwrap();
+        assert_eq!(scoped.len(), 2);
+        assert!(scoped.iter().all(|h| h.path == "src/a.rs"));
+        assert_eq!(pack.grep("^needle$", "src2/b.rs", 10).unwrap().len(), 1);
+        assert!(matches!(
+            pack.grep("(unclosed", "", 10),
+            Err(PackError::BadPattern { .. })
+        ));
+        assert!(matches!(
+            pack.grep("a{1000}{1000}", "", 10),
+            Err(PackError::BadPattern { .. })
+        ));
+    }
+
+    #[test]
+    fn clip_is_char_boundary_safe() {
+        let line = "é".repeat(500);
+        let clipped = clip_around(&line, 600, 200);
+        assert_eq!(clipped.chars().count(), 200);
+    }
+
+    #[test]
+    fn tree_orders_indents_and_caps() {
+        let pack = mem(&[
+            ("README.md", ""),
+            ("src/main.rs", ""),
+            ("src/util/mod.rs", ""),
+            ("Cargo.toml", ""),
+            ("tests/it.rs", ""),
+        ]);
+        assert_eq!(
+            pack.tree(100, 10),
+            "src/\n  util/\n    mod.rs\n  main.rs\ntests/\n  it.rs\nCargo.toml\nREADME.md\n"
+        );
+        assert_eq!(
+            pack.tree(3, 10),
+            "src/\n  util/\n    mod.rs\n… 5 more entries\n"
+        );
+        assert_eq!(pack.tree(100, 1), "src/\ntests/\nCargo.toml\nREADME.md\n");
+        assert_eq!(pack.tree(0, 1), "… 4 more entries\n");
+    }
+
+    #[test]
+    fn list_directory_children() {
+        let pack = mem(&[
+            ("README.md", ""),
+            ("src/main.rs", ""),
+            ("src/util/mod.rs", ""),
+            ("src2/x.rs", ""),
+        ]);
+        let root = vec!["src/", "src2/", "README.md"];
+        assert_eq!(pack.list_directory("").unwrap(), root);
+        assert_eq!(pack.list_directory(".").unwrap(), root);
+        assert_eq!(pack.list_directory("/").unwrap(), root);
+        assert_eq!(
+            pack.list_directory("./src/").unwrap(),
+            vec!["util/", "main.rs"]
+        );
+        assert!(matches!(
+            pack.list_directory("nope"),
+            Err(PackError::NotInPack(_))
+        ));
+        assert!(matches!(
+            pack.list_directory("README.md"),
+            Err(PackError::NotInPack(_))
+        ));
+        assert!(matches!(
+            pack.list_directory("../"),
+            Err(PackError::NotInPack(_))
+        ));
+    }
+
+    #[test]
+    fn facts_summarise_the_pack() {
+        let pack = mem(&[
+            ("README.md", "# x\n\nmore\n"),
+            ("Cargo.toml", "[package]\n"),
+            ("src/main.rs", "fn main() {}\n"),
+            ("src/lib.rs", "pub fn a() {}\npub fn b() {}\n"),
+            ("crates/x/Cargo.toml", ""),
+            ("data/points.csv", "a,b\n1,2\n"),
+            ("docs/LICENSE-MIT", "mit\n"),
+        ]);
+        let facts = pack.facts();
+        assert_eq!(facts.file_count, 7);
+        assert_eq!(facts.total_lines, 3 + 1 + 1 + 2 + 2 + 1);
+        assert_eq!(
+            facts.total_bytes,
+            pack.files.values().map(|f| f.size).sum::<u64>()
+        );
+        assert_eq!(facts.languages[0], ("rust".to_string(), 2));
+        assert_eq!(facts.languages[1], ("toml".to_string(), 2));
+        assert_eq!(facts.kinds.get("code"), Some(&2));
+        assert_eq!(facts.kinds.get("config"), Some(&2));
+        assert_eq!(facts.kinds.get("doc"), Some(&2));
+        assert_eq!(facts.kinds.get("data"), Some(&1));
+        assert_eq!(
+            facts.key_files,
+            vec![
+                "Cargo.toml",
+                "README.md",
+                "docs/LICENSE-MIT",
+                "src/lib.rs",
+                "src/main.rs",
+                "crates/x/Cargo.toml"
+            ]
+        );
+        assert_eq!(facts.skipped_count, 0);
+    }
+
+    #[test]
+    fn languages_and_kinds() {
+        let cases = [
+            ("a.py", "", "python", FileKind::Code),
+            ("web/app.tsx", "", "typescript", FileKind::Code),
+            ("Dockerfile", "", "dockerfile", FileKind::Config),
+            ("Makefile", "", "makefile", FileKind::Config),
+            ("x.yml", "", "yaml", FileKind::Config),
+            ("package-lock.json", "", "json", FileKind::Config),
+            ("yarn.lock", "", "lockfile", FileKind::Config),
+            ("requirements-dev.txt", "", "text", FileKind::Config),
+            ("notes.txt", "", "text", FileKind::Doc),
+            ("doc.rst", "", "restructuredtext", FileKind::Doc),
+            ("paper.tex", "", "latex", FileKind::Doc),
+            ("rows.csv", "", "csv", FileKind::Data),
+            ("events.jsonl", "", "jsonl", FileKind::Data),
+            ("schema.proto", "", "protobuf", FileKind::Code),
+            ("Token.sol", "", "solidity", FileKind::Code),
+            ("main.tf", "", "terraform", FileKind::Code),
+            (
+                "bin/tool",
+                "#!/usr/bin/env python3\nprint(1)\n",
+                "python",
+                FileKind::Code,
+            ),
+            ("bin/run", "#!/bin/bash\necho\n", "shell", FileKind::Code),
+            (
+                "bin/srv",
+                "#!/usr/bin/env -S node --harmony\n",
+                "javascript",
+                FileKind::Code,
+            ),
+            ("bin/r", "#!/usr/bin/ruby -w\n", "ruby", FileKind::Code),
+            ("bin/p", "#!/usr/bin/perl\n", "perl", FileKind::Code),
+            ("mystery", "plain words\n", "unknown", FileKind::Data),
+            (".gitignore", "", "gitignore", FileKind::Config),
+            ("LICENSE", "", "text", FileKind::Doc),
+        ];
+        for (path, content, lang, kind) in cases {
+            let f = PackFile::new(path.to_string(), Arc::from(content));
+            assert_eq!((f.language.as_str(), f.kind), (lang, kind), "{path}");
+        }
+    }
 }
