@@ -1,1 +1,188 @@
-fn main() {}
+//! The `quorum` binary: parses the command line, loads configuration and hands off to the
+//! library crates. Glue only — every decision about a review lives in quorum-runtime/-core.
+
+mod commands;
+mod exit;
+mod progress;
+mod settings;
+
+use clap::{Args, Parser, Subcommand};
+use exit::{Coded, ExitCode};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "quorum", version, about = "Review a body of work with a team of verified LLM specialists")]
+pub struct Cli {
+    /// Log format for RUST_LOG-controlled logs on stderr.
+    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
+    pub log_format: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Review PATH on this machine and write report.md / report.json / report.sarif.
+    Review(ReviewArgs),
+    /// Continue an interrupted review (needs durable state).
+    Resume {
+        flow_id: String,
+    },
+    /// Run a cluster node.
+    Node {
+        #[arg(long)]
+        listen: Option<String>,
+        #[arg(long)]
+        join: Option<String>,
+        #[arg(long)]
+        api: Option<String>,
+    },
+    /// Inspect and prune stored reviews.
+    Flows {
+        #[command(subcommand)]
+        command: FlowsCommand,
+    },
+    /// Browse and validate the persona catalog.
+    Personas {
+        #[command(subcommand)]
+        command: PersonasCommand,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Model cards as this node sees them.
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FlowsCommand {
+    List,
+    Show { flow_id: String },
+    Gc {
+        #[arg(long)]
+        older_than: u64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PersonasCommand {
+    /// One line per persona: name, domain, summary.
+    List,
+    /// A persona in full, with its resolved heuristics.
+    Show { name: String },
+    /// Validate every persona and heuristic; exit 2 naming the file and field on error.
+    Check,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelsCommand {
+    /// Query the configured backends and list their models.
+    List {
+        #[command(flatten)]
+        backend: BackendArgs,
+        /// table or json
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct CommonArgs {
+    /// Configuration file (TOML), layered over the defaults.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct BackendArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Model server as KIND=URL (KIND: ollama | openai); repeatable; replaces configured backends.
+    #[arg(long = "backend", value_name = "KIND=URL")]
+    pub backends: Vec<String>,
+    /// Default model ("auto" = the first model the backend reports).
+    #[arg(long)]
+    pub model: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReviewArgs {
+    /// The directory to review.
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// Flow name (in flows/) or a flow file.
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// Output directory (default ./quorum-out/<flow-id>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Report formats, comma-separated: md,json,sarif.
+    #[arg(long, value_delimiter = ',')]
+    pub format: Option<Vec<String>>,
+    /// Exit 1 when a finding at or above this severity survives: P0|P1|P2|P3|none.
+    #[arg(long)]
+    pub fail_on: Option<String>,
+    /// Model for the verifier (prefer another family than the finders').
+    #[arg(long)]
+    pub verifier_model: Option<String>,
+    /// Specialist tasks running at once.
+    #[arg(long)]
+    pub max_concurrent: Option<usize>,
+    /// Persona catalog directory.
+    #[arg(long)]
+    pub personas: Option<PathBuf>,
+    /// Review through a running cluster's API instead of locally.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// No progress line.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn init_logs(format: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
+            let code = if e.use_stderr() { ExitCode::Usage as i32 } else { 0 };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    init_logs(&cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("quorum: cannot start the async runtime: {e}");
+            std::process::exit(ExitCode::Incomplete as i32);
+        }
+    };
+    let result = runtime.block_on(commands::run(cli));
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("quorum: {}", exit::one_line(&e));
+            e.downcast_ref::<Coded>().map(|c| c.code).unwrap_or(ExitCode::Usage)
+        }
+    };
+    // Don't wait for lingering background tasks (a hung backend call) on the way out.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    std::process::exit(code as i32);
+}

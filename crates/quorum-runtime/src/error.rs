@@ -38,9 +38,10 @@ impl AttemptError {
         }
     }
 
-    /// Worth another attempt? Configuration errors (unknown model, bad key) are not.
+    /// Worth another attempt? Configuration errors (unknown model, bad key) are not, and
+    /// neither is a schema violation: the stage already re-asked with the errors in the prompt.
     pub fn retryable(&self) -> bool {
-        self.class() != "config"
+        !matches!(self.class(), "config" | "schema_violation")
     }
 }
 

@@ -1,0 +1,164 @@
+//! Layered configuration: shipped defaults < user config < ./quorum.toml < --config < env < flags.
+
+use anyhow::{Context, Result};
+use quorum_core::finding::Severity;
+use quorum_core::pack::PackOptions;
+use quorum_llm::BackendConfig;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The shipped defaults, compiled in so the binary works from any directory.
+pub const DEFAULT_TOML: &str = include_str!("../../../config/default.toml");
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Settings {
+    pub default_model: String,
+    #[serde(default)]
+    pub verifier_model: String,
+    pub flow: String,
+    pub fail_on: String,
+    pub formats: Vec<String>,
+    #[serde(default)]
+    pub personas_dir: String,
+    #[serde(default)]
+    pub flows_dir: String,
+    #[serde(default)]
+    pub max_concurrent: usize,
+    #[serde(default)]
+    pub node_name: String,
+    pub pack: PackOptions,
+    #[serde(default)]
+    pub backends: Vec<BackendConfig>,
+}
+
+/// Where settings were read from, for `--help`-style diagnostics and errors.
+pub fn user_config_path() -> Option<PathBuf> {
+    dirs::config_dir().map(|d| d.join("quorum").join("config.toml"))
+}
+
+impl Settings {
+    /// Load every layer except flags. `explicit` is --config (must exist); `cwd` is where
+    /// ./quorum.toml is looked for.
+    pub fn load(explicit: Option<&Path>, cwd: &Path) -> Result<Settings> {
+        use config::{Config, Environment, File, FileFormat};
+        let mut b = Config::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
+        if let Some(p) = user_config_path() {
+            b = b.add_source(File::from(p).format(FileFormat::Toml).required(false));
+        }
+        b = b.add_source(
+            File::from(cwd.join("quorum.toml"))
+                .format(FileFormat::Toml)
+                .required(false),
+        );
+        if let Some(p) = explicit {
+            if !p.is_file() {
+                anyhow::bail!("config file {} does not exist", p.display());
+            }
+            b = b.add_source(File::from(p).format(FileFormat::Toml).required(true));
+        }
+        b = b.add_source(
+            Environment::with_prefix("QUORUM")
+                .prefix_separator("_")
+                .separator("__")
+                .try_parsing(true)
+                .list_separator(",")
+                .with_list_parse_key("formats")
+                .with_list_parse_key("pack.exclude"),
+        );
+        let cfg = b.build().context("invalid configuration")?;
+        let s: Settings = cfg
+            .try_deserialize()
+            .context("invalid configuration (check the field named above)")?;
+        s.fail_on_severity()?;
+        for f in &s.formats {
+            if !["md", "json", "sarif"].contains(&f.as_str()) {
+                anyhow::bail!("invalid configuration: unknown report format {f:?} (use md, json, sarif)");
+            }
+        }
+        Ok(s)
+    }
+
+    /// `None` means "never fail on findings".
+    pub fn fail_on_severity(&self) -> Result<Option<Severity>> {
+        parse_fail_on(&self.fail_on)
+    }
+}
+
+pub fn parse_fail_on(s: &str) -> Result<Option<Severity>> {
+    match s.trim().to_ascii_uppercase().as_str() {
+        "NONE" => Ok(None),
+        "P0" => Ok(Some(Severity::P0)),
+        "P1" => Ok(Some(Severity::P1)),
+        "P2" => Ok(Some(Severity::P2)),
+        "P3" => Ok(Some(Severity::P3)),
+        other => anyhow::bail!("invalid --fail-on {other:?}: use P0, P1, P2, P3 or none"),
+    }
+}
+
+/// Find a data directory (personas/ or flows/): the configured one, $QUORUM_HOME/NAME, ./NAME,
+/// next to the executable (and ../share/quorum/NAME), then the source tree it was built from.
+pub fn data_dir(configured: &str, name: &str) -> Result<PathBuf> {
+    if !configured.trim().is_empty() {
+        let p = PathBuf::from(configured);
+        if p.is_dir() {
+            return Ok(p);
+        }
+        anyhow::bail!("{name} directory {} does not exist", p.display());
+    }
+    let mut candidates = Vec::new();
+    if let Some(home) = std::env::var_os("QUORUM_HOME") {
+        candidates.push(PathBuf::from(home).join(name));
+    }
+    candidates.push(PathBuf::from(name));
+    if let Ok(exe) = std::env::current_exe() {
+        if let Some(dir) = exe.parent() {
+            candidates.push(dir.join(name));
+            candidates.push(dir.join("../share/quorum").join(name));
+            candidates.push(dir.join("../..").join(name));
+        }
+    }
+    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(name));
+    candidates
+        .into_iter()
+        .find(|p| p.is_dir())
+        .ok_or_else(|| anyhow::anyhow!("cannot find the {name}/ directory: set {name}_dir in the config or QUORUM_HOME"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_defaults_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Settings::load(None, dir.path()).unwrap();
+        assert_eq!(s.flow, "review");
+        assert_eq!(s.fail_on_severity().unwrap(), Some(Severity::P1));
+        assert_eq!(s.pack.max_file_bytes, 1024 * 1024);
+        assert_eq!(s.backends.len(), 1);
+    }
+
+    #[test]
+    fn project_file_and_explicit_file_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("quorum.toml"), "fail_on = \"P2\"\nflow = \"x\"\n").unwrap();
+        let explicit = dir.path().join("extra.toml");
+        std::fs::write(&explicit, "flow = \"y\"\n[pack]\nmax_file_bytes = 10\n").unwrap();
+        let s = Settings::load(Some(&explicit), dir.path()).unwrap();
+        assert_eq!(s.fail_on, "P2");
+        assert_eq!(s.flow, "y");
+        assert_eq!(s.pack.max_file_bytes, 10);
+        assert!(s.pack.exclude_secrets, "untouched nested keys keep defaults");
+    }
+
+    #[test]
+    fn bad_values_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("quorum.toml"), "fail_on = \"P9\"\n").unwrap();
+        assert!(Settings::load(None, dir.path()).is_err());
+        let missing = dir.path().join("nope.toml");
+        let dir2 = tempfile::tempdir().unwrap();
+        let e = Settings::load(Some(&missing), dir2.path()).unwrap_err().to_string();
+        assert!(e.contains("does not exist"), "{e}");
+    }
+}

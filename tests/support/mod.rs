@@ -1,0 +1,140 @@
+//! Shared test support: scripted reviews of the fixtures under tests/fixtures.
+//!
+//! Included by the runtime and CLI integration tests with `#[path]`. Rules match on what each
+//! prompt must contain (the stage's instructions, the persona's identity, the turn), so a prompt
+//! that loses its identifying section stops matching and the test fails on the server's
+//! "no rule matched" 500 instead of passing by accident.
+
+#![allow(dead_code)]
+
+use quorum_testkit::{Reply, Rule, Script};
+use serde_json::json;
+use std::path::PathBuf;
+
+pub const MODEL: &str = "scripted-model";
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    repo_root().join("tests/fixtures").join(name)
+}
+
+pub fn scout_rule() -> Rule {
+    Rule::new("scout").when_system(["You are the scout"]).reply(Reply::json(&json!({
+        "domain": "software",
+        "languages": ["python"],
+        "frameworks": ["flask"],
+        "content_types": ["http api", "database access"],
+        "review_focus": ["sql injection", "authentication", "file handling"]
+    })))
+}
+
+pub fn verifier_confirms() -> Rule {
+    Rule::new("verifier")
+        .when_system(["You are an independent verifier"])
+        .reply(Reply::json(&json!({"verdict": "CONFIRMED", "reason": "the cited lines show it"})))
+}
+
+pub fn synthesizer_rule() -> Rule {
+    Rule::new("synthesizer").when_system(["You are the synthesizer"]).reply(Reply::json(&json!({
+        "summary": "The inventory service has an exploitable SQL injection and a committed signing key.",
+        "action_items": ["F001: parameterise the search query", "F002: load the key from the environment"]
+    })))
+}
+
+/// The plan for code_project: three valid tasks, one with an unknown persona, one with a file
+/// outside the pack (dropped), one with an empty mandate.
+pub fn code_plan() -> serde_json::Value {
+    json!({"tasks": [
+        {"id": "t1", "persona": "security_sentinel", "files": ["src/db.py", "src/auth.py"],
+         "mandate": "Find injection and secret-handling flaws in the data and auth layers.",
+         "tools": ["file_read", "file_grep"], "verification": "check the SQL construction"},
+        {"id": "t2", "persona": "software_developer", "files": ["src/utils.py", "../../etc/passwd"],
+         "mandate": "Check resource handling and shared state in the utilities.",
+         "verification": "read the helper functions"},
+        {"id": "t3", "persona": "test_engineer", "files": ["tests/test_app.py"],
+         "mandate": "Find gaps in the tests of the delete and search endpoints."},
+        {"id": "t4", "persona": "chaos_monkey", "files": ["src/app.py"], "mandate": "Break things."},
+        {"id": "t5", "persona": "tech_writer", "files": ["README.md"], "mandate": ""}
+    ]})
+}
+
+/// Findings the security specialist reports after one file_read: two real (grounded) and one
+/// whose evidence is not in the file (dropped by grounding without a model call).
+pub fn security_findings() -> String {
+    let v = json!({"findings": [
+        {"title": "SQL injection in item search", "severity": "P0", "confidence": 0.95,
+         "category": "security/injection", "file": "src/db.py", "line_start": 53, "line_end": 54,
+         "symbol": "search_items", "evidence": "name LIKE '%{term}%'",
+         "why_it_matters": "q=' OR 1=1 -- dumps every row", "suggested_fix": "use bound parameters"},
+        {"title": "Hard-coded signing key", "severity": "P1", "confidence": 0.9,
+         "category": "security/secrets", "file": "src/auth.py", "line_start": 15, "line_end": 15,
+         "symbol": "SECRET_KEY", "evidence": "SECRET_KEY = \"inv-prod-7f3a9c2e51b84d06\"",
+         "why_it_matters": "anyone with the repo can forge tokens", "suggested_fix": "read it from the environment"},
+        {"title": "Command injection via os.system", "severity": "P0", "confidence": 0.9,
+         "category": "security/injection", "file": "src/db.py", "line_start": 10, "line_end": 12,
+         "evidence": "os.system(user_input)",
+         "why_it_matters": "remote code execution", "suggested_fix": "remove it"}
+    ]});
+    // Fenced and wrapped in prose, as real models answer.
+    format!("Here is what I found:\n```json\n{}\n```\nLet me know if you need more.", v)
+}
+
+/// The software developer reports the counter race (low confidence) and the unclosed file.
+pub fn developer_findings() -> serde_json::Value {
+    json!({"findings": [
+        {"title": "Unsynchronised global request counter", "severity": "P3", "confidence": 0.4,
+         "category": "correctness/race", "file": "src/utils.py", "line_start": 20, "line_end": 20,
+         "symbol": "record_request", "evidence": "_request_count += 1",
+         "why_it_matters": "lost updates under threads", "suggested_fix": "use a lock"},
+        {"title": "Settings file handle never closed", "severity": "P3", "confidence": 0.45,
+         "category": "reliability/resource-leak", "file": "src/utils.py", "line_start": 12, "line_end": 14,
+         "symbol": "load_settings", "evidence": "fh = open(path, encoding=\"utf-8\")",
+         "why_it_matters": "leaks descriptors", "suggested_fix": "use a with block"}
+    ]})
+}
+
+/// The test engineer independently reports the same race (same symbol): corroboration
+/// promotes it over the gate; the lone resource leak stays a residual concern.
+pub fn test_engineer_findings() -> serde_json::Value {
+    json!({"findings": [
+        {"title": "Request counter is not thread-safe", "severity": "P2", "confidence": 0.3,
+         "category": "correctness/race", "file": "src/utils.py", "line_start": 20, "line_end": 20,
+         "symbol": "record_request", "evidence": "_request_count += 1",
+         "why_it_matters": "the metrics test is flaky", "suggested_fix": "guard with threading.Lock"}
+    ]})
+}
+
+/// The whole scripted review of tests/fixtures/code_project.
+pub fn code_review_script() -> Script {
+    Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(&code_plan())))
+        .rule(
+            Rule::new("security-explore")
+                .when_system(["You are security_sentinel"])
+                .turn(0)
+                .reply(Reply::tool("file_read", json!({"path": "src/db.py", "start": 40, "end": 60}))),
+        )
+        .rule(
+            Rule::new("security-answer")
+                .when_system(["You are security_sentinel"])
+                .when_last_user(["search_items"])
+                .reply(Reply::text(security_findings())),
+        )
+        .rule(
+            Rule::new("developer")
+                .when_system(["You are software_developer"])
+                .reply(Reply::json(&developer_findings())),
+        )
+        .rule(
+            Rule::new("test-engineer")
+                .when_system(["You are test_engineer"])
+                .reply(Reply::json(&test_engineer_findings())),
+        )
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule())
+}
