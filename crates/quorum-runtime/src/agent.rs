@@ -23,9 +23,25 @@ pub struct CallStats {
     /// Calls that needed a repair turn (the first answer was not usable JSON).
     pub repairs: u32,
     pub recovery: Option<Recovery>,
+    /// Every message of the attempt's conversation(s), in order, for the store and trace export.
+    pub transcript: Vec<ChatMessage>,
+    /// The final answer's full text (never truncated).
+    pub output: String,
+    /// blake3 of the first system + user prompt: identical prompts hash identically.
+    pub prompt_hash: String,
 }
 
 impl CallStats {
+    fn begin(&mut self, system: &str, user: &str) {
+        if self.prompt_hash.is_empty() {
+            let mut h = blake3::Hasher::new();
+            h.update(system.as_bytes());
+            h.update(&[0]);
+            h.update(user.as_bytes());
+            self.prompt_hash = h.finalize().to_hex().to_string();
+        }
+    }
+
     fn add(&mut self, r: &ChatResponse) {
         self.llm_calls += r.attempts.max(1) as u64;
         self.tokens_in += r.usage.tokens_in;
@@ -41,6 +57,13 @@ impl CallStats {
         self.repairs += o.repairs;
         if o.recovery.is_some() {
             self.recovery = o.recovery;
+        }
+        self.transcript.extend(o.transcript.iter().cloned());
+        if !o.output.is_empty() {
+            self.output = o.output.clone();
+        }
+        if self.prompt_hash.is_empty() {
+            self.prompt_hash = o.prompt_hash.clone();
         }
     }
 }
@@ -104,9 +127,13 @@ pub async fn json_call(
     expect: Expect<'_>,
     stats: &mut CallStats,
 ) -> Result<(Parsed, String), AttemptError> {
+    stats.begin(system, user);
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
+    stats.transcript.extend(messages.iter().cloned());
     let resp = client.chat(&spec.request(messages.clone(), Some(schema.clone()))).await?;
     stats.add(&resp);
+    stats.transcript.push(ChatMessage::assistant(&resp.content));
+    stats.output = resp.content.clone();
     match parse_expect(&resp.content, expect) {
         Ok((p, rec)) => {
             stats.recovery = Some(rec);
@@ -120,10 +147,13 @@ pub async fn json_call(
                 "Your answer could not be parsed ({first}). Answer again with only the JSON \
                  object described above: no prose, no code fence."
             )));
+            stats.transcript.extend(messages[messages.len() - 1..].iter().cloned());
         }
     }
     let resp = client.chat(&spec.request(messages, Some(schema))).await?;
     stats.add(&resp);
+    stats.transcript.push(ChatMessage::assistant(&resp.content));
+    stats.output = resp.content.clone();
     match parse_expect(&resp.content, expect) {
         Ok((p, rec)) => {
             stats.recovery = Some(rec);
@@ -180,6 +210,7 @@ pub async fn tool_loop(
     stats: &mut CallStats,
 ) -> Result<LoopOutcome, AttemptError> {
     let tool_specs = tools::specs(granted);
+    stats.begin(system, user);
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
     let max_iterations = max_iterations.max(1);
     for turn in 1..=max_iterations {
@@ -229,6 +260,9 @@ pub async fn tool_loop(
                 continue;
             }
         }
+        messages.push(ChatMessage::assistant(&resp.content));
+        stats.transcript.extend(messages);
+        stats.output = resp.content.clone();
         return Ok(LoopOutcome {
             final_text: resp.content,
             iterations: turn,

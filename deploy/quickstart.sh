@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Set up a local model server when needed (llama.cpp + a 0.5B model, CPU only, cached) and
+# review the bundled example project with it. Prints where the report is.
+#
+# Already running Ollama or vLLM? Skip this and run:
+#   quorum review PATH --backend ollama=http://127.0.0.1:11434 --model qwen2.5-coder:14b
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target="${1:-tests/fixtures/code_project}"
+out="${QUORUM_OUT:-quorum-out/example}"
+
+echo "quickstart: preparing the local model server (first run builds llama.cpp; later runs take seconds)" >&2
+backend_line="$(deploy/local/setup.sh | tail -n 1)"
+echo "quickstart: building quorum" >&2
+cargo build --release --quiet -p quorum-cli
+# shellcheck disable=SC2086 # the setup line is "--backend URL --model NAME", split on purpose
+set +e
+./target/release/quorum review "$target" $backend_line --out "$out" --max-concurrent 2
+status=$?
+set -e
+case "$status" in
+  0|1|3) echo "quickstart: done (exit $status: 0 clean, 1 findings at/above --fail-on, 3 partial). report: $out/report.md" >&2 ;;
+  *) echo "quickstart: quorum failed with exit code $status" >&2; exit "$status" ;;
+esac
