@@ -15,6 +15,7 @@ pub mod error;
 pub mod finding;
 pub mod flow;
 pub mod grounding;
+pub mod models;
 pub mod pack;
 pub mod parse;
 pub mod report;
