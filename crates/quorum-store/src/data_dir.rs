@@ -1,0 +1,383 @@
+//! The data directory: one sled database per review, plus one for the node.
+//!
+//! ```text
+//! <root>/flows/<flow_id>/db/         the flow's sled database (see flow_store)
+//! <root>/flows/<flow_id>/meta.json   a copy of its FlowMeta, written once at creation
+//! <root>/node/                       node-level facts
+//! ```
+//!
+//! A database per review makes sled's exclusive file lock a fact about the review: if the
+//! lock is held, another process is running it. `flows list` therefore reports `running`
+//! without any stored flag, and an unlocked database without a finish is `interrupted`.
+//! While a flow is running its database cannot be read by anyone else, which is why the
+//! metadata also sits beside it as plain JSON. Deleting a review is deleting its directory.
+
+use crate::error::StoreError;
+use crate::event::Replay;
+use crate::flow_store::{now_ms, open_db, sled_err, FlowMeta, FlowStore};
+use crate::status::{DerivedStatus, FlowSummary};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+const FLOWS_DIR: &str = "flows";
+const NODE_DIR: &str = "node";
+const DB_DIR: &str = "db";
+const META_FILE: &str = "meta.json";
+const MAX_FLOW_ID_LEN: usize = 128;
+
+/// The root of everything the store keeps on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDir {
+    root: PathBuf,
+}
+
+impl DataDir {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        DataDir { root: root.into() }
+    }
+
+    /// `$QUORUM_DATA_DIR` when set and non-empty, else the user's data directory + `quorum`,
+    /// else `./.quorum`.
+    pub fn default_location() -> PathBuf {
+        match std::env::var_os("QUORUM_DATA_DIR") {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => dirs::data_dir()
+                .map(|d| d.join("quorum"))
+                .unwrap_or_else(|| PathBuf::from(".quorum")),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn flows_dir(&self) -> PathBuf {
+        self.root.join(FLOWS_DIR)
+    }
+
+    fn flow_dir(&self, flow_id: &str) -> Result<PathBuf, StoreError> {
+        validate_flow_id(flow_id)?;
+        Ok(self.flows_dir().join(flow_id))
+    }
+
+    /// Create a new flow's database, record its metadata, and return it open (and so locked).
+    /// Fails with `AlreadyExists` if a flow with that id is stored.
+    pub fn create_flow(&self, meta: &FlowMeta) -> Result<FlowStore, StoreError> {
+        let dir = self.flow_dir(&meta.flow_id)?;
+        let flows = self.flows_dir();
+        std::fs::create_dir_all(&flows).map_err(|e| StoreError::io(&flows, e))?;
+        // create_dir, not create_dir_all: its failure on an existing directory is the
+        // existence check, atomic against a concurrent create of the same id.
+        std::fs::create_dir(&dir).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                StoreError::AlreadyExists {
+                    flow_id: meta.flow_id.clone(),
+                }
+            } else {
+                StoreError::io(&dir, e)
+            }
+        })?;
+        let store = FlowStore::create(&dir.join(DB_DIR), meta)?;
+        write_atomically(&dir.join(META_FILE), &encode_pretty(meta)?)?;
+        tracing::debug!(flow_id = %meta.flow_id, path = %dir.display(), "flow store created");
+        Ok(store)
+    }
+
+    /// Open a stored flow: `NotFound` if there is none, `Locked` if another process is running
+    /// it, `Corrupt` if its database cannot be read.
+    pub fn open_flow(&self, flow_id: &str) -> Result<FlowStore, StoreError> {
+        let dir = self.flow_dir(flow_id)?;
+        if !dir.is_dir() {
+            return Err(StoreError::NotFound {
+                flow_id: flow_id.to_string(),
+            });
+        }
+        FlowStore::open(&dir.join(DB_DIR))
+    }
+
+    /// Every stored flow, newest first. One unreadable flow does not fail the listing: it
+    /// appears with status `corrupt` and the reason. Entries of `flows/` that are not
+    /// directories, or whose names are not flow ids, are not flows and are left out.
+    pub fn list_flows(&self) -> Result<Vec<FlowSummary>, StoreError> {
+        let flows = self.flows_dir();
+        let entries = match std::fs::read_dir(&flows) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(StoreError::io(&flows, e)),
+        };
+        let mut ids = BTreeSet::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| StoreError::io(&flows, e))?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if validate_flow_id(&name).is_ok() && entry.path().is_dir() {
+                ids.insert(name);
+            }
+        }
+        let mut out: Vec<FlowSummary> = ids.iter().map(|id| self.summarize(id)).collect();
+        out.sort_by(|a, b| {
+            b.started_ms
+                .cmp(&a.started_ms)
+                .then_with(|| b.flow_id.cmp(&a.flow_id))
+        });
+        Ok(out)
+    }
+
+    /// The summary of one flow; never fails (an unreadable flow is `Corrupt`).
+    fn summarize(&self, flow_id: &str) -> FlowSummary {
+        let dir = self.flows_dir().join(flow_id);
+        let side_meta = read_side_meta(&dir.join(META_FILE));
+        let base = |meta: Option<&FlowMeta>, status: DerivedStatus| FlowSummary {
+            flow_id: flow_id.to_string(),
+            flow_name: meta.map(|m| m.flow_name.clone()).unwrap_or_default(),
+            target_path: meta.map(|m| m.target_path.clone()).unwrap_or_default(),
+            started_at: meta.map(|m| m.started_at.clone()).unwrap_or_default(),
+            started_ms: meta.map_or(0, |m| m.started_ms),
+            status,
+            last_event_ms: meta.map_or(0, |m| m.started_ms),
+            tasks_total: 0,
+            tasks_done: 0,
+            findings: 0,
+        };
+        let store = match FlowStore::open(&dir.join(DB_DIR)) {
+            Ok(store) => store,
+            Err(StoreError::Locked { .. }) => {
+                return base(side_meta.as_ref().ok(), DerivedStatus::Running)
+            }
+            Err(e) => {
+                return base(
+                    side_meta.as_ref().ok(),
+                    DerivedStatus::Corrupt(e.to_string()),
+                )
+            }
+        };
+        let (meta, events) = match (store.meta(), store.events()) {
+            (Ok(meta), Ok(events)) => (meta, events),
+            (Err(e), _) | (_, Err(e)) => {
+                return base(
+                    side_meta.as_ref().ok(),
+                    DerivedStatus::Corrupt(e.to_string()),
+                )
+            }
+        };
+        drop(store);
+        let replay = Replay::from_events(&events);
+        let mut summary = base(Some(&meta), replay.status());
+        if let Some(last) = events.iter().map(|e| e.at_ms).max() {
+            summary.last_event_ms = summary.last_event_ms.max(last);
+        }
+        if let Some((tasks, _)) = &replay.plan {
+            summary.tasks_total = tasks.len();
+            summary.tasks_done = tasks
+                .iter()
+                .filter(|t| {
+                    replay.completed.contains_key(&t.id) || replay.abandoned.contains_key(&t.id)
+                })
+                .count();
+            summary.findings = tasks
+                .iter()
+                .filter_map(|t| replay.completed.get(&t.id))
+                .map(Vec::len)
+                .sum();
+        }
+        summary
+    }
+
+    /// Delete a stored flow. Refuses (`Locked`) while another process runs it; a corrupt flow
+    /// can be deleted, which is the way out its error message offers.
+    pub fn delete_flow(&self, flow_id: &str) -> Result<(), StoreError> {
+        let dir = self.flow_dir(flow_id)?;
+        if !dir.is_dir() {
+            return Err(StoreError::NotFound {
+                flow_id: flow_id.to_string(),
+            });
+        }
+        let db = dir.join(DB_DIR);
+        if db.is_dir() {
+            match open_db(&db) {
+                Ok(held) => drop(held),
+                Err(StoreError::Locked { path }) => return Err(StoreError::Locked { path }),
+                Err(_) => {}
+            }
+        }
+        std::fs::remove_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        tracing::info!(flow_id, "flow deleted");
+        Ok(())
+    }
+
+    /// Delete finished and interrupted flows whose last event is at least `older_than` old.
+    /// Running and corrupt flows are never collected. Returns the deleted ids.
+    pub fn gc(&self, older_than: Duration) -> Result<Vec<String>, StoreError> {
+        let now = now_ms();
+        let min_age = u64::try_from(older_than.as_millis()).unwrap_or(u64::MAX);
+        let mut deleted = Vec::new();
+        for summary in self.list_flows()? {
+            let collectable =
+                summary.status.is_finished() || summary.status == DerivedStatus::Interrupted;
+            if !collectable || now.saturating_sub(summary.last_event_ms) < min_age {
+                continue;
+            }
+            match self.delete_flow(&summary.flow_id) {
+                Ok(()) => deleted.push(summary.flow_id),
+                // Resumed or deleted by someone else since it was listed.
+                Err(StoreError::Locked { .. } | StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// The newest interrupted flow of this target and flow name, if any. `target_path` is
+    /// compared as stored, so pass it in the same (canonical) form the review recorded.
+    pub fn find_resumable(
+        &self,
+        target_path: &str,
+        flow_name: &str,
+    ) -> Result<Option<FlowSummary>, StoreError> {
+        Ok(self.list_flows()?.into_iter().find(|s| {
+            s.status == DerivedStatus::Interrupted
+                && s.target_path == target_path
+                && s.flow_name == flow_name
+        }))
+    }
+
+    /// Open the node's own database (one process per data dir may hold it).
+    pub fn open_node(&self) -> Result<NodeStore, StoreError> {
+        let path = self.root.join(NODE_DIR);
+        let db = open_db(&path)?;
+        Ok(NodeStore {
+            db,
+            path: Arc::new(path),
+        })
+    }
+}
+
+/// Node-level facts (model runtime statistics and the like), as JSON values under string keys.
+#[derive(Clone)]
+pub struct NodeStore {
+    db: sled::Db,
+    path: Arc<PathBuf>,
+}
+
+impl std::fmt::Debug for NodeStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeStore {
+    /// Store `value` under `key`, replacing what was there, and flush.
+    pub fn put<T: Serialize>(&self, key: &str, value: &T) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Encode(e.to_string()))?;
+        self.db
+            .insert(key.as_bytes(), bytes)
+            .map_err(|e| sled_err(&self.path, e))?;
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| sled_err(&self.path, e))
+    }
+
+    pub fn get<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StoreError> {
+        match self
+            .db
+            .get(key.as_bytes())
+            .map_err(|e| sled_err(&self.path, e))?
+        {
+            Some(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| StoreError::Decode {
+                        what: format!("node fact {key:?}"),
+                        message: e.to_string(),
+                    })
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Keys starting with `prefix`, in byte order.
+    pub fn keys(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.db
+            .scan_prefix(prefix.as_bytes())
+            .keys()
+            .map(|k| {
+                k.map(|k| String::from_utf8_lossy(&k).into_owned())
+                    .map_err(|e| sled_err(&self.path, e))
+            })
+            .collect()
+    }
+}
+
+/// A flow id names a directory, so it must be one safe path component.
+fn validate_flow_id(flow_id: &str) -> Result<(), StoreError> {
+    let ok = !flow_id.is_empty()
+        && flow_id.len() <= MAX_FLOW_ID_LEN
+        && !flow_id.starts_with('.')
+        && flow_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidFlowId {
+            flow_id: flow_id.to_string(),
+        })
+    }
+}
+
+fn encode_pretty<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec_pretty(value).map_err(|e| StoreError::Encode(e.to_string()))
+}
+
+fn read_side_meta(path: &Path) -> Result<FlowMeta, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
+/// Write via a temporary file and rename, so a reader never sees half a file.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    use std::io::Write as _;
+    let tmp = path.with_extension("json.tmp");
+    let mut file = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+    file.write_all(bytes).map_err(|e| StoreError::io(&tmp, e))?;
+    file.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_ids_are_single_safe_path_components() {
+        for good in ["20250101-120000-abcdef", "a", "flow_1.2-x"] {
+            assert!(validate_flow_id(good).is_ok(), "{good}");
+        }
+        let long = "x".repeat(MAX_FLOW_ID_LEN + 1);
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "a/b",
+            "a\\b",
+            "a b",
+            "é",
+            long.as_str(),
+        ] {
+            assert!(
+                matches!(validate_flow_id(bad), Err(StoreError::InvalidFlowId { .. })),
+                "{bad}"
+            );
+        }
+    }
+}

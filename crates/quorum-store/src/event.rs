@@ -1,0 +1,189 @@
+//! The append-only event log of a flow, and its replay into what a resume needs.
+//!
+//! The log is the source of truth: status, progress and resume state are all derived from it
+//! when read. Nothing here is ever updated in place; a later fact supersedes an earlier one
+//! only in the way [`Replay::from_events`] documents.
+
+use crate::status::DerivedStatus;
+use quorum_core::finding::{Judged, RawFinding};
+use quorum_core::task::{Classification, RejectedTask, Task};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One fact about a flow, as the conductor records it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    FlowStarted {
+        flow_id: String,
+    },
+    ScoutCompleted {
+        classification: Classification,
+        fallback: bool,
+    },
+    PlanCompleted {
+        tasks: Vec<Task>,
+        rejected: Vec<RejectedTask>,
+    },
+    AttemptStarted {
+        task_id: String,
+        attempt: u32,
+        node: String,
+    },
+    /// Specialists carry their findings; other stages record `findings: []`.
+    AttemptSucceeded {
+        task_id: String,
+        attempt: u32,
+        findings: Vec<RawFinding>,
+    },
+    AttemptFailed {
+        task_id: String,
+        attempt: u32,
+        error_class: String,
+        error: String,
+    },
+    /// The task will not be tried again (circular_fix, attempts exhausted).
+    TaskAbandoned {
+        task_id: String,
+        reason: String,
+    },
+    VerifyCompleted {
+        judged: Vec<Judged>,
+    },
+    SynthesisCompleted {
+        summary: String,
+        action_items: Vec<String>,
+        fallback: bool,
+    },
+    /// `status` is `completed`, `partial` or `failed`.
+    FlowFinished {
+        status: String,
+        reason: String,
+    },
+    Resumed {
+        from_seq: u64,
+    },
+    Note {
+        message: String,
+    },
+}
+
+/// An event as stored: its sequence number (1-based, gap-free within one store) and the wall
+/// clock time it was appended.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct StoredEvent {
+    pub seq: u64,
+    pub at_ms: u64,
+    pub event: Event,
+}
+
+/// The state of a flow as its event log tells it.
+///
+/// Rules, in log order:
+/// - classification and plan: the first one recorded wins, because the tasks that ran belong
+///   to it (a resumed flow never re-plans);
+/// - `completed`: the findings of a task's first successful attempt; a later success (a fenced
+///   attempt that woke up) is ignored, so no finding is counted twice;
+/// - `abandoned`: the latest reason per task; a task may be both abandoned and completed when
+///   a late success arrived after giving up, and then completed wins for resume;
+/// - `attempts`: the highest attempt number seen in any attempt event;
+/// - judged and synthesis: the latest one;
+/// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
+///   other events after a finish (late results) are still folded in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Replay {
+    pub classification: Option<(Classification, bool)>,
+    pub plan: Option<(Vec<Task>, Vec<RejectedTask>)>,
+    pub completed: BTreeMap<String, Vec<RawFinding>>,
+    pub abandoned: BTreeMap<String, String>,
+    pub attempts: BTreeMap<String, u32>,
+    pub judged: Option<Vec<Judged>>,
+    pub synthesis: Option<(String, Vec<String>, bool)>,
+    pub finished: Option<(String, String)>,
+    pub last_seq: u64,
+}
+
+impl Replay {
+    pub fn from_events(events: &[StoredEvent]) -> Replay {
+        let mut r = Replay::default();
+        for stored in events {
+            r.last_seq = r.last_seq.max(stored.seq);
+            match &stored.event {
+                Event::FlowStarted { .. } | Event::Note { .. } => {}
+                Event::ScoutCompleted {
+                    classification,
+                    fallback,
+                } => {
+                    if r.classification.is_none() {
+                        r.classification = Some((classification.clone(), *fallback));
+                    }
+                }
+                Event::PlanCompleted { tasks, rejected } => {
+                    if r.plan.is_none() {
+                        r.plan = Some((tasks.clone(), rejected.clone()));
+                    }
+                }
+                Event::AttemptStarted {
+                    task_id, attempt, ..
+                }
+                | Event::AttemptFailed {
+                    task_id, attempt, ..
+                } => r.saw_attempt(task_id, *attempt),
+                Event::AttemptSucceeded {
+                    task_id,
+                    attempt,
+                    findings,
+                } => {
+                    r.saw_attempt(task_id, *attempt);
+                    r.completed
+                        .entry(task_id.clone())
+                        .or_insert_with(|| findings.clone());
+                }
+                Event::TaskAbandoned { task_id, reason } => {
+                    r.abandoned.insert(task_id.clone(), reason.clone());
+                }
+                Event::VerifyCompleted { judged } => r.judged = Some(judged.clone()),
+                Event::SynthesisCompleted {
+                    summary,
+                    action_items,
+                    fallback,
+                } => r.synthesis = Some((summary.clone(), action_items.clone(), *fallback)),
+                Event::FlowFinished { status, reason } => {
+                    r.finished = Some((status.clone(), reason.clone()));
+                }
+                Event::Resumed { .. } => r.finished = None,
+            }
+        }
+        r
+    }
+
+    fn saw_attempt(&mut self, task_id: &str, attempt: u32) {
+        let seen = self.attempts.entry(task_id.to_string()).or_insert(0);
+        *seen = (*seen).max(attempt);
+    }
+
+    /// Planned tasks that neither succeeded nor were abandoned, in plan order: what a resume
+    /// has to run. Empty before a plan exists.
+    pub fn unfinished_tasks(&self) -> Vec<&Task> {
+        self.plan
+            .as_ref()
+            .map(|(tasks, _)| {
+                tasks
+                    .iter()
+                    .filter(|t| {
+                        !self.completed.contains_key(&t.id) && !self.abandoned.contains_key(&t.id)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Status as the log alone tells it: the finish, else interrupted. Only the process that
+    /// holds the store open knows a flow is running.
+    pub fn status(&self) -> DerivedStatus {
+        match &self.finished {
+            Some((status, _)) => DerivedStatus::from_finish(status),
+            None => DerivedStatus::Interrupted,
+        }
+    }
+}
