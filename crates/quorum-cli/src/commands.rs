@@ -55,7 +55,13 @@ fn backend_configs(args: &BackendArgs, settings: &Settings) -> Result<Vec<Backen
     }
     args.backends
         .iter()
-        .map(|b| b.parse::<BackendConfig>().map_err(|e| anyhow::anyhow!("invalid --backend: {e} (example: --backend openai=http://127.0.0.1:8080/v1)")))
+        .map(|b| {
+            b.parse::<BackendConfig>().map_err(|e| {
+                anyhow::anyhow!(
+                    "invalid --backend: {e} (example: --backend openai=http://127.0.0.1:8080/v1)"
+                )
+            })
+        })
         .collect()
 }
 
@@ -71,20 +77,46 @@ fn node_name(settings: &Settings) -> String {
         .unwrap_or_else(|| "local".into())
 }
 
-/// Probe backends and settle the default model. Unreachable backends are exit 3: nothing is
-/// wrong with the input, the world is not ready.
-async fn ready_backends(configs: &[BackendConfig], model: &str) -> Result<Backends> {
-    let mut backends = Backends::from_configs(configs, model).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let found = backends.probe().await.map_err(|e| {
+/// Probe backends and build model cards. Unreachable backends are exit 3: nothing is wrong
+/// with the input, the world is not ready.
+async fn ready_backends(
+    configs: &[BackendConfig],
+    model: &str,
+    settings: &Settings,
+    sensitive: bool,
+    node: &str,
+) -> Result<Backends> {
+    let mut backends =
+        Backends::from_configs(configs, model).map_err(|e| anyhow::anyhow!("{e}"))?;
+    backends.sensitive = sensitive;
+    backends.node = node.to_string();
+    backends.probe(&settings.models).await.map_err(|e| {
         incomplete(format!(
             "no backend reachable: {e}; start the model server, or point quorum at one with --backend ollama=URL or --backend openai=URL/v1"
         ))
     })?;
-    if model.trim().is_empty() || model == "auto" {
-        let first = found.iter().flat_map(|(_, models)| models.iter()).map(|m| m.name.clone()).next();
-        match first {
-            Some(m) => backends.default_model = m,
-            None => bail!("the backend serves no model; pull one or pass --model NAME"),
+    let cards = backends.cards();
+    if backends.is_auto() {
+        if cards.is_empty() {
+            bail!("the backend serves no model; pull one or pass --model NAME");
+        }
+        if sensitive
+            && !cards
+                .iter()
+                .any(|c| c.agentic.locality != Some(quorum_core::models::Locality::Remote))
+        {
+            bail!("--sensitive: every configured model is remote; add a local backend");
+        }
+    } else if sensitive {
+        let remote = cards.iter().any(|c| {
+            c.name == backends.default_model
+                && c.agentic.locality == Some(quorum_core::models::Locality::Remote)
+        });
+        if remote {
+            bail!(
+                "--sensitive: model {} is served by a remote host; use a local model",
+                backends.default_model
+            );
         }
     }
     Ok(backends)
@@ -105,7 +137,10 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         Some(s) => settings::parse_fail_on(s)?,
         None => settings.fail_on_severity()?,
     };
-    let formats = args.format.clone().unwrap_or_else(|| settings.formats.clone());
+    let formats = args
+        .format
+        .clone()
+        .unwrap_or_else(|| settings.formats.clone());
     for f in &formats {
         if !["md", "json", "sarif"].contains(&f.as_str()) {
             bail!("unknown --format {f:?}: use md, json, sarif (comma-separated)");
@@ -116,10 +151,16 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     }
     let target = &args.path;
     if !target.exists() {
-        bail!("{} does not exist: pass the directory to review", target.display());
+        bail!(
+            "{} does not exist: pass the directory to review",
+            target.display()
+        );
     }
     if !target.is_dir() {
-        bail!("{} is not a directory: pass the directory to review", target.display());
+        bail!(
+            "{} is not a directory: pass the directory to review",
+            target.display()
+        );
     }
     let personas_dir = match &args.personas {
         Some(p) => p.clone(),
@@ -135,15 +176,24 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     if configs.is_empty() {
         bail!("no backend configured: pass --backend ollama=http://127.0.0.1:11434 (or openai=URL/v1), or add [[backends]] to the config");
     }
-    let root = target.canonicalize().with_context(|| format!("cannot resolve {}", target.display()))?;
-    let pack = ContextPack::snapshot(&root, &settings.pack).map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
+    let root = target
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", target.display()))?;
+    let pack = ContextPack::snapshot(&root, &settings.pack)
+        .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
 
-    let model = args.backend.model.clone().unwrap_or_else(|| settings.default_model.clone());
+    let model = args
+        .backend
+        .model
+        .clone()
+        .unwrap_or_else(|| settings.default_model.clone());
+    let sensitive = args.sensitive || settings.sensitive;
+    let node = node_name(&settings);
     let backends = if pack.is_empty() {
         // Nothing will be sent to a model; don't demand a reachable one.
         Backends::from_configs(&configs, &model).map_err(|e| anyhow::anyhow!("{e}"))?
     } else {
-        ready_backends(&configs, &model).await?
+        ready_backends(&configs, &model, &settings, sensitive, &node).await?
     };
     let verifier_model = args
         .verifier_model
@@ -151,8 +201,13 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         .or_else(|| Some(settings.verifier_model.clone()))
         .filter(|m| !m.trim().is_empty());
     let flow_id = new_flow_id();
-    let out_dir = args.out.clone().unwrap_or_else(|| PathBuf::from("quorum-out").join(&flow_id));
-    let max_concurrent = args.max_concurrent.or((settings.max_concurrent > 0).then_some(settings.max_concurrent));
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("quorum-out").join(&flow_id));
+    let max_concurrent = args
+        .max_concurrent
+        .or((settings.max_concurrent > 0).then_some(settings.max_concurrent));
     let ctx = Arc::new(ReviewContext {
         flow_id: flow_id.clone(),
         flow,
@@ -160,11 +215,11 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         pack,
         backends,
         verifier_model,
-        node: node_name(&settings),
+        node,
         max_concurrent,
         started_at: chrono::Utc::now().to_rfc3339(),
     });
-    tracing::info!(flow_id = %flow_id, target = %root.display(), files = ctx.pack.len(), model = %ctx.backends.default_model, "review starting");
+    tracing::info!(flow_id = %flow_id, target = %root.display(), files = ctx.pack.len(), model = %ctx.backends.default_model, sensitive, "review starting");
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let draw = !args.quiet && std::io::stderr().is_terminal();
@@ -185,12 +240,16 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
 }
 
 fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create output directory {}", out.display()))?;
+    std::fs::create_dir_all(out)
+        .with_context(|| format!("cannot create output directory {}", out.display()))?;
     for f in formats {
         let (name, body) = match f.as_str() {
             "md" => ("report.md", report.to_markdown()),
             "json" => ("report.json", report.to_json()),
-            "sarif" => ("report.sarif", serde_json::to_string_pretty(&report.to_sarif()).unwrap_or_default()),
+            "sarif" => (
+                "report.sarif",
+                serde_json::to_string_pretty(&report.to_sarif()).unwrap_or_default(),
+            ),
             _ => continue,
         };
         let path = out.join(name);
@@ -221,7 +280,13 @@ fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
     if !report.status_reason.is_empty() {
         println!("note: {}", report.status_reason);
     }
-    let main = if formats.iter().any(|f| f == "md") { "report.md" } else if formats.iter().any(|f| f == "json") { "report.json" } else { "report.sarif" };
+    let main = if formats.iter().any(|f| f == "md") {
+        "report.md"
+    } else if formats.iter().any(|f| f == "json") {
+        "report.json"
+    } else {
+        "report.sarif"
+    };
     println!("report: {}", out.join(main).display());
 }
 
@@ -237,10 +302,15 @@ fn personas(command: PersonasCommand, config: Option<&Path>) -> Result<ExitCode>
             }
         }
         PersonasCommand::Show { name } => {
-            let p = catalog.get(&name).map_err(|e| anyhow::anyhow!("{e}; see `quorum personas list`"))?;
+            let p = catalog
+                .get(&name)
+                .map_err(|e| anyhow::anyhow!("{e}; see `quorum personas list`"))?;
             println!("{}", quorum_core::weaver::persona_prefix(p, &catalog));
             println!("## Tools\n{}", p.tools.join(", "));
-            println!("\n## Models\nplanning: {}\nexecution: {}", p.models.planning, p.models.execution);
+            println!(
+                "\n## Models\nplanning: {}\nexecution: {}",
+                p.models.planning, p.models.execution
+            );
         }
         PersonasCommand::Check => {
             println!(
@@ -260,43 +330,65 @@ async fn models_list(args: BackendArgs, format: &str) -> Result<ExitCode> {
     if configs.is_empty() {
         bail!("no backend configured: pass --backend KIND=URL or add [[backends]] to the config");
     }
-    let mut rows = Vec::new();
-    let mut reachable = 0;
-    for c in &configs {
-        let client = quorum_llm::LlmClient::from_config(c).map_err(|e| anyhow::anyhow!("{e}"))?;
-        match client.probe().await {
-            Ok(models) => {
-                reachable += 1;
-                for m in models {
-                    rows.push((c.kind.as_str().to_string(), c.url.clone(), m));
-                }
-            }
-            Err(e) => eprintln!("quorum: {e}"),
-        }
-    }
-    if reachable == 0 {
-        return Err(incomplete("no backend reachable; start the model server or pass --backend KIND=URL"));
-    }
+    let model = args
+        .model
+        .clone()
+        .unwrap_or_else(|| settings.default_model.clone());
+    let mut backends =
+        Backends::from_configs(&configs, &model).map_err(|e| anyhow::anyhow!("{e}"))?;
+    backends.node = node_name(&settings);
+    backends.probe(&settings.models).await.map_err(|e| {
+        incomplete(format!(
+            "no backend reachable: {e}; start the model server or pass --backend KIND=URL"
+        ))
+    })?;
+    let cards = backends.cards();
     if format == "json" {
-        let v: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|(k, u, m)| serde_json::json!({"backend": k, "url": u, "model": m}))
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-    } else {
-        println!("{:<8} {:<36} {:<14} {:<8} {:<10} {:<8} capabilities", "backend", "model", "family", "params", "quant", "context");
-        for (k, _, m) in &rows {
-            println!(
-                "{:<8} {:<36} {:<14} {:<8} {:<10} {:<8} {}",
-                k,
-                m.name,
-                m.family.as_deref().unwrap_or("-"),
-                m.parameter_size.as_deref().unwrap_or("-"),
-                m.quantization.as_deref().unwrap_or("-"),
-                m.context_length.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
-                m.capabilities.join(",")
-            );
-        }
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&cards).unwrap_or_default()
+        );
+        return Ok(ExitCode::Clean);
+    }
+    println!(
+        "{:<34} {:<10} {:>7} {:<8} {:>7} {:<6} {:<6} {:<9} {:<6} {:<7}",
+        "model",
+        "family",
+        "params",
+        "quant",
+        "context",
+        "tools",
+        "json",
+        "reasoning",
+        "speed",
+        "local"
+    );
+    let tier = |t: Option<quorum_core::models::Tier>| {
+        t.map(|t| t.to_string()).unwrap_or_else(|| "-".into())
+    };
+    for c in &cards {
+        println!(
+            "{:<34} {:<10} {:>7} {:<8} {:>7} {:<6} {:<6} {:<9} {:<6} {:<7}",
+            c.name,
+            c.family(),
+            c.vendor
+                .parameter_count
+                .map(|p| format!("{p:.1}B"))
+                .unwrap_or_else(|| "-".into()),
+            c.vendor.quantization.as_deref().unwrap_or("-"),
+            c.vendor
+                .context_length
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "-".into()),
+            tier(c.agentic.tool_use),
+            tier(c.agentic.json_compliance),
+            tier(c.agentic.reasoning),
+            tier(c.agentic.speed_tier),
+            c.agentic
+                .locality
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "-".into()),
+        );
     }
     Ok(ExitCode::Clean)
 }

@@ -29,7 +29,11 @@ impl fmt::Display for Coded {
 impl std::error::Error for Coded {}
 
 pub fn incomplete(message: impl Into<String>) -> anyhow::Error {
-    Coded { code: ExitCode::Incomplete, message: message.into() }.into()
+    Coded {
+        code: ExitCode::Incomplete,
+        message: message.into(),
+    }
+    .into()
 }
 
 /// The one line a user sees for an error: the whole cause chain, without repeats.

@@ -11,7 +11,11 @@ use exit::{Coded, ExitCode};
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "quorum", version, about = "Review a body of work with a team of verified LLM specialists")]
+#[command(
+    name = "quorum",
+    version,
+    about = "Review a body of work with a team of verified LLM specialists"
+)]
 pub struct Cli {
     /// Log format for RUST_LOG-controlled logs on stderr.
     #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
@@ -25,9 +29,7 @@ pub enum Command {
     /// Review PATH on this machine and write report.md / report.json / report.sarif.
     Review(ReviewArgs),
     /// Continue an interrupted review (needs durable state).
-    Resume {
-        flow_id: String,
-    },
+    Resume { flow_id: String },
     /// Run a cluster node.
     Node {
         #[arg(long)]
@@ -59,7 +61,9 @@ pub enum Command {
 #[derive(Subcommand, Debug)]
 pub enum FlowsCommand {
     List,
-    Show { flow_id: String },
+    Show {
+        flow_id: String,
+    },
     Gc {
         #[arg(long)]
         older_than: u64,
@@ -137,6 +141,9 @@ pub struct ReviewArgs {
     /// Review through a running cluster's API instead of locally.
     #[arg(long)]
     pub cluster: Option<String>,
+    /// Sensitive material: only models on local/private hosts may see it.
+    #[arg(long)]
+    pub sensitive: bool,
     /// No progress line.
     #[arg(long)]
     pub quiet: bool,
@@ -161,13 +168,20 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             // clap prints help/version to stdout (exit 0) and usage errors to stderr (exit 2).
-            let code = if e.use_stderr() { ExitCode::Usage as i32 } else { 0 };
+            let code = if e.use_stderr() {
+                ExitCode::Usage as i32
+            } else {
+                0
+            };
             let _ = e.print();
             std::process::exit(code);
         }
     };
     init_logs(&cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("quorum: cannot start the async runtime: {e}");
@@ -179,7 +193,9 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("quorum: {}", exit::one_line(&e));
-            e.downcast_ref::<Coded>().map(|c| c.code).unwrap_or(ExitCode::Usage)
+            e.downcast_ref::<Coded>()
+                .map(|c| c.code)
+                .unwrap_or(ExitCode::Usage)
         }
     };
     // Don't wait for lingering background tasks (a hung backend call) on the way out.

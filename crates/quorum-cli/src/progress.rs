@@ -28,23 +28,30 @@ fn human(n: u64) -> String {
     }
 }
 
+fn is_stage(task: &str) -> bool {
+    ["scout", "planner", "verifier", "synthesizer"].contains(&task)
+}
+
 impl View {
     fn apply(&mut self, p: &Progress) {
         match p {
             Progress::Stage { stage } => self.stage = stage.clone(),
             Progress::Planned { tasks, .. } => self.total = *tasks,
-            Progress::TaskFinished { ok, findings, task, .. } => {
-                // Stage runs (scout, planner...) are not counted as tasks.
-                if self.total > 0 && !["scout", "planner", "verifier", "synthesizer"].contains(&task.as_str()) {
-                    if *ok {
-                        self.done += 1;
-                        self.findings += findings;
-                    } else {
-                        self.failed += 1;
-                    }
+            // Stage runs (scout, planner...) are not counted as tasks.
+            Progress::TaskFinished { task, .. } if self.total == 0 || is_stage(task) => {}
+            Progress::TaskFinished { ok, findings, .. } => {
+                if *ok {
+                    self.done += 1;
+                    self.findings += findings;
+                } else {
+                    self.failed += 1;
                 }
             }
-            Progress::Usage { tokens_in, tokens_out, .. } => {
+            Progress::Usage {
+                tokens_in,
+                tokens_out,
+                ..
+            } => {
                 self.tokens_in = *tokens_in;
                 self.tokens_out = *tokens_out;
             }
@@ -55,10 +62,18 @@ impl View {
     fn line(&self) -> String {
         format!(
             "quorum [{}] tasks {}/{}{} · findings {} · tokens {} in / {} out",
-            if self.stage.is_empty() { "starting" } else { &self.stage },
+            if self.stage.is_empty() {
+                "starting"
+            } else {
+                &self.stage
+            },
             self.done,
             self.total,
-            if self.failed > 0 { format!(" ({} failed attempts)", self.failed) } else { String::new() },
+            if self.failed > 0 {
+                format!(" ({} failed attempts)", self.failed)
+            } else {
+                String::new()
+            },
             self.findings,
             human(self.tokens_in),
             human(self.tokens_out)

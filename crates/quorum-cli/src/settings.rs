@@ -29,6 +29,12 @@ pub struct Settings {
     pub pack: PackOptions,
     #[serde(default)]
     pub backends: Vec<BackendConfig>,
+    /// Only local models may see reviewed content (loopback/private hosts).
+    #[serde(default)]
+    pub sensitive: bool,
+    /// Operator (agentic) model cards, by model name: `[models."qwen2.5-coder:14b"]`.
+    #[serde(default)]
+    pub models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
 }
 
 /// Where settings were read from, for `--help`-style diagnostics and errors.
@@ -72,7 +78,9 @@ impl Settings {
         s.fail_on_severity()?;
         for f in &s.formats {
             if !["md", "json", "sarif"].contains(&f.as_str()) {
-                anyhow::bail!("invalid configuration: unknown report format {f:?} (use md, json, sarif)");
+                anyhow::bail!(
+                    "invalid configuration: unknown report format {f:?} (use md, json, sarif)"
+                );
             }
         }
         Ok(s)
@@ -117,11 +125,16 @@ pub fn data_dir(configured: &str, name: &str) -> Result<PathBuf> {
             candidates.push(dir.join("../..").join(name));
         }
     }
-    candidates.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(name));
-    candidates
-        .into_iter()
-        .find(|p| p.is_dir())
-        .ok_or_else(|| anyhow::anyhow!("cannot find the {name}/ directory: set {name}_dir in the config or QUORUM_HOME"))
+    candidates.push(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(name),
+    );
+    candidates.into_iter().find(|p| p.is_dir()).ok_or_else(|| {
+        anyhow::anyhow!(
+            "cannot find the {name}/ directory: set {name}_dir in the config or QUORUM_HOME"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -141,14 +154,21 @@ mod tests {
     #[test]
     fn project_file_and_explicit_file_layer() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("quorum.toml"), "fail_on = \"P2\"\nflow = \"x\"\n").unwrap();
+        std::fs::write(
+            dir.path().join("quorum.toml"),
+            "fail_on = \"P2\"\nflow = \"x\"\n",
+        )
+        .unwrap();
         let explicit = dir.path().join("extra.toml");
         std::fs::write(&explicit, "flow = \"y\"\n[pack]\nmax_file_bytes = 10\n").unwrap();
         let s = Settings::load(Some(&explicit), dir.path()).unwrap();
         assert_eq!(s.fail_on, "P2");
         assert_eq!(s.flow, "y");
         assert_eq!(s.pack.max_file_bytes, 10);
-        assert!(s.pack.exclude_secrets, "untouched nested keys keep defaults");
+        assert!(
+            s.pack.exclude_secrets,
+            "untouched nested keys keep defaults"
+        );
     }
 
     #[test]
@@ -158,7 +178,9 @@ mod tests {
         assert!(Settings::load(None, dir.path()).is_err());
         let missing = dir.path().join("nope.toml");
         let dir2 = tempfile::tempdir().unwrap();
-        let e = Settings::load(Some(&missing), dir2.path()).unwrap_err().to_string();
+        let e = Settings::load(Some(&missing), dir2.path())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does not exist"), "{e}");
     }
 }

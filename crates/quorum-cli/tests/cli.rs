@@ -36,7 +36,11 @@ fn code(o: &Output) -> i32 {
 }
 
 fn text(o: &Output) -> String {
-    format!("stdout:\n{}\nstderr:\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,37 +51,106 @@ async fn review_writes_three_reports_and_exits_1_on_findings() {
     let backend = format!("ollama={}", server.ollama_url());
     let target = fixture("code_project");
     let o = quorum(
-        &["review", target.to_str().unwrap(), "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap(), "--quiet"],
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
         work.path(),
     )
     .await;
-    assert_eq!(code(&o), 1, "a P0 survived, default --fail-on P1: {}", text(&o));
+    assert_eq!(
+        code(&o),
+        1,
+        "a P0 survived, default --fail-on P1: {}",
+        text(&o)
+    );
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("review completed: 3 findings (P0 1, P1 1, P2 1, P3 0)"), "{stdout}");
+    assert!(
+        stdout.contains("review completed: 3 findings (P0 1, P1 1, P2 1, P3 0)"),
+        "{stdout}"
+    );
     assert!(stdout.contains("report.md"));
-    assert!(o.stderr.is_empty() || !String::from_utf8_lossy(&o.stderr).contains('\r'), "no progress line when not a tty");
+    assert!(
+        o.stderr.is_empty() || !String::from_utf8_lossy(&o.stderr).contains('\r'),
+        "no progress line when not a tty"
+    );
 
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["schema_version"], 1);
     assert_eq!(json["status"], "completed");
-    for key in ["flow_id", "flow", "target", "classification", "team", "findings", "dropped", "tasks", "usage"] {
+    for key in [
+        "flow_id",
+        "flow",
+        "target",
+        "classification",
+        "team",
+        "findings",
+        "dropped",
+        "tasks",
+        "usage",
+    ] {
         assert!(json.get(key).is_some(), "report.json lacks {key}");
     }
     let f = &json["findings"][0];
-    for key in ["id", "title", "severity", "confidence", "category", "file", "line_start", "line_end", "symbol", "evidence", "why_it_matters", "suggested_fix", "verdict", "reporters", "anchor"] {
+    for key in [
+        "id",
+        "title",
+        "severity",
+        "confidence",
+        "category",
+        "file",
+        "line_start",
+        "line_end",
+        "symbol",
+        "evidence",
+        "why_it_matters",
+        "suggested_fix",
+        "verdict",
+        "reporters",
+        "anchor",
+    ] {
         assert!(f.get(key).is_some(), "finding lacks {key}");
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("SQL injection in item search"));
-    let sarif: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.sarif")).unwrap()).unwrap();
+    let sarif: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.sarif")).unwrap()).unwrap();
     assert_eq!(sarif["version"], "2.1.0");
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/schemas/sarif-schema-2.1.0.json")).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/schemas/sarif-schema-2.1.0.json"))
+            .unwrap(),
+    )
+    .unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
-    assert!(validator.is_valid(&sarif), "report.sarif is not valid SARIF 2.1.0");
+    assert!(
+        validator.is_valid(&sarif),
+        "report.sarif is not valid SARIF 2.1.0"
+    );
 
     // --fail-on none turns the same review into exit 0; --fail-on P0 still fails on the P0.
     let o = quorum(
-        &["review", target.to_str().unwrap(), "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap(), "--fail-on", "none", "--format", "json"],
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--fail-on",
+            "none",
+            "--format",
+            "json",
+        ],
         work.path(),
     )
     .await;
@@ -91,9 +164,22 @@ async fn default_out_dir_and_auto_model() {
     let backend = format!("openai={}", server.openai_url());
     let target = fixture("code_project");
     // No --model: "auto" takes the model the server lists.
-    let o = quorum(&["review", target.to_str().unwrap(), "--backend", &backend, "--fail-on", "none"], work.path()).await;
+    let o = quorum(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--fail-on",
+            "none",
+        ],
+        work.path(),
+    )
+    .await;
     assert_eq!(code(&o), 0, "{}", text(&o));
-    let runs: Vec<_> = std::fs::read_dir(work.path().join("quorum-out")).unwrap().collect();
+    let runs: Vec<_> = std::fs::read_dir(work.path().join("quorum-out"))
+        .unwrap()
+        .collect();
     assert_eq!(runs.len(), 1);
     let dir = runs.into_iter().next().unwrap().unwrap().path();
     for f in ["report.md", "report.json", "report.sarif"] {
@@ -107,17 +193,43 @@ async fn partial_review_exits_3_and_still_writes_the_report() {
     let script = Script::new()
         .models([MODEL])
         .rule(scout_rule())
-        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(&code_plan())))
-        .rule(Rule::new("sec").when_system(["You are security_sentinel"]).reply(Reply::status(400)))
-        .rule(Rule::new("rest").when_any(["You are software_developer", "You are test_engineer"]).reply(Reply::text("{\"findings\": []}")))
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&code_plan())),
+        )
+        .rule(
+            Rule::new("sec")
+                .when_system(["You are security_sentinel"])
+                .reply(Reply::status(400)),
+        )
+        .rule(
+            Rule::new("rest")
+                .when_any(["You are software_developer", "You are test_engineer"])
+                .reply(Reply::text("{\"findings\": []}")),
+        )
         .rule(synthesizer_rule());
     let server = ScriptedServer::start(script).await.unwrap();
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("o");
     let backend = format!("ollama={}", server.ollama_url());
-    let o = quorum(&["review", fixture("code_project").to_str().unwrap(), "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap()], work.path()).await;
+    let o = quorum(
+        &[
+            "review",
+            fixture("code_project").to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        work.path(),
+    )
+    .await;
     assert_eq!(code(&o), 3, "{}", text(&o));
-    let json: Value = serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["status"], "partial");
     assert!(json["status_reason"].as_str().unwrap().contains("t1"));
     assert!(String::from_utf8_lossy(&o.stdout).contains("note: "));
@@ -144,7 +256,18 @@ async fn bad_input_exit_codes() {
     let empty = w.join("empty");
     std::fs::create_dir(&empty).unwrap();
     let out = w.join("empty-out");
-    let o = quorum(&["review", empty.to_str().unwrap(), "--backend", "ollama=http://127.0.0.1:9", "--out", out.to_str().unwrap()], w).await;
+    let o = quorum(
+        &[
+            "review",
+            empty.to_str().unwrap(),
+            "--backend",
+            "ollama=http://127.0.0.1:9",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        w,
+    )
+    .await;
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to review"));
     assert!(out.join("report.json").is_file());
@@ -156,7 +279,16 @@ async fn bad_input_exit_codes() {
     };
     let url = format!("http://127.0.0.1:{dead}");
     let started = Instant::now();
-    let o = quorum(&["review", fixture("code_project").to_str().unwrap(), "--backend", &format!("ollama={url}")], w).await;
+    let o = quorum(
+        &[
+            "review",
+            fixture("code_project").to_str().unwrap(),
+            "--backend",
+            &format!("ollama={url}"),
+        ],
+        w,
+    )
+    .await;
     assert_eq!(code(&o), 3, "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&url) && err.contains("--backend"), "{err}");
@@ -166,23 +298,57 @@ async fn bad_input_exit_codes() {
     let personas = w.join("personas");
     copy_dir(&repo_root().join("personas"), &personas);
     let p = personas.join("security_sentinel.yaml");
-    let broken = std::fs::read_to_string(&p).unwrap().replacen("file_tree, list_directory", "file_tree, shell_exec", 1);
+    let broken = std::fs::read_to_string(&p).unwrap().replacen(
+        "file_tree, list_directory",
+        "file_tree, shell_exec",
+        1,
+    );
     std::fs::write(&p, broken).unwrap();
-    let o = quorum(&["review", fixture("code_project").to_str().unwrap(), "--personas", personas.to_str().unwrap()], w).await;
+    let o = quorum(
+        &[
+            "review",
+            fixture("code_project").to_str().unwrap(),
+            "--personas",
+            personas.to_str().unwrap(),
+        ],
+        w,
+    )
+    .await;
     assert_eq!(code(&o), 2, "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("security_sentinel.yaml") && err.contains("tools["), "{err}");
-    let o = quorum(&["personas", "check", "--config", &write_config(w, &personas)], w).await;
+    assert!(
+        err.contains("security_sentinel.yaml") && err.contains("tools["),
+        "{err}"
+    );
+    let o = quorum(
+        &["personas", "check", "--config", &write_config(w, &personas)],
+        w,
+    )
+    .await;
     assert_eq!(code(&o), 2, "{}", text(&o));
 
     // Invalid flow YAML: exit 2 naming the file and the field.
     let flow = w.join("bad-flow.yaml");
-    let text_flow = std::fs::read_to_string(repo_root().join("flows/review.yaml")).unwrap().replace("confidence_gate: 0.5", "confidence_gate: 7");
+    let text_flow = std::fs::read_to_string(repo_root().join("flows/review.yaml"))
+        .unwrap()
+        .replace("confidence_gate: 0.5", "confidence_gate: 7");
     std::fs::write(&flow, text_flow).unwrap();
-    let o = quorum(&["review", fixture("code_project").to_str().unwrap(), "--flow", flow.to_str().unwrap()], w).await;
+    let o = quorum(
+        &[
+            "review",
+            fixture("code_project").to_str().unwrap(),
+            "--flow",
+            flow.to_str().unwrap(),
+        ],
+        w,
+    )
+    .await;
     assert_eq!(code(&o), 2, "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("bad-flow.yaml") && err.contains("parameters.confidence_gate"), "{err}");
+    assert!(
+        err.contains("bad-flow.yaml") && err.contains("parameters.confidence_gate"),
+        "{err}"
+    );
 
     // Usage errors.
     for args in [
@@ -212,13 +378,20 @@ async fn personas_and_models_commands() {
     let o = quorum(&["personas", "check"], work.path()).await;
     assert_eq!(code(&o), 0, "{}", text(&o));
 
-    let server = ScriptedServer::start(Script::new().models(["m-one", "m-two"])).await.unwrap();
+    let server = ScriptedServer::start(Script::new().models(["m-one", "m-two"]))
+        .await
+        .unwrap();
     let backend = format!("ollama={}", server.ollama_url());
-    let o = quorum(&["models", "list", "--backend", &backend, "--format", "json"], work.path()).await;
+    let o = quorum(
+        &["models", "list", "--backend", &backend, "--format", "json"],
+        work.path(),
+    )
+    .await;
     assert_eq!(code(&o), 0, "{}", text(&o));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 2);
-    assert_eq!(v[0]["model"]["name"], "m-one");
+    assert_eq!(v[0]["name"], "m-one");
+    assert_eq!(v[0]["agentic"]["locality"], "local");
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -236,6 +409,10 @@ fn copy_dir(from: &Path, to: &Path) {
 
 fn write_config(dir: &Path, personas: &Path) -> String {
     let p = dir.join("q.toml");
-    std::fs::write(&p, format!("personas_dir = {:?}\n", personas.to_str().unwrap())).unwrap();
+    std::fs::write(
+        &p,
+        format!("personas_dir = {:?}\n", personas.to_str().unwrap()),
+    )
+    .unwrap();
     p.to_str().unwrap().to_string()
 }

@@ -62,6 +62,9 @@ pub struct TaskReport {
     pub text_tool_calls: u32,
     #[serde(default)]
     pub findings: usize,
+    /// Scheduling notes (e.g. a planner-requested model replaced by scoring).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -1156,6 +1159,7 @@ mod tests {
                 tool_calls: 0,
                 text_tool_calls: 0,
                 findings: 0,
+                notes: Vec::new(),
             }],
             usage: Usage {
                 llm_calls: 9,

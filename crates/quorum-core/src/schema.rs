@@ -40,7 +40,8 @@ pub fn tasks_schema() -> Value {
                         "files": {"type": "array", "items": {"type": "string"}},
                         "mandate": {"type": "string"},
                         "tools": {"type": "array", "items": {"type": "string", "enum": KNOWN_TOOLS}},
-                        "verification": {"type": "string"}
+                        "verification": {"type": "string"},
+                        "model": {"type": "string"}
                     },
                     "required": ["id", "persona", "files", "mandate"]
                 }
@@ -156,7 +157,10 @@ pub fn normalize_classification(v: &Value) -> Classification {
 }
 
 fn field<'a>(v: &'a Value, names: &[&str]) -> Option<&'a Value> {
-    names.iter().find_map(|n| v.get(*n)).filter(|x| !x.is_null())
+    names
+        .iter()
+        .find_map(|n| v.get(*n))
+        .filter(|x| !x.is_null())
 }
 
 /// Normalise one finding object. Fails (with why) only when it has no usable title.
@@ -176,7 +180,8 @@ pub fn normalize_finding(v: &Value) -> Result<RawFinding, String> {
     let confidence = field(v, &["confidence", "certainty"])
         .and_then(lenient_f64)
         .unwrap_or(0.5);
-    let mut line_start = field(v, &["line_start", "line", "start_line", "lines"]).and_then(lenient_u32);
+    let mut line_start =
+        field(v, &["line_start", "line", "start_line", "lines"]).and_then(lenient_u32);
     let mut line_end = field(v, &["line_end", "end_line"]).and_then(lenient_u32);
     // "lines": "12-14" carries both ends.
     if line_end.is_none() {
@@ -195,11 +200,7 @@ pub fn normalize_finding(v: &Value) -> Result<RawFinding, String> {
         (Some(s), None) => Some(s),
         _ => None,
     };
-    let text = |names: &[&str]| {
-        field(v, names)
-            .and_then(lenient_string)
-            .unwrap_or_default()
-    };
+    let text = |names: &[&str]| field(v, names).and_then(lenient_string).unwrap_or_default();
     let file = field(v, &["file", "path", "location"])
         .and_then(lenient_string)
         .map(|f| f.trim().to_string())

@@ -193,6 +193,7 @@ fn realistic_report() -> Report {
             tool_calls: 4,
             text_tool_calls: 0,
             findings: 3,
+            notes: Vec::new(),
         }],
         usage: Usage {
             llm_calls: 14,

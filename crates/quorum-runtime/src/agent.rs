@@ -97,7 +97,10 @@ pub enum Expect<'a> {
     /// One object.
     Object,
     /// A list of objects, possibly wrapped under one of `keys`, recovered at `id_key`.
-    Objects { keys: &'a [&'a str], id_key: &'a str },
+    Objects {
+        keys: &'a [&'a str],
+        id_key: &'a str,
+    },
 }
 
 /// Parsed JSON from a call.
@@ -130,7 +133,9 @@ pub async fn json_call(
     stats.begin(system, user);
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
     stats.transcript.extend(messages.iter().cloned());
-    let resp = client.chat(&spec.request(messages.clone(), Some(schema.clone()))).await?;
+    let resp = client
+        .chat(&spec.request(messages.clone(), Some(schema.clone())))
+        .await?;
     stats.add(&resp);
     stats.transcript.push(ChatMessage::assistant(&resp.content));
     stats.output = resp.content.clone();
@@ -147,7 +152,9 @@ pub async fn json_call(
                 "Your answer could not be parsed ({first}). Answer again with only the JSON \
                  object described above: no prose, no code fence."
             )));
-            stats.transcript.extend(messages[messages.len() - 1..].iter().cloned());
+            stats
+                .transcript
+                .extend(messages[messages.len() - 1..].iter().cloned());
         }
     }
     let resp = client.chat(&spec.request(messages, Some(schema))).await?;
@@ -269,7 +276,9 @@ pub async fn tool_loop(
         });
     }
     // Unreachable in practice: the last turn always returns. Kept as a typed error, not a panic.
-    Err(AttemptError::Internal("tool loop ended without an answer".into()))
+    Err(AttemptError::Internal(
+        "tool loop ended without an answer".into(),
+    ))
 }
 
 fn cap(s: &str) -> String {

@@ -17,8 +17,8 @@ use quorum_core::dedup::{self, Gated};
 use quorum_core::finding::{Reported, Reporter};
 use quorum_core::report::Report;
 use quorum_core::task::Classification;
-use rand::Rng;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use rand::Rng;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,9 +37,14 @@ pub struct ConductorArgs {
 
 pub enum ConductorMsg {
     Start,
-    Outcome { attempt: u64, outcome: JobOutcome },
+    Outcome {
+        attempt: u64,
+        outcome: Box<JobOutcome>,
+    },
     /// Re-dispatch run `run` after its backoff.
-    Retry { run: usize },
+    Retry {
+        run: usize,
+    },
 }
 
 /// Which part of the review a run is.
@@ -58,7 +63,10 @@ struct Sink(ActorRef<ConductorMsg>);
 impl OutcomeSink for Sink {
     fn deliver(&self, attempt: u64, outcome: JobOutcome) {
         // The conductor being gone means the review already ended; nothing to do.
-        let _ = self.0.send_message(ConductorMsg::Outcome { attempt, outcome });
+        let _ = self.0.send_message(ConductorMsg::Outcome {
+            attempt,
+            outcome: Box::new(outcome),
+        });
     }
 }
 
@@ -83,6 +91,7 @@ pub struct ConductorState {
     gated: Option<Gated>,
     synthesis: Option<Synthesis>,
     verifier_model: Option<String>,
+    verifier_degraded: bool,
     usage: CallStats,
     failure: Option<String>,
 }
@@ -106,6 +115,23 @@ impl ConductorState {
             tokens_out: self.usage.tokens_out,
         });
     }
+}
+
+/// Choose the model for a specialist task: (model, the planner's request it replaced).
+fn place(
+    ctx: &SharedContext,
+    task: &quorum_core::task::Task,
+    prior_error: Option<&str>,
+) -> Result<(String, Option<String>), AttemptError> {
+    let (system, user) = stages::specialist_prompt(ctx, task, prior_error)?;
+    let mut needs = quorum_core::models::TaskNeeds::new(task.persona.as_str());
+    needs.prompt_tokens = (quorum_core::weaver::estimate_tokens(&system)
+        + quorum_core::weaver::estimate_tokens(&user)) as u64;
+    let sel = ctx
+        .backends
+        .select(needs, task.model.as_deref())
+        .map_err(|e| AttemptError::Config(e.to_string()))?;
+    Ok((sel.model, sel.replaced))
 }
 
 fn deadline(ctx: &SharedContext, job: &Job) -> Duration {
@@ -135,7 +161,11 @@ impl FlowConductor {
         r.started.get_or_insert_with(Instant::now);
         let (id, persona, n) = (r.id.clone(), r.persona.clone(), r.attempts);
         state.live.insert(attempt, run);
-        state.emit(Progress::TaskStarted { task: id.clone(), persona, attempt: n });
+        state.emit(Progress::TaskStarted {
+            task: id.clone(),
+            persona,
+            attempt: n,
+        });
         tracing::debug!(task = %id, attempt = n, "dispatching attempt");
         let args = WorkerArgs {
             attempt,
@@ -168,22 +198,55 @@ impl FlowConductor {
             }
             Phase::Synthesize => {
                 let gated = state.gated.clone().unwrap_or_default();
-                ("synthesizer", Job::Synthesize { gated: Box::new(gated), classification: state.classification.clone() })
+                (
+                    "synthesizer",
+                    Job::Synthesize {
+                        gated: Box::new(gated),
+                        classification: state.classification.clone(),
+                    },
+                )
             }
             Phase::Specialists | Phase::Done => return Ok(()),
         };
-        state.emit(Progress::Stage { stage: name.to_string() });
+        state.emit(Progress::Stage {
+            stage: name.to_string(),
+        });
         let run = state.add_run(TaskRun::stage(name));
         Self::dispatch(myself, state, run, job).await
     }
 
     /// Start queued specialist tasks up to the concurrency bound; when every task is terminal,
     /// move on to verification.
-    async fn pump(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState) -> Result<(), ActorProcessingErr> {
+    async fn pump(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
         while state.active_specialists < state.ctx.max_concurrent() {
-            let Some(run) = state.pending.pop_front() else { break };
-            let Some(task) = state.runs[run].task.clone() else { continue };
+            let Some(run) = state.pending.pop_front() else {
+                break;
+            };
+            let Some(mut task) = state.runs[run].task.clone() else {
+                continue;
+            };
             let prior_error = state.runs[run].last_error.clone();
+            // Placement is decided here, not in the worker: the conductor knows which model
+            // runs each attempt, so failures are attributed and learned from.
+            match place(&state.ctx, &task, prior_error.as_deref()) {
+                Ok((model, replaced)) => {
+                    if let Some(old) = replaced {
+                        state.runs[run]
+                            .notes
+                            .push(format!("planner model {old:?} replaced by {model}"));
+                    }
+                    state.runs[run].model = model.clone();
+                    task.model = Some(model);
+                }
+                Err(err) => {
+                    state.runs[run].attempts += 1;
+                    Self::fail_attempt(myself, state, run, &err);
+                    continue;
+                }
+            }
             state.active_specialists += 1;
             Self::dispatch(myself, state, run, Job::Specialist { task, prior_error }).await?;
         }
@@ -199,7 +262,15 @@ impl FlowConductor {
     }
 
     /// Record a failed attempt; returns true when the run will be retried.
-    fn fail_attempt(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState, run: usize, err: &AttemptError) -> bool {
+    ///
+    /// Also feeds the model card's runtime layer, so a model that keeps failing a kind of task
+    /// loses that task type to another model on the next choice.
+    fn fail_attempt(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        run: usize,
+        err: &AttemptError,
+    ) -> bool {
         let max_attempts = if state.runs[run].task.is_some() {
             state.ctx.flow.parameters.task_attempts
         } else {
@@ -207,12 +278,21 @@ impl FlowConductor {
             // cost the whole plan.
             state.ctx.flow.parameters.task_attempts.max(2)
         };
+        if state.runs[run].task.is_some() && !state.runs[run].model.is_empty() {
+            let r = &state.runs[run];
+            state
+                .ctx
+                .backends
+                .record(&r.model, &r.persona, false, 0, 0, r.duration_ms);
+        }
         let r = &mut state.runs[run];
         r.error_classes.push(err.class().to_string());
         r.last_error = Some(err.to_string());
         let n = r.error_classes.len();
         let circular = n >= CIRCULAR_FIX_REPEATS
-            && r.error_classes[n - CIRCULAR_FIX_REPEATS..].iter().all(|c| c == &r.error_classes[n - 1]);
+            && r.error_classes[n - CIRCULAR_FIX_REPEATS..]
+                .iter()
+                .all(|c| c == &r.error_classes[n - 1]);
         tracing::warn!(task = %r.id, attempt = r.attempts, class = err.class(), error = %err, "attempt failed");
         if circular {
             r.state = TaskState::CircularFix;
@@ -236,7 +316,10 @@ impl FlowConductor {
         run: usize,
         outcome: JobOutcome,
     ) -> Result<(), ActorProcessingErr> {
-        let elapsed = state.runs[run].started.map(|s| s.elapsed().as_millis() as u64).unwrap_or(0);
+        let elapsed = state.runs[run]
+            .started
+            .map(|s| s.elapsed().as_millis() as u64)
+            .unwrap_or(0);
         state.runs[run].duration_ms = elapsed;
         if let Some(err) = outcome.error() {
             let err = err.clone();
@@ -254,7 +337,11 @@ impl FlowConductor {
                 error: Some(err.to_string()),
             });
             if retrying {
-                return if is_specialist { Self::pump(myself, state).await } else { Ok(()) };
+                return if is_specialist {
+                    Self::pump(myself, state).await
+                } else {
+                    Ok(())
+                };
             }
             return Self::after_final_failure(myself, state, run, err).await;
         }
@@ -268,10 +355,15 @@ impl FlowConductor {
             JobOutcome::Plan(Ok(plan)) => {
                 state.runs[run].complete(&plan.stage.model, &plan.stage.stats);
                 state.usage.merge(&plan.stage.stats);
-                state.emit(Progress::Planned { tasks: plan.tasks.len(), rejected: plan.rejected.len() });
+                state.emit(Progress::Planned {
+                    tasks: plan.tasks.len(),
+                    rejected: plan.rejected.len(),
+                });
                 state.rejected = plan.rejected;
                 state.phase = Phase::Specialists;
-                state.emit(Progress::Stage { stage: "specialists".into() });
+                state.emit(Progress::Stage {
+                    stage: "specialists".into(),
+                });
                 for t in plan.tasks {
                     let idx = state.add_run(TaskRun::specialist(t));
                     state.pending.push_back(idx);
@@ -280,6 +372,14 @@ impl FlowConductor {
             }
             JobOutcome::Specialist(Ok(out)) => {
                 state.active_specialists = state.active_specialists.saturating_sub(1);
+                state.ctx.backends.record(
+                    &out.stage.model,
+                    &state.runs[run].persona,
+                    true,
+                    out.stage.stats.tokens_in,
+                    out.stage.stats.tokens_out,
+                    elapsed,
+                );
                 let r = &mut state.runs[run];
                 r.complete(&out.stage.model, &out.stage.stats);
                 r.findings = out.findings.len();
@@ -294,9 +394,17 @@ impl FlowConductor {
                     findings: out.findings.len(),
                     error: None,
                 });
-                let reporter = Reporter { persona, model: out.stage.model.clone(), node: state.ctx.node.clone() };
+                let reporter = Reporter {
+                    persona,
+                    model: out.stage.model.clone(),
+                    node: state.ctx.node.clone(),
+                };
                 for f in out.findings {
-                    state.reported.push(Reported { task_id: task_id.clone(), reporter: reporter.clone(), finding: f });
+                    state.reported.push(Reported {
+                        task_id: task_id.clone(),
+                        reporter: reporter.clone(),
+                        finding: f,
+                    });
                 }
                 Self::pump(myself, state).await?;
             }
@@ -304,9 +412,13 @@ impl FlowConductor {
                 state.runs[run].complete(&v.stage.model, &v.stage.stats);
                 state.usage.merge(&v.stage.stats);
                 state.verifier_model = Some(v.stage.model.clone());
+                state.verifier_degraded = v.degraded;
                 let total = v.judged.len();
                 state.emit(Progress::Verified { done: total, total });
-                state.gated = Some(dedup::merge_and_gate(v.judged, state.ctx.flow.parameters.confidence_gate));
+                state.gated = Some(dedup::merge_and_gate(
+                    v.judged,
+                    state.ctx.flow.parameters.confidence_gate,
+                ));
                 Self::start_phase(myself, state, Phase::Synthesize).await?;
             }
             JobOutcome::Synthesize(Ok((s, st))) => {
@@ -379,13 +491,16 @@ impl FlowConductor {
             gated,
             synthesis,
             verifier_model: state.verifier_model.clone(),
+            verifier_degraded: state.verifier_degraded,
             usage: state.usage.clone(),
             wall_ms: state.started.elapsed().as_millis() as u64,
             failure: state.failure.take(),
         };
         let report = assemble(&state.ctx, facts);
         state.emit_usage();
-        state.emit(Progress::Finished { status: format!("{:?}", report.status).to_lowercase() });
+        state.emit(Progress::Finished {
+            status: format!("{:?}", report.status).to_lowercase(),
+        });
         if let Some(tx) = state.done.take() {
             let _ = tx.send(report);
         }
@@ -424,6 +539,7 @@ impl Actor for FlowConductor {
             gated: None,
             synthesis: None,
             verifier_model: None,
+            verifier_degraded: false,
             usage: CallStats::default(),
             failure: None,
         })
@@ -451,7 +567,7 @@ impl Actor for FlowConductor {
                     return Ok(());
                 };
                 state.actors.retain(|_, a| *a != attempt);
-                Self::on_outcome(&myself, state, run, outcome).await
+                Self::on_outcome(&myself, state, run, *outcome).await
             }
             ConductorMsg::Retry { run } => {
                 if state.phase == Phase::Done {

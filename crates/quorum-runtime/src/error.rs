@@ -16,6 +16,9 @@ pub enum AttemptError {
     SchemaViolation(String),
     #[error("attempt exceeded its deadline of {0}s")]
     Deadline(u64),
+    /// No model can run the task (unknown pinned model, nothing eligible for a sensitive review).
+    #[error("{0}")]
+    Config(String),
     /// The actor running the attempt panicked or died.
     #[error("internal: {0}")]
     Internal(String),
@@ -34,6 +37,7 @@ impl AttemptError {
             AttemptError::MalformedOutput { .. } => "malformed_output",
             AttemptError::SchemaViolation(_) => "schema_violation",
             AttemptError::Deadline(_) => "timeout",
+            AttemptError::Config(_) => "config",
             AttemptError::Internal(_) => "internal",
         }
     }
@@ -54,6 +58,8 @@ pub enum ReviewError {
     UnknownModel { model: String, available: String },
     #[error(transparent)]
     Llm(#[from] LlmError),
+    #[error("no model can run this task: {0}")]
+    NoModel(String),
     #[error("actor system: {0}")]
     Actor(String),
 }

@@ -36,13 +36,17 @@ pub async fn run_review(
     progress: Option<ProgressSender>,
 ) -> Result<Report, ReviewError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let args = conductor::ConductorArgs { ctx, done: tx, progress };
+    let args = conductor::ConductorArgs {
+        ctx,
+        done: tx,
+        progress,
+    };
     let (actor, handle) = Actor::spawn(None, conductor::FlowConductor, args)
         .await
         .map_err(|e| ReviewError::Actor(e.to_string()))?;
-    let report = rx.await.map_err(|_| {
-        ReviewError::Actor("the flow conductor stopped without a report".into())
-    });
+    let report = rx
+        .await
+        .map_err(|_| ReviewError::Actor("the flow conductor stopped without a report".into()));
     actor.stop(None);
     let _ = handle.await;
     report

@@ -7,13 +7,37 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Progress {
-    Stage { stage: String },
-    Planned { tasks: usize, rejected: usize },
-    TaskStarted { task: String, persona: String, attempt: u32 },
-    TaskFinished { task: String, persona: String, ok: bool, findings: usize, error: Option<String> },
-    Verified { done: usize, total: usize },
-    Usage { llm_calls: u64, tokens_in: u64, tokens_out: u64 },
-    Finished { status: String },
+    Stage {
+        stage: String,
+    },
+    Planned {
+        tasks: usize,
+        rejected: usize,
+    },
+    TaskStarted {
+        task: String,
+        persona: String,
+        attempt: u32,
+    },
+    TaskFinished {
+        task: String,
+        persona: String,
+        ok: bool,
+        findings: usize,
+        error: Option<String>,
+    },
+    Verified {
+        done: usize,
+        total: usize,
+    },
+    Usage {
+        llm_calls: u64,
+        tokens_in: u64,
+        tokens_out: u64,
+    },
+    Finished {
+        status: String,
+    },
 }
 
 pub type ProgressSender = tokio::sync::mpsc::UnboundedSender<Progress>;

@@ -25,7 +25,10 @@ pub enum TaskState {
 
 impl TaskState {
     pub fn is_terminal(self) -> bool {
-        matches!(self, TaskState::Completed | TaskState::Failed | TaskState::CircularFix)
+        matches!(
+            self,
+            TaskState::Completed | TaskState::Failed | TaskState::CircularFix
+        )
     }
 
     fn as_str(self) -> &'static str {
@@ -55,6 +58,8 @@ pub struct TaskRun {
     pub invalid_findings: usize,
     pub started: Option<Instant>,
     pub duration_ms: u64,
+    /// Scheduling notes worth showing (e.g. a planner-requested model that was replaced).
+    pub notes: Vec<String>,
 }
 
 impl TaskRun {
@@ -73,6 +78,7 @@ impl TaskRun {
             invalid_findings: 0,
             started: None,
             duration_ms: 0,
+            notes: Vec::new(),
         }
     }
 
@@ -107,14 +113,21 @@ impl TaskRun {
             } else {
                 self.error_classes.last().cloned()
             },
-            error: if self.state == TaskState::Completed { None } else { self.last_error.clone() },
-            recovery: self
-                .stats
-                .recovery
-                .map(|r| serde_json::to_value(r).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()),
+            error: if self.state == TaskState::Completed {
+                None
+            } else {
+                self.last_error.clone()
+            },
+            recovery: self.stats.recovery.map(|r| {
+                serde_json::to_value(r)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            }),
             tool_calls: self.stats.tool_calls,
             text_tool_calls: self.stats.text_tool_calls,
             findings: self.findings,
+            notes: self.notes.clone(),
         }
     }
 }
@@ -130,6 +143,7 @@ pub struct RunFacts {
     pub gated: Gated,
     pub synthesis: Synthesis,
     pub verifier_model: Option<String>,
+    pub verifier_degraded: bool,
     pub usage: CallStats,
     pub wall_ms: u64,
     pub failure: Option<String>,
@@ -138,34 +152,64 @@ pub struct RunFacts {
 /// Derive status and build the report.
 pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
     let specialists: Vec<&TaskRun> = facts.runs.iter().filter(|r| r.task.is_some()).collect();
-    let failed: Vec<&TaskRun> = specialists.iter().copied().filter(|r| r.state != TaskState::Completed).collect();
+    let failed: Vec<&TaskRun> = specialists
+        .iter()
+        .copied()
+        .filter(|r| r.state != TaskState::Completed)
+        .collect();
     let (status, reason) = if let Some(f) = &facts.failure {
         (ReviewStatus::Failed, f.clone())
     } else if ctx.pack.is_empty() {
-        (ReviewStatus::Completed, "nothing to review: the target holds no reviewable files".to_string())
+        (
+            ReviewStatus::Completed,
+            "nothing to review: the target holds no reviewable files".to_string(),
+        )
     } else if !specialists.is_empty() && failed.len() == specialists.len() {
-        (ReviewStatus::Failed, format!("all {} specialist tasks failed", specialists.len()))
+        (
+            ReviewStatus::Failed,
+            format!("all {} specialist tasks failed", specialists.len()),
+        )
     } else if !failed.is_empty() {
         let names: Vec<String> = failed
             .iter()
-            .map(|r| format!("{} ({})", r.id, r.error_classes.last().map(String::as_str).unwrap_or("skipped")))
+            .map(|r| {
+                format!(
+                    "{} ({})",
+                    r.id,
+                    r.error_classes
+                        .last()
+                        .map(String::as_str)
+                        .unwrap_or("skipped")
+                )
+            })
             .collect();
-        (ReviewStatus::Partial, format!("{} of {} specialist tasks did not complete: {}", failed.len(), specialists.len(), names.join(", ")))
+        (
+            ReviewStatus::Partial,
+            format!(
+                "{} of {} specialist tasks did not complete: {}",
+                failed.len(),
+                specialists.len(),
+                names.join(", ")
+            ),
+        )
     } else {
         (ReviewStatus::Completed, String::new())
     };
 
     let mut team: BTreeMap<(String, String), usize> = BTreeMap::new();
     for r in &specialists {
-        let model = if r.model.is_empty() { ctx.backends.default_model.clone() } else { r.model.clone() };
+        let model = if r.model.is_empty() {
+            "-".to_string()
+        } else {
+            r.model.clone()
+        };
         *team.entry((r.persona.clone(), model)).or_default() += 1;
     }
-    let finder_models: Vec<&str> = specialists.iter().map(|r| r.model.as_str()).filter(|m| !m.is_empty()).collect();
     let verifier_note = match &facts.verifier_model {
         None => "no finding needed a model verdict".to_string(),
         Some(v) => {
             let fam = Backends::family_of(v);
-            if finder_models.iter().any(|m| Backends::family_of(m) == fam) {
+            if facts.verifier_degraded {
                 format!("verification ran on the same model family as the finders ({fam}): degraded independence")
             } else {
                 format!("verification ran on a different model family ({fam}) from the finders")
@@ -174,7 +218,9 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
     };
     let mut notes = Vec::new();
     if facts.classification_fallback {
-        notes.push("the scout's model call failed; classification was derived from file facts".to_string());
+        notes.push(
+            "the scout's model call failed; classification was derived from file facts".to_string(),
+        );
     }
     if facts.synthesis.fallback && !ctx.pack.is_empty() {
         notes.push("the summary was built deterministically (synthesizer unavailable)".to_string());
@@ -205,7 +251,11 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         action_items: facts.synthesis.action_items,
         team: team
             .into_iter()
-            .map(|((persona, model), tasks)| TeamMember { persona, model, tasks })
+            .map(|((persona, model), tasks)| TeamMember {
+                persona,
+                model,
+                tasks,
+            })
             .collect(),
         methodology: Methodology {
             reported: facts.reported,

@@ -35,6 +35,24 @@ impl ReviewContext {
     fn instructions(&self, role: Role) -> &str {
         self.flow.stage(role).instructions.trim()
     }
+
+    /// The model for one call: pinned, requested-and-eligible, or best-scoring for these needs.
+    fn pick(
+        &self,
+        task_type: &str,
+        system: &str,
+        user: &str,
+        requested: Option<&str>,
+    ) -> Result<(quorum_llm::LlmClient, String), AttemptError> {
+        let mut needs = quorum_core::models::TaskNeeds::new(task_type);
+        needs.prompt_tokens =
+            (weaver::estimate_tokens(system) + weaver::estimate_tokens(user)) as u64;
+        let sel = self
+            .backends
+            .select(needs, requested)
+            .map_err(|e| AttemptError::Config(e.to_string()))?;
+        Ok((sel.client, sel.model))
+    }
 }
 
 /// Output of a stage attempt other than the specialists'.
@@ -68,7 +86,11 @@ pub fn scout_prompt(ctx: &ReviewContext) -> (String, String) {
         .map(|(l, n)| format!("{l} ({n})"))
         .collect();
     let _ = writeln!(head, "languages: {}", langs.join(", "));
-    let kinds: Vec<String> = facts.kinds.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+    let kinds: Vec<String> = facts
+        .kinds
+        .iter()
+        .map(|(k, n)| format!("{k} ({n})"))
+        .collect();
     let _ = writeln!(head, "kinds: {}", kinds.join(", "));
     let _ = writeln!(head, "key files: {}", facts.key_files.join(", "));
     let tree = weaver::delimit("file tree", &ctx.pack.tree(200, 4));
@@ -76,15 +98,32 @@ pub fn scout_prompt(ctx: &ReviewContext) -> (String, String) {
         .key_files
         .iter()
         .take(6)
-        .filter_map(|p| ctx.pack.read_lines(p, 1, 60).ok().map(|t| weaver::delimit(p, &t)))
+        .filter_map(|p| {
+            ctx.pack
+                .read_lines(p, 1, 60)
+                .ok()
+                .map(|t| weaver::delimit(p, &t))
+        })
         .collect();
     let joined = excerpts.join("\n");
     let fitted = ctx.budget().fit(
         &system,
         &[
-            Slot { name: "facts", content: &head, weight: 1 },
-            Slot { name: "tree", content: &tree, weight: 2 },
-            Slot { name: "excerpts", content: &joined, weight: 3 },
+            Slot {
+                name: "facts",
+                content: &head,
+                weight: 1,
+            },
+            Slot {
+                name: "tree",
+                content: &tree,
+                weight: 2,
+            },
+            Slot {
+                name: "excerpts",
+                content: &joined,
+                weight: 3,
+            },
         ],
     );
     let user = format!(
@@ -117,11 +156,8 @@ pub fn fallback_classification(ctx: &ReviewContext) -> Classification {
 }
 
 pub async fn scout(ctx: &ReviewContext) -> Result<(Classification, StageStats), AttemptError> {
-    let (client, model) = ctx
-        .backends
-        .route(None)
-        .map_err(|e| AttemptError::Internal(e.to_string()))?;
     let (system, user) = scout_prompt(ctx);
+    let (client, model) = ctx.pick("scout", &system, &user, None)?;
     let mut stats = CallStats::default();
     let (parsed, _) = agent::json_call(
         &client,
@@ -136,7 +172,10 @@ pub async fn scout(ctx: &ReviewContext) -> Result<(Classification, StageStats), 
     let Parsed::Object(v) = parsed else {
         return Err(AttemptError::Internal("expected an object".into()));
     };
-    Ok((schema::normalize_classification(&v), StageStats { model, stats }))
+    Ok((
+        schema::normalize_classification(&v),
+        StageStats { model, stats },
+    ))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -159,7 +198,14 @@ pub fn planner_prompt(
     );
     let mut files = String::new();
     for f in ctx.pack.files.values().take(400) {
-        let _ = writeln!(files, "- {} ({}, {}, {} lines)", f.path, f.language, kind_str(f.kind), f.line_count);
+        let _ = writeln!(
+            files,
+            "- {} ({}, {}, {} lines)",
+            f.path,
+            f.language,
+            kind_str(f.kind),
+            f.line_count
+        );
     }
     if ctx.pack.len() > 400 {
         let _ = writeln!(files, "- … {} more files", ctx.pack.len() - 400);
@@ -175,15 +221,32 @@ pub fn planner_prompt(
         errors.push_str("Use only persona names from the catalog and paths from the file list.\n");
     }
     let files = weaver::delimit("file list", &files);
+    let models = if ctx.backends.is_auto() && ctx.backends.cards().len() > 1 {
+        format!(
+            "## Models\nYou may set \"model\" on a task to one of these names; omit it to let the \
+             engine choose.\n{}\n",
+            ctx.backends.models_list()
+        )
+    } else {
+        String::new()
+    };
     let fitted = ctx.budget().fit(
         &system,
         &[
-            Slot { name: "catalog", content: &catalog, weight: 3 },
-            Slot { name: "files", content: &files, weight: 3 },
+            Slot {
+                name: "catalog",
+                content: &catalog,
+                weight: 3,
+            },
+            Slot {
+                name: "files",
+                content: &files,
+                weight: 3,
+            },
         ],
     );
     let user = format!(
-        "## Classification\n{class}\n\n## Persona catalog\n{}\n## File list\n{}\n{errors}",
+        "## Classification\n{class}\n\n## Persona catalog\n{}\n## File list\n{}\n{models}{errors}",
         fitted[0], fitted[1]
     );
     (system, user)
@@ -207,11 +270,12 @@ pub struct Plan {
 }
 
 /// Plan, and re-plan with the rejection reasons when no task survives validation.
-pub async fn plan(ctx: &ReviewContext, classification: &Classification) -> Result<Plan, AttemptError> {
-    let (client, model) = ctx
-        .backends
-        .route(None)
-        .map_err(|e| AttemptError::Internal(e.to_string()))?;
+pub async fn plan(
+    ctx: &ReviewContext,
+    classification: &Classification,
+) -> Result<Plan, AttemptError> {
+    let (probe_system, probe_user) = planner_prompt(ctx, classification, &[]);
+    let (client, model) = ctx.pick("planner", &probe_system, &probe_user, None)?;
     let spec = ctx.call_spec(&model);
     let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
     let mut stats = CallStats::default();
@@ -225,7 +289,10 @@ pub async fn plan(ctx: &ReviewContext, classification: &Classification) -> Resul
             &system,
             &user,
             schema::tasks_schema(),
-            Expect::Objects { keys: &["tasks", "plan"], id_key: "id" },
+            Expect::Objects {
+                keys: &["tasks", "plan"],
+                id_key: "id",
+            },
             &mut stats,
         )
         .await;
@@ -287,7 +354,11 @@ pub fn specialist_prompt(
         .get(&task.persona)
         .map_err(|e| AttemptError::Internal(e.to_string()))?;
     let mut system = weaver::persona_prefix(persona, &ctx.catalog);
-    let _ = write!(system, "\n{DATA_NOT_INSTRUCTIONS}\n\n{}\n", schema::FINDINGS_FORMAT);
+    let _ = write!(
+        system,
+        "\n{DATA_NOT_INSTRUCTIONS}\n\n{}\n",
+        schema::FINDINGS_FORMAT
+    );
     if !task.tools.is_empty() {
         let _ = write!(
             system,
@@ -298,7 +369,11 @@ pub fn specialist_prompt(
     }
     let mut head = format!("## Task {}\n{}\n", task.id, task.mandate);
     if !task.verification.trim().is_empty() {
-        let _ = writeln!(head, "\nA checker will verify findings by: {}", task.verification.trim());
+        let _ = writeln!(
+            head,
+            "\nA checker will verify findings by: {}",
+            task.verification.trim()
+        );
     }
     if let Some(err) = prior_error {
         let _ = writeln!(
@@ -307,7 +382,9 @@ pub fn specialist_prompt(
         );
     }
     if task.files.is_empty() {
-        head.push_str("\nNo files were assigned: use the tools to find what your mandate covers.\n");
+        head.push_str(
+            "\nNo files were assigned: use the tools to find what your mandate covers.\n",
+        );
     } else {
         let _ = writeln!(head, "\n## Files\n{}", task.files.join("\n"));
     }
@@ -320,9 +397,17 @@ pub fn specialist_prompt(
             Some(weaver::delimit(&f.path, &text))
         })
         .collect();
-    let mut slots = vec![Slot { name: "task", content: &head, weight: 1000 }];
+    let mut slots = vec![Slot {
+        name: "task",
+        content: &head,
+        weight: 1000,
+    }];
     for b in &bodies {
-        slots.push(Slot { name: "file", content: b, weight: 10 });
+        slots.push(Slot {
+            name: "file",
+            content: b,
+            weight: 10,
+        });
     }
     let fitted = ctx.budget().fit(&system, &slots);
     let mut user = String::with_capacity(fitted.iter().map(|s| s.len()).sum::<usize>() + 64);
@@ -350,13 +435,9 @@ pub async fn specialist(
     task: &Task,
     prior_error: Option<&str>,
 ) -> Result<SpecialistOutput, AttemptError> {
-    let (client, model) = ctx
-        .backends
-        .route(task.model.as_deref())
-        .or_else(|_| ctx.backends.route(None))
-        .map_err(|e| AttemptError::Internal(e.to_string()))?;
-    let spec = ctx.call_spec(&model);
     let (system, user) = specialist_prompt(ctx, task, prior_error)?;
+    let (client, model) = ctx.pick(&task.persona, &system, &user, task.model.as_deref())?;
+    let spec = ctx.call_spec(&model);
     let mut stats = CallStats::default();
     let outcome = agent::tool_loop(
         &client,
@@ -370,8 +451,15 @@ pub async fn specialist(
         &mut stats,
     )
     .await?;
-    let expect = Expect::Objects { keys: &["findings", "issues", "results"], id_key: "title" };
-    let values = match quorum_core::parse::extract_objects(&outcome.final_text, &["findings", "issues", "results"], "title") {
+    let expect = Expect::Objects {
+        keys: &["findings", "issues", "results"],
+        id_key: "title",
+    };
+    let values = match quorum_core::parse::extract_objects(
+        &outcome.final_text,
+        &["findings", "issues", "results"],
+        "title",
+    ) {
         Ok((v, rec)) => {
             stats.recovery = Some(rec);
             v
@@ -384,7 +472,13 @@ pub async fn specialist(
                 weaver::delimit("previous answer", &agent::snippet_long(&outcome.final_text))
             );
             let (parsed, _) = agent::json_call(
-                &client, &spec, &system, &repair_user, schema::findings_schema(), expect, &mut stats,
+                &client,
+                &spec,
+                &system,
+                &repair_user,
+                schema::findings_schema(),
+                expect,
+                &mut stats,
             )
             .await?;
             match parsed {
@@ -427,7 +521,11 @@ fn is_explicit_nothing(text: &str) -> bool {
 
 /// The verifier's prompt for one grounded finding. By construction it carries the claim and the
 /// cited source only: never the finder's persona, model or confidence.
-pub fn verifier_prompt(ctx: &ReviewContext, finding: &RawFinding, excerpt: &str) -> (String, String) {
+pub fn verifier_prompt(
+    ctx: &ReviewContext,
+    finding: &RawFinding,
+    excerpt: &str,
+) -> (String, String) {
     let system = format!(
         "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"verdict\": \
          \"CONFIRMED|PLAUSIBLE|HALLUCINATED|UNVERIFIABLE\", \"reason\": \"one sentence\"}}",
@@ -448,14 +546,26 @@ pub fn verifier_prompt(ctx: &ReviewContext, finding: &RawFinding, excerpt: &str)
     }
     let _ = writeln!(claim, "Explanation: {}", finding.why_it_matters);
     if !finding.evidence.trim().is_empty() {
-        let _ = writeln!(claim, "Quoted evidence:\n{}", weaver::delimit("quoted evidence", &finding.evidence));
+        let _ = writeln!(
+            claim,
+            "Quoted evidence:\n{}",
+            weaver::delimit("quoted evidence", &finding.evidence)
+        );
     }
     let source = weaver::delimit(finding.file.as_deref().unwrap_or("source"), excerpt);
     let fitted = ctx.budget().fit(
         &system,
         &[
-            Slot { name: "claim", content: &claim, weight: 1 },
-            Slot { name: "source", content: &source, weight: 3 },
+            Slot {
+                name: "claim",
+                content: &claim,
+                weight: 1,
+            },
+            Slot {
+                name: "source",
+                content: &source,
+                weight: 3,
+            },
         ],
     );
     (system, format!("{}\n## Source\n{}", fitted[0], fitted[1]))
@@ -465,7 +575,7 @@ pub fn verifier_prompt(ctx: &ReviewContext, finding: &RawFinding, excerpt: &str)
 pub async fn verify_one(
     ctx: &ReviewContext,
     reported: Reported,
-    model: &str,
+    verifier: &crate::backends::Selected,
     stats: &mut CallStats,
 ) -> Judged {
     match grounding::ground(&reported.finding, &ctx.pack) {
@@ -477,26 +587,25 @@ pub async fn verify_one(
         },
         Grounding::Grounded { excerpt } => {
             let (system, user) = verifier_prompt(ctx, &reported.finding, &excerpt);
-            let routed = ctx.backends.route(Some(model));
-            let result = match routed {
-                Ok((client, model)) => {
-                    agent::json_call(
-                        &client,
-                        &ctx.call_spec(&model),
-                        &system,
-                        &user,
-                        schema::verdict_schema(),
-                        Expect::Object,
-                        stats,
-                    )
-                    .await
-                }
-                Err(e) => Err(AttemptError::Internal(e.to_string())),
-            };
+            let result = agent::json_call(
+                &verifier.client,
+                &ctx.call_spec(&verifier.model),
+                &system,
+                &user,
+                schema::verdict_schema(),
+                Expect::Object,
+                stats,
+            )
+            .await;
             match result {
                 Ok((Parsed::Object(v), _)) => {
                     let (verdict, reason) = schema::normalize_verdict(&v);
-                    Judged { reported, verdict, reason, deterministic: false }
+                    Judged {
+                        reported,
+                        verdict,
+                        reason,
+                        deterministic: false,
+                    }
                 }
                 Ok((Parsed::Objects(_), _)) => Judged {
                     reported,
@@ -518,7 +627,11 @@ pub async fn verify_one(
 // ---------------------------------------------------------------------------------------------
 // Synthesizer
 
-pub fn synthesizer_prompt(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated, classification: &Classification) -> (String, String) {
+pub fn synthesizer_prompt(
+    ctx: &ReviewContext,
+    gated: &quorum_core::dedup::Gated,
+    classification: &Classification,
+) -> (String, String) {
     let system = format!(
         "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"summary\": \"...\", \
          \"action_items\": [\"...\"]}}",
@@ -531,7 +644,11 @@ pub fn synthesizer_prompt(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated
             (Some(p), None) => p.clone(),
             _ => "-".into(),
         };
-        let _ = writeln!(list, "{} [{}] {} — {} ({}, {})", f.id, f.severity, f.title, loc, f.verdict, f.category);
+        let _ = writeln!(
+            list,
+            "{} [{}] {} — {} ({}, {})",
+            f.id, f.severity, f.title, loc, f.verdict, f.category
+        );
     }
     if list.is_empty() {
         list.push_str("(no findings survived verification)\n");
@@ -545,8 +662,18 @@ pub fn synthesizer_prompt(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated
         gated.dropped.len()
     );
     let list = weaver::delimit("findings", &list);
-    let fitted = ctx.budget().fit(&system, &[Slot { name: "findings", content: &list, weight: 1 }]);
-    (system, format!("## Statistics\n{stats}\n## Findings\n{}", fitted[0]))
+    let fitted = ctx.budget().fit(
+        &system,
+        &[Slot {
+            name: "findings",
+            content: &list,
+            weight: 1,
+        }],
+    );
+    (
+        system,
+        format!("## Statistics\n{stats}\n## Findings\n{}", fitted[0]),
+    )
 }
 
 /// The synthesizer's output; `fallback` when the model call failed and the text was built
@@ -587,9 +714,23 @@ pub fn fallback_synthesis(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated
         .findings
         .iter()
         .take(8)
-        .map(|f| format!("{}: {}", f.id, if f.suggested_fix.trim().is_empty() { f.title.as_str() } else { f.suggested_fix.trim() }))
+        .map(|f| {
+            format!(
+                "{}: {}",
+                f.id,
+                if f.suggested_fix.trim().is_empty() {
+                    f.title.as_str()
+                } else {
+                    f.suggested_fix.trim()
+                }
+            )
+        })
         .collect();
-    Synthesis { summary, action_items, fallback: true }
+    Synthesis {
+        summary,
+        action_items,
+        fallback: true,
+    }
 }
 
 pub async fn synthesize(
@@ -597,11 +738,8 @@ pub async fn synthesize(
     gated: &quorum_core::dedup::Gated,
     classification: &Classification,
 ) -> Result<(Synthesis, StageStats), AttemptError> {
-    let (client, model) = ctx
-        .backends
-        .route(None)
-        .map_err(|e| AttemptError::Internal(e.to_string()))?;
     let (system, user) = synthesizer_prompt(ctx, gated, classification);
+    let (client, model) = ctx.pick("synthesizer", &system, &user, None)?;
     let mut stats = CallStats::default();
     let (parsed, _) = agent::json_call(
         &client,
@@ -622,8 +760,19 @@ pub async fn synthesize(
         .filter(|s| !s.trim().is_empty())
         .ok_or_else(|| AttemptError::SchemaViolation("synthesis has no summary".into()))?;
     let action_items = match v.get("action_items") {
-        Some(serde_json::Value::Array(a)) => a.iter().filter_map(quorum_core::parse::lenient_string).take(12).collect(),
+        Some(serde_json::Value::Array(a)) => a
+            .iter()
+            .filter_map(quorum_core::parse::lenient_string)
+            .take(12)
+            .collect(),
         _ => Vec::new(),
     };
-    Ok((Synthesis { summary, action_items, fallback: false }, StageStats { model, stats }))
+    Ok((
+        Synthesis {
+            summary,
+            action_items,
+            fallback: false,
+        },
+        StageStats { model, stats },
+    ))
 }

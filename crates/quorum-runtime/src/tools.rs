@@ -132,7 +132,12 @@ pub fn execute(pack: &ContextPack, granted: &[String], name: &str, args: &Value)
                 Ok(mut text) => {
                     text.insert_str(
                         0,
-                        &format!("{} (lines {start}-{} of {})\n", file.path, end.min(file.line_count), file.line_count),
+                        &format!(
+                            "{} (lines {start}-{} of {})\n",
+                            file.path,
+                            end.min(file.line_count),
+                            file.line_count
+                        ),
                     );
                     if end < requested_end.min(file.line_count) {
                         text.push_str(&format!(
@@ -158,7 +163,9 @@ pub fn execute(pack: &ContextPack, granted: &[String], name: &str, args: &Value)
                         s.push_str(&format!("{}:{}: {}\n", h.path, h.line, h.text));
                     }
                     if hits.len() >= MAX_GREP_HITS {
-                        s.push_str(&format!("[capped at {MAX_GREP_HITS} hits; narrow the pattern]\n"));
+                        s.push_str(&format!(
+                            "[capped at {MAX_GREP_HITS} hits; narrow the pattern]\n"
+                        ));
                     }
                     ToolResult::ok(s)
                 }
@@ -179,7 +186,10 @@ pub fn text_tool_call(text: &str) -> Option<(String, Value)> {
     if obj.contains_key("findings") || obj.contains_key("tasks") || obj.contains_key("verdict") {
         return None;
     }
-    let inner = obj.get("function").and_then(Value::as_object).unwrap_or(obj);
+    let inner = obj
+        .get("function")
+        .and_then(Value::as_object)
+        .unwrap_or(obj);
     let name = inner
         .get("tool")
         .or_else(|| inner.get("name"))
@@ -232,8 +242,16 @@ mod tests {
     #[test]
     fn read_within_pack_and_refuse_outside() {
         let p = pack();
-        let r = execute(&p, &all(), "file_read", &json!({"path": "src/a.py", "start": 2, "end": 3}));
-        assert!(!r.is_error && r.content.contains("x = 1") && !r.content.contains("import"), "{r:?}");
+        let r = execute(
+            &p,
+            &all(),
+            "file_read",
+            &json!({"path": "src/a.py", "start": 2, "end": 3}),
+        );
+        assert!(
+            !r.is_error && r.content.contains("x = 1") && !r.content.contains("import"),
+            "{r:?}"
+        );
         for bad in ["../etc/passwd", "/etc/passwd", "src/../../x", ".env"] {
             let r = execute(&p, &all(), "file_read", &json!({ "path": bad }));
             assert!(r.is_error, "{bad} -> {r:?}");
@@ -254,7 +272,12 @@ mod tests {
     #[test]
     fn grep_and_string_arguments() {
         let p = pack();
-        let r = execute(&p, &all(), "file_grep", &Value::String("{\"pattern\":\"print\"}".into()));
+        let r = execute(
+            &p,
+            &all(),
+            "file_grep",
+            &Value::String("{\"pattern\":\"print\"}".into()),
+        );
         assert!(r.content.contains("src/a.py:3:"), "{r:?}");
         let r = execute(&p, &all(), "file_grep", &json!({"pattern": "("}));
         assert!(r.is_error);
@@ -269,11 +292,17 @@ mod tests {
 
     #[test]
     fn text_tool_calls_are_recognised() {
-        let (n, a) = text_tool_call("```json\n{\"tool\": \"file_read\", \"arguments\": {\"path\": \"a\"}}\n```").unwrap();
+        let (n, a) = text_tool_call(
+            "```json\n{\"tool\": \"file_read\", \"arguments\": {\"path\": \"a\"}}\n```",
+        )
+        .unwrap();
         assert_eq!((n.as_str(), a["path"].as_str()), ("file_read", Some("a")));
         let (n, _) = text_tool_call("{\"name\": \"file_tree\", \"arguments\": {}}").unwrap();
         assert_eq!(n, "file_tree");
-        let (n, _) = text_tool_call("{\"function\": {\"name\": \"file_grep\", \"parameters\": {\"pattern\": \"x\"}}}").unwrap();
+        let (n, _) = text_tool_call(
+            "{\"function\": {\"name\": \"file_grep\", \"parameters\": {\"pattern\": \"x\"}}}",
+        )
+        .unwrap();
         assert_eq!(n, "file_grep");
         assert!(text_tool_call("{\"findings\": []}").is_none());
         assert!(text_tool_call("{\"name\": \"parse_user\"}").is_none());

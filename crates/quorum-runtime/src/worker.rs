@@ -22,9 +22,15 @@ use tokio::sync::Semaphore;
 pub enum Job {
     Scout,
     Plan(Classification),
-    Specialist { task: Task, prior_error: Option<String> },
+    Specialist {
+        task: Task,
+        prior_error: Option<String>,
+    },
     Verify(Vec<Reported>),
-    Synthesize { gated: Box<Gated>, classification: Classification },
+    Synthesize {
+        gated: Box<Gated>,
+        classification: Classification,
+    },
 }
 
 /// The verifier stage's result: every finding judged, never an error (a failed model call
@@ -33,6 +39,8 @@ pub enum Job {
 pub struct VerifyOutput {
     pub judged: Vec<Judged>,
     pub stage: StageStats,
+    /// The verifier shares a model family with a finder: independence is degraded.
+    pub degraded: bool,
 }
 
 /// What an attempt produced.
@@ -106,10 +114,11 @@ impl Actor for TaskWorker {
             return Ok(());
         };
         let secs = args.deadline.as_secs();
-        let outcome = match tokio::time::timeout(args.deadline, run(&args.ctx, args.job.clone())).await {
-            Ok(o) => o,
-            Err(_) => deadline_outcome(&args.job, secs),
-        };
+        let outcome =
+            match tokio::time::timeout(args.deadline, run(&args.ctx, args.job.clone())).await {
+                Ok(o) => o,
+                Err(_) => deadline_outcome(&args.job, secs),
+            };
         args.sink.deliver(args.attempt, outcome);
         myself.stop(None);
         Ok(())
@@ -134,32 +143,47 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
         Job::Specialist { task, prior_error } => {
             JobOutcome::Specialist(stages::specialist(ctx, &task, prior_error.as_deref()).await)
         }
-        Job::Verify(reported) => JobOutcome::Verify(Ok(verify_all(ctx, reported).await)),
-        Job::Synthesize { gated, classification } => {
-            JobOutcome::Synthesize(stages::synthesize(ctx, &gated, &classification).await)
-        }
+        Job::Verify(reported) => JobOutcome::Verify(verify_all(ctx, reported).await),
+        Job::Synthesize {
+            gated,
+            classification,
+        } => JobOutcome::Synthesize(stages::synthesize(ctx, &gated, &classification).await),
     }
 }
 
 /// Verify every reported finding with bounded concurrency. Grounding runs for all of them; at
 /// most `max_verifications` grounded findings get a model call, the rest keep grounding's word.
-async fn verify_all(ctx: &SharedContext, reported: Vec<Reported>) -> VerifyOutput {
-    let model = ctx
-        .verifier_model
-        .clone()
-        .unwrap_or_else(|| ctx.backends.default_model.clone());
+async fn verify_all(
+    ctx: &SharedContext,
+    reported: Vec<Reported>,
+) -> Result<VerifyOutput, AttemptError> {
+    let finder_models: Vec<String> = {
+        let mut m: Vec<String> = reported.iter().map(|r| r.reporter.model.clone()).collect();
+        m.sort();
+        m.dedup();
+        m
+    };
+    let (verifier, degraded) = match ctx
+        .backends
+        .select_verifier(ctx.verifier_model.as_deref(), &finder_models)
+    {
+        Ok(v) => v,
+        Err(e) => return Err(AttemptError::Config(e.to_string())),
+    };
+    let model = verifier.model.clone();
+    let verifier = Arc::new(verifier);
     let permits = Arc::new(Semaphore::new(ctx.max_concurrent()));
     let budget = ctx.flow.parameters.max_verifications;
     let mut set = tokio::task::JoinSet::new();
     for (i, r) in reported.into_iter().enumerate() {
         let ctx = ctx.clone();
         let permits = permits.clone();
-        let model = model.clone();
+        let verifier = verifier.clone();
         set.spawn(async move {
             let _permit = permits.acquire_owned().await;
             let mut stats = CallStats::default();
             let judged = if i < budget {
-                stages::verify_one(&ctx, r, &model, &mut stats).await
+                stages::verify_one(&ctx, r, &verifier, &mut stats).await
             } else {
                 match quorum_core::grounding::ground(&r.finding, &ctx.pack) {
                     quorum_core::grounding::Grounding::Decided { verdict, reason } => Judged {
@@ -171,7 +195,8 @@ async fn verify_all(ctx: &SharedContext, reported: Vec<Reported>) -> VerifyOutpu
                     quorum_core::grounding::Grounding::Grounded { .. } => Judged {
                         reported: r,
                         verdict: quorum_core::finding::Verdict::Plausible,
-                        reason: "grounded; over the flow's max_verifications, not model-checked".into(),
+                        reason: "grounded; over the flow's max_verifications, not model-checked"
+                            .into(),
                         deterministic: true,
                     },
                 }
@@ -192,8 +217,12 @@ async fn verify_all(ctx: &SharedContext, reported: Vec<Reported>) -> VerifyOutpu
     }
     // Deterministic order regardless of completion order.
     out.sort_by_key(|(i, _)| *i);
-    VerifyOutput {
+    Ok(VerifyOutput {
         judged: out.into_iter().map(|(_, j)| j).collect(),
-        stage: StageStats { model, stats: total },
-    }
+        stage: StageStats {
+            model,
+            stats: total,
+        },
+        degraded,
+    })
 }

@@ -22,7 +22,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The file without its `#[cfg(test)]` module (by convention the last item of a file).
 fn non_test_part(text: &str) -> &str {
-    text.find("#[cfg(test)]").map(|i| &text[..i]).unwrap_or(text)
+    text.find("#[cfg(test)]")
+        .map(|i| &text[..i])
+        .unwrap_or(text)
 }
 
 fn contains_word(hay: &str, word: &str) -> bool {
@@ -40,7 +42,8 @@ fn engine_crates_name_no_persona() {
         .unwrap()
         .filter_map(|e| {
             let p = e.ok()?.path();
-            (p.extension()?.to_str()? == "yaml").then(|| p.file_stem()?.to_str().map(String::from))?
+            (p.extension()?.to_str()? == "yaml")
+                .then(|| p.file_stem()?.to_str().map(String::from))?
         })
         .collect();
     assert!(personas.len() >= 16, "catalog not found");
@@ -63,12 +66,19 @@ fn engine_crates_name_no_persona() {
             }
         }
     }
-    assert!(hits.is_empty(), "engine code names personas:\n{}", hits.join("\n"));
+    assert!(
+        hits.is_empty(),
+        "engine code names personas:\n{}",
+        hits.join("\n")
+    );
 }
 
 #[test]
 fn the_scan_would_catch_a_persona_name() {
-    assert!(contains_word("let p = \"security_sentinel\";", "security_sentinel"));
+    assert!(contains_word(
+        "let p = \"security_sentinel\";",
+        "security_sentinel"
+    ));
     assert!(!contains_word("security_sentinel_x", "security_sentinel"));
     assert_eq!(non_test_part("a\n#[cfg(test)]\nsecurity_sentinel"), "a\n");
 }

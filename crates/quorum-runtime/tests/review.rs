@@ -17,7 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 
-fn context(server: &ScriptedServer, target: &std::path::Path, tweak: impl FnOnce(&mut Flow)) -> Arc<ReviewContext> {
+fn context(
+    server: &ScriptedServer,
+    target: &std::path::Path,
+    tweak: impl FnOnce(&mut Flow),
+) -> Arc<ReviewContext> {
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
     tweak(&mut flow);
@@ -39,10 +43,13 @@ fn context(server: &ScriptedServer, target: &std::path::Path, tweak: impl FnOnce
 }
 
 async fn review(ctx: Arc<ReviewContext>) -> Report {
-    tokio::time::timeout(Duration::from_secs(60), quorum_runtime::run_review(ctx, None))
-        .await
-        .expect("review hung")
-        .expect("review ran")
+    tokio::time::timeout(
+        Duration::from_secs(60),
+        quorum_runtime::run_review(ctx, None),
+    )
+    .await
+    .expect("review hung")
+    .expect("review ran")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,93 +58,213 @@ async fn code_review_routes_verifies_dedups_and_gates() {
     let report = review(context(&server, &fixture("code_project"), |_| {})).await;
     let reqs = server.requests();
 
-    assert_eq!(report.status, ReviewStatus::Completed, "{}", report.status_reason);
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
 
     // Routing: the planner's unknown persona and empty mandate were rejected with reasons.
-    let rejected: Vec<_> = report.methodology.rejected_tasks.iter().map(|r| (r.id.as_str(), r.reason.as_str())).collect();
-    assert!(rejected.contains(&("t4", "unknown persona \"chaos_monkey\"")), "{rejected:?}");
-    assert!(rejected.iter().any(|(id, why)| *id == "t5" && why.contains("empty mandate")), "{rejected:?}");
-    let specialists: Vec<_> = report.tasks.iter().filter(|t| t.id.starts_with('t')).map(|t| (t.id.as_str(), t.persona.as_str())).collect();
-    assert_eq!(specialists, [("t1", "security_sentinel"), ("t2", "software_developer"), ("t3", "test_engineer")]);
+    let rejected: Vec<_> = report
+        .methodology
+        .rejected_tasks
+        .iter()
+        .map(|r| (r.id.as_str(), r.reason.as_str()))
+        .collect();
+    assert!(
+        rejected.contains(&("t4", "unknown persona \"chaos_monkey\"")),
+        "{rejected:?}"
+    );
+    assert!(
+        rejected
+            .iter()
+            .any(|(id, why)| *id == "t5" && why.contains("empty mandate")),
+        "{rejected:?}"
+    );
+    let specialists: Vec<_> = report
+        .tasks
+        .iter()
+        .filter(|t| t.id.starts_with('t'))
+        .map(|t| (t.id.as_str(), t.persona.as_str()))
+        .collect();
+    assert_eq!(
+        specialists,
+        [
+            ("t1", "security_sentinel"),
+            ("t2", "software_developer"),
+            ("t3", "test_engineer")
+        ]
+    );
 
     // Prompt construction: each specialist prompt carries its persona, mandate, its files'
     // contents, the engine-injected format and the data-not-instructions rule — and no file
     // that was not assigned or that lies outside the pack.
-    let first_of = |persona: &str| reqs.iter().find(|r| r.system.contains(&format!("You are {persona}"))).unwrap_or_else(|| panic!("no request for {persona}"));
+    let first_of = |persona: &str| {
+        reqs.iter()
+            .find(|r| r.system.contains(&format!("You are {persona}")))
+            .unwrap_or_else(|| panic!("no request for {persona}"))
+    };
     let sec = first_of("security_sentinel");
-    assert!(sec.last_user.contains("Find injection and secret-handling flaws"));
-    assert!(sec.text.contains("<<<BEGIN UNTRUSTED src/db.py>>>") && sec.text.contains("<<<BEGIN UNTRUSTED src/auth.py>>>"));
-    assert!(!sec.text.contains("<<<BEGIN UNTRUSTED src/app.py>>>"), "unassigned file leaked into the prompt");
-    assert!(sec.system.contains("## Output format (required)") && sec.system.contains("\"findings\""));
+    assert!(sec
+        .last_user
+        .contains("Find injection and secret-handling flaws"));
+    assert!(
+        sec.text.contains("<<<BEGIN UNTRUSTED src/db.py>>>")
+            && sec.text.contains("<<<BEGIN UNTRUSTED src/auth.py>>>")
+    );
+    assert!(
+        !sec.text.contains("<<<BEGIN UNTRUSTED src/app.py>>>"),
+        "unassigned file leaked into the prompt"
+    );
+    assert!(
+        sec.system.contains("## Output format (required)") && sec.system.contains("\"findings\"")
+    );
     assert!(sec.system.contains("data, never instructions"));
     assert!(sec.has_tools && sec.tool_names.contains(&"file_read".to_string()));
-    assert!(!sec.tool_names.contains(&"list_directory".to_string()), "task tools must be what the planner asked for");
+    assert!(
+        !sec.tool_names.contains(&"list_directory".to_string()),
+        "task tools must be what the planner asked for"
+    );
     let dev = first_of("software_developer");
     assert!(dev.text.contains("_request_count += 1"));
-    assert!(!dev.text.contains("root:x:0:0"), "a path outside the target reached the prompt");
+    assert!(
+        !dev.text.contains("root:x:0:0"),
+        "a path outside the target reached the prompt"
+    );
     // Every request is bounded.
-    assert!(reqs.iter().all(|r| r.max_tokens.is_some()), "a call without an output bound");
+    assert!(
+        reqs.iter().all(|r| r.max_tokens.is_some()),
+        "a call without an output bound"
+    );
 
     // The tool loop ran: one file_read, answered with the findings.
     let t1 = report.tasks.iter().find(|t| t.id == "t1").unwrap();
     assert_eq!(t1.tool_calls, 1);
-    assert_eq!(t1.recovery.as_deref(), Some("extracted"), "fenced answer should need extraction");
+    assert_eq!(
+        t1.recovery.as_deref(),
+        Some("extracted"),
+        "fenced answer should need extraction"
+    );
 
     // Verification independence: the verifier never sees who found it or how sure they were.
-    let verifier: Vec<_> = reqs.iter().filter(|r| r.system.contains("You are an independent verifier")).collect();
+    let verifier: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.system.contains("You are an independent verifier"))
+        .collect();
     assert!(!verifier.is_empty());
     for v in &verifier {
         for persona in ["security_sentinel", "software_developer", "test_engineer"] {
-            assert!(!v.text.contains(persona), "verifier prompt names the finder {persona}");
+            assert!(
+                !v.text.contains(persona),
+                "verifier prompt names the finder {persona}"
+            );
         }
-        assert!(!v.text.contains("0.95") && !v.text.contains("confidence"), "verifier prompt leaks confidence: {}", v.text);
+        assert!(
+            !v.text.contains("0.95") && !v.text.contains("confidence"),
+            "verifier prompt leaks confidence: {}",
+            v.text
+        );
         assert!(v.text.contains("## Source"));
     }
     // Grounding dropped the invented finding without a model call.
     assert_eq!(report.dropped.len(), 1, "{:?}", report.dropped);
     assert_eq!(report.dropped[0].verdict, Some(Verdict::Hallucinated));
-    assert!(report.dropped[0].reason.contains("not found"), "{}", report.dropped[0].reason);
-    assert!(!verifier.iter().any(|v| v.text.contains("Command injection via os.system")));
+    assert!(
+        report.dropped[0].reason.contains("not found"),
+        "{}",
+        report.dropped[0].reason
+    );
+    assert!(!verifier
+        .iter()
+        .any(|v| v.text.contains("Command injection via os.system")));
 
     // Dedup and gate: the race reported by two personas is one promoted finding; the lone
     // low-confidence leak is a residual concern.
-    let titles: Vec<_> = report.findings.iter().map(|f| (f.id.as_str(), f.severity, f.title.as_str())).collect();
+    let titles: Vec<_> = report
+        .findings
+        .iter()
+        .map(|f| (f.id.as_str(), f.severity, f.title.as_str()))
+        .collect();
     assert_eq!(report.findings.len(), 3, "{titles:?}");
     assert_eq!(report.findings[0].title, "SQL injection in item search");
     assert_eq!(report.findings[0].id, "F001");
-    let race = report.findings.iter().find(|f| f.symbol.as_deref() == Some("record_request")).unwrap();
+    let race = report
+        .findings
+        .iter()
+        .find(|f| f.symbol.as_deref() == Some("record_request"))
+        .unwrap();
     assert!(race.promoted);
     assert_eq!(race.reporters.len(), 2);
-    assert_eq!(race.severity, quorum_core::finding::Severity::P2, "merged severity is the highest reported");
+    assert_eq!(
+        race.severity,
+        quorum_core::finding::Severity::P2,
+        "merged severity is the highest reported"
+    );
     assert_eq!(report.residual_concerns.len(), 1);
     assert_eq!(report.methodology.merged, 1);
-    assert!(race.reporters.iter().all(|r| r.node == "test-node" && r.model == MODEL));
+    assert!(race
+        .reporters
+        .iter()
+        .all(|r| r.node == "test-node" && r.model == MODEL));
 
     // Synthesis and accounting.
     assert!(report.summary.contains("SQL injection"));
     assert!(report.usage.llm_calls as usize >= reqs.len());
     assert!(report.usage.tokens_in > 0 && report.usage.tokens_out > 0);
-    assert!(report.methodology.verifier_note.contains("same model family"));
-    assert_eq!(report.target.file_count, report.tasks.len().max(0) * 0 + report.target.file_count);
-    assert!(report.target.skipped.iter().any(|s| s.path == ".env" && s.reason == "secret"));
-    assert!(!reqs.iter().any(|r| r.text.contains("FAKE") && r.text.contains(".env")));
+    assert!(report
+        .methodology
+        .verifier_note
+        .contains("same model family"));
+    assert!(
+        report
+            .target
+            .skipped
+            .iter()
+            .any(|s| s.path == "static/logo.png" && s.reason == "binary"),
+        "{:?}",
+        report.target.skipped
+    );
+    assert!(report
+        .target
+        .skipped
+        .iter()
+        .any(|s| s.path == ".env" && s.reason == "secret"));
+    assert!(!reqs
+        .iter()
+        .any(|r| r.text.contains("FAKE") && r.text.contains(".env")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_valid_tasks_replans_with_errors_then_fails_clearly() {
-    let script = Script::new()
-        .models([MODEL])
-        .rule(scout_rule())
-        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(&json!({
-            "tasks": [{"id": "x", "persona": "nobody", "files": [], "mandate": "m"}]
-        }))));
+    let script = Script::new().models([MODEL]).rule(scout_rule()).rule(
+        Rule::new("planner")
+            .when_system(["You are the planner"])
+            .reply(Reply::json(&json!({
+                "tasks": [{"id": "x", "persona": "nobody", "files": [], "mandate": "m"}]
+            }))),
+    );
     let server = ScriptedServer::start(script).await.unwrap();
     let report = review(context(&server, &fixture("code_project"), |_| {})).await;
     assert_eq!(report.status, ReviewStatus::Failed);
-    assert!(report.status_reason.contains("planner produced no valid task"), "{}", report.status_reason);
-    let plans: Vec<_> = server.requests().into_iter().filter(|r| r.system.contains("You are the planner")).collect();
+    assert!(
+        report
+            .status_reason
+            .contains("planner produced no valid task"),
+        "{}",
+        report.status_reason
+    );
+    let plans: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains("You are the planner"))
+        .collect();
     assert_eq!(plans.len(), 2, "one plan plus one re-plan");
-    assert!(plans[1].text.contains("Your previous plan was rejected") && plans[1].text.contains("unknown persona \\\"nobody\\\"") || plans[1].text.contains("unknown persona \"nobody\""));
+    assert!(
+        plans[1].text.contains("Your previous plan was rejected")
+            && plans[1].text.contains("unknown persona \\\"nobody\\\"")
+            || plans[1].text.contains("unknown persona \"nobody\"")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,25 +274,74 @@ async fn flaky_and_broken_specialists_retry_then_report_partial() {
     let script = Script::new()
         .models([MODEL])
         .rule(scout_rule())
-        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(&code_plan())))
-        .rule(Rule::new("sec-500").when_system(["You are security_sentinel"]).reply(Reply::status(500)).times(1))
-        .rule(Rule::new("sec").when_system(["You are security_sentinel"]).reply(Reply::json(&json!({"findings": []}))))
-        .rule(Rule::new("dev-prose").when_system(["You are software_developer"]).reply(Reply::text("I think the code looks mostly fine but there might be issues.")))
-        .rule(Rule::new("te-429").when_system(["You are test_engineer"]).reply(Reply::rate_limited(0)).times(1))
-        .rule(Rule::new("te").when_system(["You are test_engineer"]).reply(Reply::json(&test_engineer_findings())))
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&code_plan())),
+        )
+        .rule(
+            Rule::new("sec-500")
+                .when_system(["You are security_sentinel"])
+                .reply(Reply::status(500))
+                .times(1),
+        )
+        .rule(
+            Rule::new("sec")
+                .when_system(["You are security_sentinel"])
+                .reply(Reply::json(&json!({"findings": []}))),
+        )
+        .rule(
+            Rule::new("dev-prose")
+                .when_system(["You are software_developer"])
+                .reply(Reply::text(
+                    "I think the code looks mostly fine but there might be issues.",
+                )),
+        )
+        .rule(
+            Rule::new("te-429")
+                .when_system(["You are test_engineer"])
+                .reply(Reply::rate_limited(0))
+                .times(1),
+        )
+        .rule(
+            Rule::new("te")
+                .when_system(["You are test_engineer"])
+                .reply(Reply::json(&test_engineer_findings())),
+        )
         .rule(verifier_confirms())
         .rule(synthesizer_rule());
     let server = ScriptedServer::start(script).await.unwrap();
-    let report = review(context(&server, &fixture("code_project"), |f| f.parameters.task_attempts = 2)).await;
-    assert_eq!(report.status, ReviewStatus::Partial, "{}", report.status_reason);
+    let report = review(context(&server, &fixture("code_project"), |f| {
+        f.parameters.task_attempts = 2
+    }))
+    .await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Partial,
+        "{}",
+        report.status_reason
+    );
     let t2 = report.tasks.iter().find(|t| t.id == "t2").unwrap();
     assert_eq!(t2.status, "failed");
     assert_eq!(t2.error_class.as_deref(), Some("malformed_output"));
     assert_eq!(t2.attempts, 2);
-    assert!(report.status_reason.contains("t2 (malformed_output)"), "{}", report.status_reason);
+    assert!(
+        report.status_reason.contains("t2 (malformed_output)"),
+        "{}",
+        report.status_reason
+    );
     // The retry prompt carried the previous error.
-    let dev_reqs: Vec<_> = server.requests().into_iter().filter(|r| r.system.contains("You are software_developer")).collect();
-    assert!(dev_reqs.iter().any(|r| r.text.contains("## Previous attempt failed")), "retry prompt lacks the previous error");
+    let dev_reqs: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains("You are software_developer"))
+        .collect();
+    assert!(
+        dev_reqs
+            .iter()
+            .any(|r| r.text.contains("## Previous attempt failed")),
+        "retry prompt lacks the previous error"
+    );
     for id in ["t1", "t3"] {
         let t = report.tasks.iter().find(|t| t.id == id).unwrap();
         assert_eq!(t.status, "completed", "{id}: {:?}", t.error);
@@ -180,16 +356,38 @@ async fn same_error_three_times_is_circular_fix() {
     let script = Script::new()
         .models([MODEL])
         .rule(scout_rule())
-        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(&code_plan())))
-        .rule(Rule::new("sec").when_system(["You are security_sentinel"]).reply(Reply::truncated("{\"findings\": [{\"title\": \"x\"")))
-        .rule(Rule::new("dev").when_system(["You are software_developer"]).reply(Reply::json(&json!({"findings": []}))))
-        .rule(Rule::new("te").when_system(["You are test_engineer"]).reply(Reply::json(&json!({"findings": []}))))
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&code_plan())),
+        )
+        .rule(
+            Rule::new("sec")
+                .when_system(["You are security_sentinel"])
+                .reply(Reply::truncated("{\"findings\": [{\"title\": \"x\"")),
+        )
+        .rule(
+            Rule::new("dev")
+                .when_system(["You are software_developer"])
+                .reply(Reply::json(&json!({"findings": []}))),
+        )
+        .rule(
+            Rule::new("te")
+                .when_system(["You are test_engineer"])
+                .reply(Reply::json(&json!({"findings": []}))),
+        )
         .rule(synthesizer_rule());
     let server = ScriptedServer::start(script).await.unwrap();
-    let report = review(context(&server, &fixture("code_project"), |f| f.parameters.task_attempts = 5)).await;
+    let report = review(context(&server, &fixture("code_project"), |f| {
+        f.parameters.task_attempts = 5
+    }))
+    .await;
     let t1 = report.tasks.iter().find(|t| t.id == "t1").unwrap();
     assert_eq!(t1.status, "circular_fix", "{t1:?}");
-    assert_eq!(t1.attempts, 3, "retries stop at the third identical failure");
+    assert_eq!(
+        t1.attempts, 3,
+        "retries stop at the third identical failure"
+    );
     assert_eq!(report.status, ReviewStatus::Partial);
 }
 
@@ -227,7 +425,9 @@ async fn hung_model_is_bounded_by_timeouts() {
     let scout = report.tasks.iter().find(|t| t.id == "scout").unwrap();
     assert_eq!(scout.status, "failed");
     assert_eq!(scout.error_class.as_deref(), Some("timeout"));
-    assert!(report.status_reason.contains("classification was derived from file facts"));
+    assert!(report
+        .status_reason
+        .contains("classification was derived from file facts"));
     assert_eq!(report.classification.domain, "software");
     assert_eq!(report.status, ReviewStatus::Completed);
 }
@@ -235,7 +435,9 @@ async fn hung_model_is_bounded_by_timeouts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_target_completes_without_model_calls() {
     let dir = tempfile::tempdir().unwrap();
-    let server = ScriptedServer::start(Script::new().models([MODEL])).await.unwrap();
+    let server = ScriptedServer::start(Script::new().models([MODEL]))
+        .await
+        .unwrap();
     let report = review(context(&server, dir.path(), |_| {})).await;
     assert_eq!(report.status, ReviewStatus::Completed);
     assert!(report.status_reason.contains("nothing to review"));
@@ -270,10 +472,22 @@ async fn tool_abuse_and_text_tool_calls_are_contained() {
     assert_eq!(t1.tool_calls, 4);
     assert_eq!(t1.text_tool_calls, 1);
     let reqs = server.requests();
-    let after_abuse = reqs.iter().find(|r| r.system.contains("You are security_sentinel") && r.text.contains("unknown tool")).expect("tool errors fed back");
+    let after_abuse = reqs
+        .iter()
+        .find(|r| r.system.contains("You are security_sentinel") && r.text.contains("unknown tool"))
+        .expect("tool errors fed back");
     assert!(after_abuse.text.contains("not in the review's snapshot"));
     assert!(!after_abuse.text.contains("root:x:0:0"));
-    assert!(!reqs.iter().any(|r| r.text.contains("shell_exec") && r.tool_names.contains(&"shell_exec".to_string())), "a plan widened the tools");
-    let after_text_call = reqs.iter().find(|r| r.text.contains("Result of file_grep")).expect("text tool call executed");
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.text.contains("shell_exec")
+                && r.tool_names.contains(&"shell_exec".to_string())),
+        "a plan widened the tools"
+    );
+    let after_text_call = reqs
+        .iter()
+        .find(|r| r.text.contains("Result of file_grep"))
+        .expect("text tool call executed");
     assert!(after_text_call.text.contains("src/db.py:53:"));
 }
