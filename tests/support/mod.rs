@@ -22,19 +22,23 @@ pub fn fixture(name: &str) -> PathBuf {
 }
 
 pub fn scout_rule() -> Rule {
-    Rule::new("scout").when_system(["You are the scout"]).reply(Reply::json(&json!({
-        "domain": "software",
-        "languages": ["python"],
-        "frameworks": ["flask"],
-        "content_types": ["http api", "database access"],
-        "review_focus": ["sql injection", "authentication", "file handling"]
-    })))
+    Rule::new("scout")
+        .when_system(["You are the scout"])
+        .reply(Reply::json(&json!({
+            "domain": "software",
+            "languages": ["python"],
+            "frameworks": ["flask"],
+            "content_types": ["http api", "database access"],
+            "review_focus": ["sql injection", "authentication", "file handling"]
+        })))
 }
 
 pub fn verifier_confirms() -> Rule {
     Rule::new("verifier")
         .when_system(["You are an independent verifier"])
-        .reply(Reply::json(&json!({"verdict": "CONFIRMED", "reason": "the cited lines show it"})))
+        .reply(Reply::json(
+            &json!({"verdict": "CONFIRMED", "reason": "the cited lines show it"}),
+        ))
 }
 
 pub fn synthesizer_rule() -> Rule {
@@ -79,7 +83,10 @@ pub fn security_findings() -> String {
          "why_it_matters": "remote code execution", "suggested_fix": "remove it"}
     ]});
     // Fenced and wrapped in prose, as real models answer.
-    format!("Here is what I found:\n```json\n{}\n```\nLet me know if you need more.", v)
+    format!(
+        "Here is what I found:\n```json\n{}\n```\nLet me know if you need more.",
+        v
+    )
 }
 
 /// The software developer reports the counter race (low confidence) and the unclosed file.
@@ -112,12 +119,19 @@ pub fn code_review_script() -> Script {
     Script::new()
         .models([MODEL])
         .rule(scout_rule())
-        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(&code_plan())))
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&code_plan())),
+        )
         .rule(
             Rule::new("security-explore")
                 .when_system(["You are security_sentinel"])
                 .turn(0)
-                .reply(Reply::tool("file_read", json!({"path": "src/db.py", "start": 40, "end": 60}))),
+                .reply(Reply::tool(
+                    "file_read",
+                    json!({"path": "src/db.py", "start": 40, "end": 60}),
+                )),
         )
         .rule(
             Rule::new("security-answer")

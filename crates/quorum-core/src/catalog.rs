@@ -207,7 +207,12 @@ impl Catalog {
     pub fn personas_list(&self) -> String {
         let mut s = String::new();
         for p in self.personas.values() {
-            s.push_str(&format!("- {} [{}]: {}\n", p.name, p.domain, p.summary.trim()));
+            s.push_str(&format!(
+                "- {} [{}]: {}\n",
+                p.name,
+                p.domain,
+                p.summary.trim()
+            ));
         }
         s
     }
@@ -246,7 +251,11 @@ fn validate_persona(
         return Err(invalid(
             path,
             "domain",
-            format!("{:?} is not one of {}", p.domain, PERSONA_DOMAINS.join(", ")),
+            format!(
+                "{:?} is not one of {}",
+                p.domain,
+                PERSONA_DOMAINS.join(", ")
+            ),
         ));
     }
     for (field, value) in [
@@ -277,7 +286,11 @@ fn validate_persona(
         }
     }
     if p.directives.is_empty() {
-        return Err(invalid(path, "directives", "must list at least one directive"));
+        return Err(invalid(
+            path,
+            "directives",
+            "must list at least one directive",
+        ));
     }
     if p.tools.is_empty() {
         return Err(invalid(path, "tools", "must allow at least one tool"));

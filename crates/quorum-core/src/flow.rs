@@ -175,10 +175,18 @@ impl Flow {
         }
         let p = &self.parameters;
         if p.max_concurrent == 0 {
-            return Err(invalid(path, "parameters.max_concurrent", "must be at least 1"));
+            return Err(invalid(
+                path,
+                "parameters.max_concurrent",
+                "must be at least 1",
+            ));
         }
         if !(0.0..=1.0).contains(&p.confidence_gate) {
-            return Err(invalid(path, "parameters.confidence_gate", "must be within 0..=1"));
+            return Err(invalid(
+                path,
+                "parameters.confidence_gate",
+                "must be within 0..=1",
+            ));
         }
         if p.min_tasks == 0 || p.max_tasks < p.min_tasks {
             return Err(invalid(
@@ -250,11 +258,8 @@ impl Flow {
         }
         let order = self.topological_order()?;
         // The data each role consumes must exist before it runs.
-        let pos: BTreeMap<Role, usize> = order
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.role, i))
-            .collect();
+        let pos: BTreeMap<Role, usize> =
+            order.iter().enumerate().map(|(i, s)| (s.role, i)).collect();
         for w in Role::ALL.windows(2) {
             if pos[&w[0]] > pos[&w[1]] {
                 return Err(invalid(
@@ -329,7 +334,12 @@ stages:
         let f = parse(GOOD).unwrap();
         assert_eq!(f.parameters.max_concurrent, 2);
         assert_eq!(f.parameters.confidence_gate, 0.5);
-        let order: Vec<_> = f.topological_order().unwrap().iter().map(|s| s.id.clone()).collect();
+        let order: Vec<_> = f
+            .topological_order()
+            .unwrap()
+            .iter()
+            .map(|s| s.id.clone())
+            .collect();
         assert_eq!(order, ["scout", "plan", "work", "verify", "synth"]);
     }
 
@@ -337,7 +347,10 @@ stages:
     fn errors_name_file_and_field() {
         let bad_tool = GOOD.replace("[file_read]", "[shell_exec]");
         let e = parse(&bad_tool).unwrap_err().to_string();
-        assert!(e.contains("flows/t.yaml") && e.contains("stages[2].tools[0]"), "{e}");
+        assert!(
+            e.contains("flows/t.yaml") && e.contains("stages[2].tools[0]"),
+            "{e}"
+        );
 
         let bad_need = GOOD.replace("needs: [work]", "needs: [nope]");
         let e = parse(&bad_need).unwrap_err().to_string();
@@ -357,13 +370,19 @@ stages:
         let cyc = GOOD.replace("needs: [scout]", "needs: [synth]");
         assert!(parse(&cyc).unwrap_err().to_string().contains("cycle"));
         let missing = GOOD.replace("role: verifier", "role: specialist");
-        assert!(parse(&missing).unwrap_err().to_string().contains("exactly one"));
+        assert!(parse(&missing)
+            .unwrap_err()
+            .to_string()
+            .contains("exactly one"));
     }
 
     #[test]
     fn parameter_bounds() {
         let g = GOOD.replace("{ max_concurrent: 2 }", "{ confidence_gate: 1.5 }");
-        assert!(parse(&g).unwrap_err().to_string().contains("confidence_gate"));
+        assert!(parse(&g)
+            .unwrap_err()
+            .to_string()
+            .contains("confidence_gate"));
         let g = GOOD.replace("{ max_concurrent: 2 }", "{ min_tasks: 9, max_tasks: 3 }");
         assert!(parse(&g).is_err());
     }

@@ -37,11 +37,7 @@ pub fn truncate_at_boundary(text: &str, max_chars: usize) -> Cow<'_, str> {
         .rfind('\n')
         .map(|i| i + 1)
         .filter(|&i| i > hard / 2)
-        .or_else(|| {
-            head.rfind(". ")
-                .map(|i| i + 2)
-                .filter(|&i| i > hard / 2)
-        })
+        .or_else(|| head.rfind(". ").map(|i| i + 2).filter(|&i| i > hard / 2))
         .unwrap_or(hard);
     let kept = &text[..cut];
     let more = total - kept.chars().count();
@@ -239,8 +235,16 @@ mod tests {
         let out = budget.fit(
             &system,
             &[
-                Slot { name: "small", content: &small, weight: 1 },
-                Slot { name: "big", content: &big, weight: 1 },
+                Slot {
+                    name: "small",
+                    content: &small,
+                    weight: 1,
+                },
+                Slot {
+                    name: "big",
+                    content: &big,
+                    weight: 1,
+                },
             ],
         );
         assert_eq!(out[0], small.as_str());
@@ -257,7 +261,14 @@ mod tests {
             output_tokens: 50,
         };
         let system = "x".repeat(1000);
-        let out = budget.fit(&system, &[Slot { name: "f", content: "hello\nworld", weight: 1 }]);
+        let out = budget.fit(
+            &system,
+            &[Slot {
+                name: "f",
+                content: "hello\nworld",
+                weight: 1,
+            }],
+        );
         assert!(out[0].contains("[truncated: "));
     }
 
