@@ -3,14 +3,18 @@
 
 use crate::exit::{incomplete, ExitCode};
 use crate::settings::{self, Settings};
-use crate::{BackendArgs, Cli, Command, FlowsCommand, ModelsCommand, PersonasCommand, ReviewArgs};
+use crate::{
+    BackendArgs, Cli, Command, FlowsCommand, ModelsCommand, PersonasCommand, ReviewArgs,
+    TraceCommand,
+};
 use anyhow::{bail, Context, Result};
 use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
 use quorum_core::pack::ContextPack;
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_llm::BackendConfig;
-use quorum_runtime::{Backends, ReviewContext};
+use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
+use quorum_store::{DataDir, FlowMeta};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,21 +23,15 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Review(args) => review(args).await,
         Command::Personas { command, common } => personas(command, common.config.as_deref()),
-        Command::Models { command: ModelsCommand::List { backend, format } } => models_list(backend, &format).await,
-        Command::Resume { flow_id } => bail!(
-            "cannot resume {flow_id}: this build keeps no durable review state yet; run `quorum review PATH` again"
-        ),
+        Command::Models {
+            command: ModelsCommand::List { backend, format },
+        } => models_list(backend, &format).await,
+        Command::Resume(args) => resume(args).await,
+        Command::Trace { command, common } => trace(command, &common),
         Command::Node { .. } => bail!(
             "cluster nodes are not available in this build; run `quorum review PATH` on one machine"
         ),
-        Command::Flows { command } => {
-            let what = match command {
-                FlowsCommand::List => "list",
-                FlowsCommand::Show { .. } => "show",
-                FlowsCommand::Gc { .. } => "gc",
-            };
-            bail!("`quorum flows {what}` needs the durable review store, which this build does not have yet; reports are in ./quorum-out/")
-        }
+        Command::Flows { command, common } => flows(command, &common),
     }
 }
 
@@ -82,7 +80,7 @@ fn node_name(settings: &Settings) -> String {
 async fn ready_backends(
     configs: &[BackendConfig],
     model: &str,
-    settings: &Settings,
+    operator: &std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
     sensitive: bool,
     node: &str,
 ) -> Result<Backends> {
@@ -90,7 +88,7 @@ async fn ready_backends(
         Backends::from_configs(configs, model).map_err(|e| anyhow::anyhow!("{e}"))?;
     backends.sensitive = sensitive;
     backends.node = node.to_string();
-    backends.probe(&settings.models).await.map_err(|e| {
+    backends.probe(operator).await.map_err(|e| {
         incomplete(format!(
             "no backend reachable: {e}; start the model server, or point quorum at one with --backend ollama=URL or --backend openai=URL/v1"
         ))
@@ -128,15 +126,46 @@ fn new_flow_id() -> String {
     format!("{now}-{}", &rand[..6])
 }
 
+/// What a review runs with, beyond the pack: stored in the flow's metadata so `resume` can
+/// rebuild the same review.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct RunParams {
+    backends: Vec<BackendConfig>,
+    model: String,
+    verifier_model: Option<String>,
+    max_concurrent: Option<usize>,
+    sensitive: bool,
+    fail_on: String,
+    formats: Vec<String>,
+    out_dir: PathBuf,
+    personas_dir: PathBuf,
+    #[serde(default)]
+    models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
+}
+
+fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
+    match (&common.data_dir, settings.data_dir.trim()) {
+        (Some(d), _) => DataDir::new(d),
+        (None, d) if !d.is_empty() => DataDir::new(d),
+        _ => DataDir::new(DataDir::default_location()),
+    }
+}
+
+/// Store errors are input errors (exit 2): a corrupt store is named, never silently reset.
+fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}
+
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
     if args.cluster.is_some() {
         bail!("--cluster is not available in this build; run the review locally without it");
     }
-    let fail_on = match &args.fail_on {
-        Some(s) => settings::parse_fail_on(s)?,
-        None => settings.fail_on_severity()?,
-    };
+    let fail_on_text = args
+        .fail_on
+        .clone()
+        .unwrap_or_else(|| settings.fail_on.clone());
+    settings::parse_fail_on(&fail_on_text)?;
     let formats = args
         .format
         .clone()
@@ -169,9 +198,12 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     let catalog = load_catalog(&personas_dir)?;
     let flows_dir = settings::data_dir(&settings.flows_dir, "flows")?;
     let flow_name = args.flow.clone().unwrap_or_else(|| settings.flow.clone());
-    let flow = Flow::locate(&flow_name, &flows_dir)
-        .and_then(|p| Flow::load(&p))
-        .map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
+    let flow_path =
+        Flow::locate(&flow_name, &flows_dir).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
+    let flow_yaml = std::fs::read_to_string(&flow_path)
+        .with_context(|| format!("cannot read flow {}", flow_path.display()))?;
+    let flow =
+        Flow::parse(&flow_yaml, &flow_path).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
     let configs = backend_configs(&args.backend, &settings)?;
     if configs.is_empty() {
         bail!("no backend configured: pass --backend ollama=http://127.0.0.1:11434 (or openai=URL/v1), or add [[backends]] to the config");
@@ -179,64 +211,339 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     let root = target
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", target.display()))?;
+    let data = data_dir(&args.backend.common, &settings);
+
+    // An interrupted review of the same target and flow: continue it on request, else say so.
+    if let Ok(Some(prev)) = data.find_resumable(&root.display().to_string(), &flow.name) {
+        if args.resume {
+            return resume(crate::ResumeArgs {
+                flow_id: prev.flow_id,
+                backend: args.backend.clone(),
+                out: args.out.clone(),
+                quiet: args.quiet,
+            })
+            .await;
+        }
+        eprintln!(
+            "quorum: note: review {} of this target was interrupted; continue it with `quorum resume {}` (or --resume). Starting a new review.",
+            prev.flow_id, prev.flow_id
+        );
+    }
+
     let pack = ContextPack::snapshot(&root, &settings.pack)
         .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
-
-    let model = args
-        .backend
-        .model
-        .clone()
-        .unwrap_or_else(|| settings.default_model.clone());
-    let sensitive = args.sensitive || settings.sensitive;
+    let flow_id = new_flow_id();
+    let params = RunParams {
+        backends: configs,
+        model: args
+            .backend
+            .model
+            .clone()
+            .unwrap_or_else(|| settings.default_model.clone()),
+        verifier_model: args
+            .verifier_model
+            .clone()
+            .or_else(|| Some(settings.verifier_model.clone()))
+            .filter(|m| !m.trim().is_empty()),
+        max_concurrent: args
+            .max_concurrent
+            .or((settings.max_concurrent > 0).then_some(settings.max_concurrent)),
+        sensitive: args.sensitive || settings.sensitive,
+        fail_on: fail_on_text,
+        formats,
+        out_dir: args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("quorum-out").join(&flow_id)),
+        personas_dir: personas_dir.canonicalize().unwrap_or(personas_dir),
+        models: settings.models.clone(),
+    };
     let node = node_name(&settings);
     let backends = if pack.is_empty() {
         // Nothing will be sent to a model; don't demand a reachable one.
-        Backends::from_configs(&configs, &model).map_err(|e| anyhow::anyhow!("{e}"))?
+        Backends::from_configs(&params.backends, &params.model)
+            .map_err(|e| anyhow::anyhow!("{e}"))?
     } else {
-        ready_backends(&configs, &model, &settings, sensitive, &node).await?
+        ready_backends(
+            &params.backends,
+            &params.model,
+            &params.models,
+            params.sensitive,
+            &node,
+        )
+        .await?
     };
-    let verifier_model = args
-        .verifier_model
-        .clone()
-        .or_else(|| Some(settings.verifier_model.clone()))
-        .filter(|m| !m.trim().is_empty());
-    let flow_id = new_flow_id();
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("quorum-out").join(&flow_id));
-    let max_concurrent = args
-        .max_concurrent
-        .or((settings.max_concurrent > 0).then_some(settings.max_concurrent));
+
+    let started_at = chrono::Utc::now().to_rfc3339();
+    let meta = FlowMeta {
+        flow_id: flow_id.clone(),
+        flow_name: flow.name.clone(),
+        flow_yaml,
+        params: serde_json::to_value(&params).context("cannot encode review parameters")?,
+        target_path: root.display().to_string(),
+        head_sha: pack.head_sha.clone(),
+        started_at: started_at.clone(),
+        started_ms: quorum_runtime::facts::now_ms(),
+        node: node.clone(),
+    };
+    let store = data.create_flow(&meta).map_err(store_err)?;
+    store.save_pack(&pack).map_err(store_err)?;
+    tracing::info!(flow_id = %flow_id, target = %root.display(), files = pack.len(), data_dir = %data.root().display(), "review starting");
+    if !args.quiet {
+        eprintln!(
+            "quorum: review {flow_id} of {} ({} files)",
+            root.display(),
+            pack.len()
+        );
+    }
     let ctx = Arc::new(ReviewContext {
         flow_id: flow_id.clone(),
         flow,
         catalog,
         pack,
         backends,
-        verifier_model,
+        verifier_model: params.verifier_model.clone(),
         node,
-        max_concurrent,
-        started_at: chrono::Utc::now().to_rfc3339(),
+        max_concurrent: params.max_concurrent,
+        started_at,
+        facts: FactLog::new(store),
     });
-    tracing::info!(flow_id = %flow_id, target = %root.display(), files = ctx.pack.len(), model = %ctx.backends.default_model, sensitive, "review starting");
+    drive(ctx, None, &params, args.out.as_deref(), args.quiet).await
+}
 
+/// Run (or continue) a review to its end, or until ctrl-c, and write its reports.
+async fn drive(
+    ctx: Arc<ReviewContext>,
+    resume: Option<Resume>,
+    params: &RunParams,
+    out: Option<&Path>,
+    quiet: bool,
+) -> Result<ExitCode> {
+    let flow_id = ctx.flow_id.clone();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let draw = !args.quiet && std::io::stderr().is_terminal();
+    let draw = !quiet && std::io::stderr().is_terminal();
     let renderer = tokio::spawn(crate::progress::render(rx, draw));
-    let report = quorum_runtime::run_review(ctx, Some(tx)).await;
+    let run = quorum_runtime::run_review_from(ctx, Some(tx), resume);
+    let report = tokio::select! {
+        r = run => r,
+        _ = tokio::signal::ctrl_c() => {
+            renderer.abort();
+            // Every fact so far is already durable; the flow reads as interrupted.
+            return Err(incomplete(format!("interrupted; continue with `quorum resume {flow_id}`")));
+        }
+    };
     let _ = renderer.await;
     let report = report.map_err(|e| incomplete(format!("review could not run: {e}")))?;
+    let out_dir = out
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| params.out_dir.clone());
+    write_reports(&report, &out_dir, &params.formats)?;
+    print_outcome(&report, &out_dir, &params.formats);
+    let fail_on = settings::parse_fail_on(&params.fail_on)?;
+    Ok(exit_for(&report, fail_on))
+}
 
-    write_reports(&report, &out_dir, &formats)?;
-    print_outcome(&report, &out_dir, &formats);
-    Ok(match report.status {
+fn exit_for(report: &Report, fail_on: Option<quorum_core::finding::Severity>) -> ExitCode {
+    match report.status {
         ReviewStatus::Failed | ReviewStatus::Partial => ExitCode::Incomplete,
         ReviewStatus::Completed => match fail_on {
             Some(t) if report.has_findings_at_or_above(t) => ExitCode::Findings,
             _ => ExitCode::Clean,
         },
-    })
+    }
+}
+
+pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
+    let settings = load_settings(args.backend.common.config.as_deref())?;
+    let data = data_dir(&args.backend.common, &settings);
+    let store = data.open_flow(&args.flow_id).map_err(store_err)?;
+    let meta = store.meta().map_err(store_err)?;
+    let mut params: RunParams = serde_json::from_value(meta.params.clone())
+        .map_err(|e| anyhow::anyhow!("flow {} has unreadable parameters: {e}", meta.flow_id))?;
+    if !args.backend.backends.is_empty() {
+        params.backends = backend_configs(&args.backend, &settings)?;
+    }
+    if let Some(m) = &args.backend.model {
+        params.model = m.clone();
+    }
+    let resume = Resume::load(&store).map_err(store_err)?;
+    if let Some((status, _)) = &resume.replay.finished {
+        // Nothing left to do: re-emit the stored report.
+        let json = store.report().map_err(store_err)?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "flow {} finished ({status}) but holds no report",
+                meta.flow_id
+            )
+        })?;
+        let report: Report = serde_json::from_str(&json).context("stored report is unreadable")?;
+        let out_dir = args.out.clone().unwrap_or_else(|| params.out_dir.clone());
+        write_reports(&report, &out_dir, &params.formats)?;
+        eprintln!(
+            "quorum: review {} already finished ({status}); nothing to resume",
+            meta.flow_id
+        );
+        print_outcome(&report, &out_dir, &params.formats);
+        return Ok(exit_for(&report, settings::parse_fail_on(&params.fail_on)?));
+    }
+    let path = Path::new(&meta.flow_name);
+    let flow = Flow::parse(&meta.flow_yaml, path)
+        .map_err(|e| anyhow::anyhow!("stored flow is invalid: {e}"))?;
+    let catalog = load_catalog(&params.personas_dir)?;
+    // The snapshot taken when the review started: what is reviewed does not change, even if
+    // the directory has.
+    let pack = store.load_pack().map_err(store_err)?;
+    let node = node_name(&settings);
+    let backends = if pack.is_empty() {
+        Backends::from_configs(&params.backends, &params.model)
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+    } else {
+        ready_backends(
+            &params.backends,
+            &params.model,
+            &params.models,
+            params.sensitive,
+            &node,
+        )
+        .await?
+    };
+    if !args.quiet {
+        let done = resume.replay.completed.len();
+        eprintln!(
+            "quorum: resuming {} ({} tasks already done)",
+            meta.flow_id, done
+        );
+    }
+    let ctx = Arc::new(ReviewContext {
+        flow_id: meta.flow_id.clone(),
+        flow,
+        catalog,
+        pack,
+        backends,
+        verifier_model: params.verifier_model.clone(),
+        node,
+        max_concurrent: params.max_concurrent,
+        started_at: meta.started_at.clone(),
+        facts: FactLog::new(store),
+    });
+    drive(ctx, Some(resume), &params, args.out.as_deref(), args.quiet).await
+}
+
+pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCode> {
+    let settings = load_settings(common.config.as_deref())?;
+    let data = data_dir(common, &settings);
+    match command {
+        FlowsCommand::List => {
+            let flows = data.list_flows().map_err(store_err)?;
+            if flows.is_empty() {
+                println!("no stored reviews in {}", data.root().display());
+                return Ok(ExitCode::Clean);
+            }
+            println!(
+                "{:<24} {:<12} {:<8} {:>9} {:>8}  {:<25} target",
+                "flow id", "status", "flow", "tasks", "findings", "started"
+            );
+            for f in flows {
+                println!(
+                    "{:<24} {:<12} {:<8} {:>9} {:>8}  {:<25} {}",
+                    f.flow_id,
+                    f.status.to_string(),
+                    f.flow_name,
+                    format!("{}/{}", f.tasks_done, f.tasks_total),
+                    f.findings,
+                    f.started_at,
+                    f.target_path
+                );
+            }
+        }
+        FlowsCommand::Show { flow_id } => {
+            let store = data.open_flow(&flow_id).map_err(store_err)?;
+            let meta = store.meta().map_err(store_err)?;
+            let replay = store.replay().map_err(store_err)?;
+            let events = store.events().map_err(store_err)?;
+            println!("flow id:   {}", meta.flow_id);
+            println!("status:    {}", replay.status());
+            if let Some((_, reason)) = &replay.finished {
+                if !reason.is_empty() {
+                    println!("reason:    {reason}");
+                }
+            }
+            println!("flow:      {}", meta.flow_name);
+            println!("target:    {}", meta.target_path);
+            println!("head:      {}", meta.head_sha.as_deref().unwrap_or("-"));
+            println!("started:   {}", meta.started_at);
+            println!("node:      {}", meta.node);
+            println!("events:    {}", events.len());
+            if let Some((c, fallback)) = &replay.classification {
+                println!(
+                    "domain:    {}{}",
+                    c.domain,
+                    if *fallback { " (from facts)" } else { "" }
+                );
+            }
+            if let Some((tasks, rejected)) = &replay.plan {
+                println!(
+                    "\ntasks ({} planned, {} rejected):",
+                    tasks.len(),
+                    rejected.len()
+                );
+                for t in tasks {
+                    let state = if let Some(f) = replay.completed.get(&t.id) {
+                        format!("completed, {} findings", f.len())
+                    } else if let Some(why) = replay.abandoned.get(&t.id) {
+                        format!("abandoned: {why}")
+                    } else {
+                        "not finished".to_string()
+                    };
+                    let attempts = replay.attempts.get(&t.id).copied().unwrap_or(0);
+                    println!(
+                        "  {:<6} {:<24} attempts {attempts}  {state}",
+                        t.id, t.persona
+                    );
+                }
+            }
+        }
+        FlowsCommand::Gc { older_than } => {
+            let deleted = data
+                .gc(std::time::Duration::from_secs(
+                    older_than.saturating_mul(86_400),
+                ))
+                .map_err(store_err)?;
+            println!(
+                "deleted {} reviews older than {older_than} days",
+                deleted.len()
+            );
+            for id in deleted {
+                println!("  {id}");
+            }
+        }
+    }
+    Ok(ExitCode::Clean)
+}
+
+pub fn trace(command: TraceCommand, common: &crate::CommonArgs) -> Result<ExitCode> {
+    let settings = load_settings(common.config.as_deref())?;
+    let data = data_dir(common, &settings);
+    let TraceCommand::Export { flow_id, out } = command;
+    let store = data.open_flow(&flow_id).map_err(store_err)?;
+    let n = match out {
+        Some(path) => {
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(&path)
+                    .with_context(|| format!("cannot create {}", path.display()))?,
+            );
+            let n = quorum_store::trace_export(&store, &mut f).map_err(store_err)?;
+            std::io::Write::flush(&mut f)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            n
+        }
+        None => {
+            let stdout = std::io::stdout();
+            let mut lock = stdout.lock();
+            quorum_store::trace_export(&store, &mut lock).map_err(store_err)?
+        }
+    };
+    eprintln!("quorum: exported {n} attempts");
+    Ok(ExitCode::Clean)
 }
 
 fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<()> {

@@ -28,8 +28,8 @@ pub struct Cli {
 pub enum Command {
     /// Review PATH on this machine and write report.md / report.json / report.sarif.
     Review(ReviewArgs),
-    /// Continue an interrupted review (needs durable state).
-    Resume { flow_id: String },
+    /// Continue an interrupted review; completed tasks are never re-run.
+    Resume(ResumeArgs),
     /// Run a cluster node.
     Node {
         #[arg(long)]
@@ -43,6 +43,15 @@ pub enum Command {
     Flows {
         #[command(subcommand)]
         command: FlowsCommand,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Export recorded model conversations.
+    Trace {
+        #[command(subcommand)]
+        command: TraceCommand,
+        #[command(flatten)]
+        common: CommonArgs,
     },
     /// Browse and validate the persona catalog.
     Personas {
@@ -60,14 +69,39 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum FlowsCommand {
+    /// Stored reviews, newest first, with their derived status.
     List,
-    Show {
-        flow_id: String,
-    },
+    /// One review: what it was started with, its tasks and events.
+    Show { flow_id: String },
+    /// Delete finished and interrupted reviews older than DAYS (never running ones).
     Gc {
-        #[arg(long)]
+        #[arg(long, value_name = "DAYS")]
         older_than: u64,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TraceCommand {
+    /// Write every task attempt's conversation as Hermes-format JSONL.
+    Export {
+        flow_id: String,
+        /// Output file (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ResumeArgs {
+    pub flow_id: String,
+    /// Override the stored backends (the machine's servers may have moved).
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// Output directory (default: the one the review was started with).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    #[arg(long)]
+    pub quiet: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -97,6 +131,9 @@ pub struct CommonArgs {
     /// Configuration file (TOML), layered over the defaults.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Where reviews are stored (default: $QUORUM_DATA_DIR, else the user data dir).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -141,6 +178,9 @@ pub struct ReviewArgs {
     /// Review through a running cluster's API instead of locally.
     #[arg(long)]
     pub cluster: Option<String>,
+    /// Continue the interrupted review of this target and flow, if there is one.
+    #[arg(long)]
+    pub resume: bool,
     /// Sensitive material: only models on local/private hosts may see it.
     #[arg(long)]
     pub sensitive: bool,

@@ -26,6 +26,8 @@ pub struct Settings {
     pub max_concurrent: usize,
     #[serde(default)]
     pub node_name: String,
+    #[serde(default)]
+    pub data_dir: String,
     pub pack: PackOptions,
     #[serde(default)]
     pub backends: Vec<BackendConfig>,

@@ -67,6 +67,11 @@ pub struct FlowParams {
     pub max_verifications: usize,
     /// Per-call model timeout (seconds).
     pub call_timeout_secs: u64,
+    /// Flow budget: total tokens (in + out) after which no new task starts and the review ends
+    /// as partial with what it found. 0 = unlimited.
+    pub max_tokens: u64,
+    /// Flow budget: wall-clock seconds, same effect. 0 = unlimited.
+    pub max_wall_secs: u64,
 }
 
 impl Default for FlowParams {
@@ -83,6 +88,8 @@ impl Default for FlowParams {
             task_attempts: 2,
             max_verifications: 200,
             call_timeout_secs: 300,
+            max_tokens: 0,
+            max_wall_secs: 0,
         }
     }
 }

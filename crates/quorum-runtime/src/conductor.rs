@@ -9,6 +9,7 @@
 use crate::agent::CallStats;
 use crate::context::SharedContext;
 use crate::error::AttemptError;
+use crate::facts::{now_ms, Resume};
 use crate::progress::{Progress, ProgressSender};
 use crate::report::{assemble, RunFacts, TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
@@ -17,6 +18,7 @@ use quorum_core::dedup::{self, Gated};
 use quorum_core::finding::{Reported, Reporter};
 use quorum_core::report::Report;
 use quorum_core::task::Classification;
+use quorum_store::{AttemptRecord, Event};
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use rand::Rng;
 use std::collections::{HashMap, VecDeque};
@@ -33,10 +35,14 @@ pub struct ConductorArgs {
     pub ctx: SharedContext,
     pub done: oneshot::Sender<Report>,
     pub progress: Option<ProgressSender>,
+    /// Continue from a replayed store instead of starting fresh.
+    pub resume: Option<Resume>,
 }
 
 pub enum ConductorMsg {
     Start,
+    /// The flow's wall-clock budget ran out.
+    WallBudget,
     Outcome {
         attempt: u64,
         outcome: Box<JobOutcome>,
@@ -94,6 +100,9 @@ pub struct ConductorState {
     verifier_degraded: bool,
     usage: CallStats,
     failure: Option<String>,
+    resume: Option<Resume>,
+    /// Why the flow budget stopped new work, once it has.
+    budget_spent: Option<String>,
 }
 
 impl ConductorState {
@@ -114,6 +123,40 @@ impl ConductorState {
             tokens_in: self.usage.tokens_in,
             tokens_out: self.usage.tokens_out,
         });
+    }
+}
+
+/// The full record of one attempt, for the store (and trace export).
+fn attempt_record(
+    ctx: &SharedContext,
+    r: &TaskRun,
+    model: &str,
+    stats: &CallStats,
+    iterations: u32,
+    error: Option<&AttemptError>,
+) -> AttemptRecord {
+    let ended = now_ms();
+    AttemptRecord {
+        task_id: r.id.clone(),
+        attempt: r.attempts,
+        persona: r.persona.clone(),
+        model: model.to_string(),
+        backend: ctx
+            .backends
+            .route(model)
+            .map(|c| c.backend().url().to_string())
+            .unwrap_or_default(),
+        node: ctx.node.clone(),
+        prompt_hash: stats.prompt_hash.clone(),
+        output: stats.output.clone(),
+        iterations,
+        tokens_in: stats.tokens_in,
+        tokens_out: stats.tokens_out,
+        started_ms: ended.saturating_sub(r.duration_ms),
+        ended_ms: ended,
+        error_class: error.map(|e| e.class().to_string()),
+        error: error.map(|e| e.to_string()),
+        transcript: serde_json::to_value(&stats.transcript).unwrap_or_default(),
     }
 }
 
@@ -139,7 +182,9 @@ fn deadline(ctx: &SharedContext, job: &Job) -> Duration {
     let call = p.call_timeout_secs.max(1);
     let secs = match job {
         Job::Specialist { .. } => call * (p.max_iterations as u64 + 2),
-        Job::Verify(r) => call * (r.len() as u64 / ctx.max_concurrent() as u64 + 2) * 2,
+        Job::Verify { reported, .. } => {
+            call * (reported.len() as u64 / ctx.max_concurrent() as u64 + 2) * 2
+        }
         Job::Plan(_) => call * 2 * (p.planner_retries as u64 + 1),
         _ => call * 2,
     };
@@ -160,6 +205,15 @@ impl FlowConductor {
         r.state = TaskState::Running;
         r.started.get_or_insert_with(Instant::now);
         let (id, persona, n) = (r.id.clone(), r.persona.clone(), r.attempts);
+        state
+            .ctx
+            .facts
+            .event(Event::AttemptStarted {
+                task_id: id.clone(),
+                attempt: n,
+                node: state.ctx.node.clone(),
+            })
+            .await;
         state.live.insert(attempt, run);
         state.emit(Progress::TaskStarted {
             task: id.clone(),
@@ -194,7 +248,13 @@ impl FlowConductor {
                     state.gated = Some(Gated::default());
                     return Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await;
                 }
-                ("verifier", Job::Verify(state.reported.clone()))
+                (
+                    "verifier",
+                    Job::Verify {
+                        reported: state.reported.clone(),
+                        grounding_only: state.budget_spent.is_some(),
+                    },
+                )
             }
             Phase::Synthesize => {
                 let gated = state.gated.clone().unwrap_or_default();
@@ -221,7 +281,8 @@ impl FlowConductor {
         myself: &ActorRef<ConductorMsg>,
         state: &mut ConductorState,
     ) -> Result<(), ActorProcessingErr> {
-        while state.active_specialists < state.ctx.max_concurrent() {
+        while state.budget_spent.is_none() && state.active_specialists < state.ctx.max_concurrent()
+        {
             let Some(run) = state.pending.pop_front() else {
                 break;
             };
@@ -250,11 +311,12 @@ impl FlowConductor {
             state.active_specialists += 1;
             Self::dispatch(myself, state, run, Job::Specialist { task, prior_error }).await?;
         }
-        let all_terminal = state
-            .runs
-            .iter()
-            .filter(|r| r.task.is_some())
-            .all(|r| r.state.is_terminal());
+        let all_terminal = state.budget_spent.is_some()
+            || state
+                .runs
+                .iter()
+                .filter(|r| r.task.is_some())
+                .all(|r| r.state.is_terminal());
         if state.phase == Phase::Specialists && all_terminal && state.active_specialists == 0 {
             Self::start_phase(myself, state, Phase::Verify).await?;
         }
@@ -329,6 +391,40 @@ impl FlowConductor {
             }
             let retrying = Self::fail_attempt(myself, state, run, &err);
             let r = &state.runs[run];
+            let facts = state.ctx.facts.clone();
+            facts
+                .event(Event::AttemptFailed {
+                    task_id: r.id.clone(),
+                    attempt: r.attempts,
+                    error_class: err.class().to_string(),
+                    error: err.to_string(),
+                })
+                .await;
+            facts
+                .attempt(attempt_record(
+                    &state.ctx,
+                    r,
+                    &r.model,
+                    &CallStats::default(),
+                    0,
+                    Some(&err),
+                ))
+                .await;
+            if !retrying {
+                facts
+                    .event(Event::TaskAbandoned {
+                        task_id: r.id.clone(),
+                        reason: match r.state {
+                            TaskState::CircularFix => format!(
+                                "circular_fix: {} failed the same way {CIRCULAR_FIX_REPEATS} times",
+                                err.class()
+                            ),
+                            _ => format!("{}: {err}", err.class()),
+                        },
+                    })
+                    .await;
+            }
+            let r = &state.runs[run];
             state.emit(Progress::TaskFinished {
                 task: r.id.clone(),
                 persona: r.persona.clone(),
@@ -348,12 +444,38 @@ impl FlowConductor {
         match outcome {
             JobOutcome::Scout(Ok((c, st))) => {
                 state.runs[run].complete(&st.model, &st.stats);
+                Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::ScoutCompleted {
+                        classification: c.clone(),
+                        fallback: false,
+                    })
+                    .await;
                 state.usage.merge(&st.stats);
                 state.classification = c;
                 Self::start_phase(myself, state, Phase::Plan).await?;
             }
             JobOutcome::Plan(Ok(plan)) => {
                 state.runs[run].complete(&plan.stage.model, &plan.stage.stats);
+                Self::record_success(
+                    state,
+                    run,
+                    &plan.stage.model,
+                    &plan.stage.stats,
+                    1,
+                    Vec::new(),
+                )
+                .await;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::PlanCompleted {
+                        tasks: plan.tasks.clone(),
+                        rejected: plan.rejected.clone(),
+                    })
+                    .await;
                 state.usage.merge(&plan.stage.stats);
                 state.emit(Progress::Planned {
                     tasks: plan.tasks.len(),
@@ -372,6 +494,15 @@ impl FlowConductor {
             }
             JobOutcome::Specialist(Ok(out)) => {
                 state.active_specialists = state.active_specialists.saturating_sub(1);
+                Self::record_success(
+                    state,
+                    run,
+                    &out.stage.model,
+                    &out.stage.stats,
+                    out.iterations,
+                    out.findings.clone(),
+                )
+                .await;
                 state.ctx.backends.record(
                     &out.stage.model,
                     &state.runs[run].persona,
@@ -410,6 +541,15 @@ impl FlowConductor {
             }
             JobOutcome::Verify(Ok(v)) => {
                 state.runs[run].complete(&v.stage.model, &v.stage.stats);
+                Self::record_success(state, run, &v.stage.model, &v.stage.stats, 1, Vec::new())
+                    .await;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::VerifyCompleted {
+                        judged: v.judged.clone(),
+                    })
+                    .await;
                 state.usage.merge(&v.stage.stats);
                 state.verifier_model = Some(v.stage.model.clone());
                 state.verifier_degraded = v.degraded;
@@ -423,15 +563,238 @@ impl FlowConductor {
             }
             JobOutcome::Synthesize(Ok((s, st))) => {
                 state.runs[run].complete(&st.model, &st.stats);
+                Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::SynthesisCompleted {
+                        summary: s.summary.clone(),
+                        action_items: s.action_items.clone(),
+                        fallback: false,
+                    })
+                    .await;
                 state.usage.merge(&st.stats);
                 state.synthesis = Some(s);
-                Self::finish(myself, state);
+                Self::finish(myself, state).await;
             }
             // Errors were handled above.
             _ => {}
         }
+        Self::check_budget(myself, state).await?;
         state.emit_usage();
         Ok(())
+    }
+
+    async fn record_success(
+        state: &ConductorState,
+        run: usize,
+        model: &str,
+        stats: &CallStats,
+        iterations: u32,
+        findings: Vec<quorum_core::finding::RawFinding>,
+    ) {
+        let r = &state.runs[run];
+        let facts = &state.ctx.facts;
+        facts
+            .attempt(attempt_record(
+                &state.ctx, r, model, stats, iterations, None,
+            ))
+            .await;
+        facts
+            .event(Event::AttemptSucceeded {
+                task_id: r.id.clone(),
+                attempt: r.attempts,
+                findings,
+            })
+            .await;
+    }
+
+    /// Stop new work once the flow's token budget is spent; what is running finishes, what was
+    /// found is kept, the review ends partial.
+    async fn check_budget(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let max = state.ctx.flow.parameters.max_tokens;
+        let used = state.usage.tokens_in + state.usage.tokens_out;
+        if max > 0 && used >= max && state.budget_spent.is_none() {
+            Self::spend_budget(
+                myself,
+                state,
+                format!("token budget spent ({used} of {max} tokens)"),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn spend_budget(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        why: String,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.budget_spent.is_some() || state.phase == Phase::Done {
+            return Ok(());
+        }
+        tracing::warn!(reason = %why, "flow budget spent; finishing with what was found");
+        state
+            .ctx
+            .facts
+            .event(Event::Note {
+                message: why.clone(),
+            })
+            .await;
+        state.budget_spent = Some(why);
+        state.pending.clear();
+        match state.phase {
+            // Nothing planned yet: there is nothing to keep.
+            Phase::Scout | Phase::Plan => {
+                state.failure = Some(format!(
+                    "{} before any task ran",
+                    state.budget_spent.clone().unwrap_or_default()
+                ));
+                Self::finish(myself, state).await;
+                Ok(())
+            }
+            Phase::Specialists => Self::pump(myself, state).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Rebuild the run from a replayed store and continue where it stopped. Completed tasks keep
+    /// their recorded findings and are never re-run; the plan is never re-made; tasks that were
+    /// in flight run again with their attempt numbers continuing.
+    async fn resume(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        resume: Resume,
+    ) -> Result<(), ActorProcessingErr> {
+        let Resume { replay, attempts } = resume;
+        tracing::info!(from_seq = replay.last_seq, "resuming review");
+        state
+            .ctx
+            .facts
+            .event(Event::Resumed {
+                from_seq: replay.last_seq,
+            })
+            .await;
+        // Usage so far comes from the recorded attempts, so the final report covers the whole
+        // review, not only the part after the crash.
+        for a in &attempts {
+            state.usage.llm_calls += a.iterations.max(1) as u64;
+            state.usage.tokens_in += a.tokens_in;
+            state.usage.tokens_out += a.tokens_out;
+        }
+        let attempts_of = |id: &str| replay.attempts.get(id).copied().unwrap_or(0);
+        let succeeded = |id: &str| {
+            attempts
+                .iter()
+                .rev()
+                .find(|a| a.task_id == id && a.error.is_none())
+        };
+        let stage_run = |name: &str, ok: bool| {
+            let mut r = TaskRun::stage(name);
+            r.attempts = attempts_of(name);
+            r.state = if ok {
+                TaskState::Completed
+            } else {
+                TaskState::Failed
+            };
+            if let Some(a) = succeeded(name) {
+                r.model = a.model.clone();
+                r.stats.tokens_in = a.tokens_in;
+                r.stats.tokens_out = a.tokens_out;
+            }
+            r
+        };
+        if state.ctx.pack.is_empty() {
+            Self::finish(myself, state).await;
+            return Ok(());
+        }
+        let Some((classification, fallback)) = replay.classification.clone() else {
+            return Self::start_phase(myself, state, Phase::Scout).await;
+        };
+        state.add_run(stage_run("scout", !fallback));
+        state.classification = classification;
+        state.classification_fallback = fallback;
+        let Some((tasks, rejected)) = replay.plan.clone() else {
+            return Self::start_phase(myself, state, Phase::Plan).await;
+        };
+        state.add_run(stage_run("planner", true));
+        state.rejected = rejected;
+        state.emit(Progress::Planned {
+            tasks: tasks.len(),
+            rejected: state.rejected.len(),
+        });
+        for t in tasks {
+            let mut r = TaskRun::specialist(t.clone());
+            r.attempts = attempts_of(&t.id);
+            if let Some(findings) = replay.completed.get(&t.id) {
+                r.state = TaskState::Completed;
+                let (model, node) = succeeded(&t.id)
+                    .map(|a| (a.model.clone(), a.node.clone()))
+                    .unwrap_or_else(|| (String::new(), state.ctx.node.clone()));
+                if let Some(a) = succeeded(&t.id) {
+                    r.stats.tokens_in = a.tokens_in;
+                    r.stats.tokens_out = a.tokens_out;
+                }
+                r.model = model.clone();
+                r.findings = findings.len();
+                let reporter = Reporter {
+                    persona: t.persona.clone(),
+                    model,
+                    node,
+                };
+                for f in findings {
+                    state.reported.push(Reported {
+                        task_id: t.id.clone(),
+                        reporter: reporter.clone(),
+                        finding: f.clone(),
+                    });
+                }
+                state.add_run(r);
+            } else if let Some(reason) = replay.abandoned.get(&t.id) {
+                let class = reason.split(':').next().unwrap_or("internal").to_string();
+                r.state = if class == "circular_fix" {
+                    TaskState::CircularFix
+                } else {
+                    TaskState::Failed
+                };
+                r.error_classes.push(class);
+                r.last_error = Some(reason.clone());
+                state.add_run(r);
+            } else {
+                let idx = state.add_run(r);
+                state.pending.push_back(idx);
+            }
+        }
+        state.phase = Phase::Specialists;
+        state.emit(Progress::Stage {
+            stage: "specialists".into(),
+        });
+        if state.pending.is_empty() {
+            if let Some(judged) = replay.judged.clone() {
+                state.add_run(stage_run("verifier", true));
+                state.gated = Some(dedup::merge_and_gate(
+                    judged,
+                    state.ctx.flow.parameters.confidence_gate,
+                ));
+                state.verifier_model = succeeded("verifier").map(|a| a.model.clone());
+                if let Some((summary, action_items, fallback)) = replay.synthesis.clone() {
+                    state.add_run(stage_run("synthesizer", !fallback));
+                    state.synthesis = Some(Synthesis {
+                        summary,
+                        action_items,
+                        fallback,
+                    });
+                    state.phase = Phase::Synthesize;
+                    Self::finish(myself, state).await;
+                    return Ok(());
+                }
+                return Self::start_phase(myself, state, Phase::Synthesize).await;
+            }
+        }
+        Self::pump(myself, state).await
     }
 
     /// A run failed for good. Scout and synthesizer degrade to deterministic fallbacks; the
@@ -446,23 +809,41 @@ impl FlowConductor {
             Phase::Scout => {
                 state.classification = stages::fallback_classification(&state.ctx);
                 state.classification_fallback = true;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::ScoutCompleted {
+                        classification: state.classification.clone(),
+                        fallback: true,
+                    })
+                    .await;
                 Self::start_phase(myself, state, Phase::Plan).await
             }
             Phase::Plan => {
                 state.failure = Some(format!("planning failed: {err}"));
-                Self::finish(myself, state);
+                Self::finish(myself, state).await;
                 Ok(())
             }
             Phase::Specialists => Self::pump(myself, state).await,
             Phase::Verify => {
                 state.failure = Some(format!("verification failed: {err}"));
-                Self::finish(myself, state);
+                Self::finish(myself, state).await;
                 Ok(())
             }
             Phase::Synthesize => {
                 let gated = state.gated.clone().unwrap_or_default();
-                state.synthesis = Some(stages::fallback_synthesis(&state.ctx, &gated));
-                Self::finish(myself, state);
+                let s = stages::fallback_synthesis(&state.ctx, &gated);
+                state
+                    .ctx
+                    .facts
+                    .event(Event::SynthesisCompleted {
+                        summary: s.summary.clone(),
+                        action_items: s.action_items.clone(),
+                        fallback: true,
+                    })
+                    .await;
+                state.synthesis = Some(s);
+                Self::finish(myself, state).await;
                 Ok(())
             }
             Phase::Done => {
@@ -472,7 +853,7 @@ impl FlowConductor {
         }
     }
 
-    fn finish(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState) {
+    async fn finish(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState) {
         if state.phase == Phase::Done {
             return;
         }
@@ -495,8 +876,19 @@ impl FlowConductor {
             usage: state.usage.clone(),
             wall_ms: state.started.elapsed().as_millis() as u64,
             failure: state.failure.take(),
+            budget: state.budget_spent.clone(),
         };
         let report = assemble(&state.ctx, facts);
+        let status = format!("{:?}", report.status).to_lowercase();
+        state
+            .ctx
+            .facts
+            .event(Event::FlowFinished {
+                status: status.clone(),
+                reason: report.status_reason.clone(),
+            })
+            .await;
+        state.ctx.facts.report(report.to_json()).await;
         state.emit_usage();
         state.emit(Progress::Finished {
             status: format!("{:?}", report.status).to_lowercase(),
@@ -542,6 +934,8 @@ impl Actor for FlowConductor {
             verifier_degraded: false,
             usage: CallStats::default(),
             failure: None,
+            resume: args.resume,
+            budget_spent: None,
         })
     }
 
@@ -553,13 +947,32 @@ impl Actor for FlowConductor {
     ) -> Result<(), ActorProcessingErr> {
         match msg {
             ConductorMsg::Start => {
+                let wall = state.ctx.flow.parameters.max_wall_secs;
+                if wall > 0 {
+                    myself.send_after(Duration::from_secs(wall), || ConductorMsg::WallBudget);
+                }
+                if let Some(resume) = state.resume.take() {
+                    return Self::resume(&myself, state, resume).await;
+                }
+                state
+                    .ctx
+                    .facts
+                    .event(Event::FlowStarted {
+                        flow_id: state.ctx.flow_id.clone(),
+                    })
+                    .await;
                 if state.ctx.pack.is_empty() {
                     // Nothing to review is a completed review that says so, with no model call.
                     tracing::info!("target holds no reviewable files");
-                    Self::finish(&myself, state);
+                    Self::finish(&myself, state).await;
                     return Ok(());
                 }
                 Self::start_phase(&myself, state, Phase::Scout).await
+            }
+            ConductorMsg::WallBudget => {
+                let secs = state.ctx.flow.parameters.max_wall_secs;
+                Self::spend_budget(&myself, state, format!("wall-time budget spent ({secs}s)"))
+                    .await
             }
             ConductorMsg::Outcome { attempt, outcome } => {
                 let Some(run) = state.live.remove(&attempt) else {
@@ -581,7 +994,10 @@ impl Actor for FlowConductor {
                     let job = match state.phase {
                         Phase::Scout => Job::Scout,
                         Phase::Plan => Job::Plan(state.classification.clone()),
-                        Phase::Verify => Job::Verify(state.reported.clone()),
+                        Phase::Verify => Job::Verify {
+                            reported: state.reported.clone(),
+                            grounding_only: state.budget_spent.is_some(),
+                        },
                         Phase::Synthesize => Job::Synthesize {
                             gated: Box::new(state.gated.clone().unwrap_or_default()),
                             classification: state.classification.clone(),

@@ -22,6 +22,8 @@ pub struct ReviewContext {
     /// Overrides the flow's max_concurrent when set (--max-concurrent).
     pub max_concurrent: Option<usize>,
     pub started_at: String,
+    /// Where every fact of the review is recorded (disabled = nowhere).
+    pub facts: crate::facts::FactLog,
 }
 
 pub type SharedContext = Arc<ReviewContext>;

@@ -13,6 +13,7 @@ pub mod backends;
 pub mod conductor;
 pub mod context;
 pub mod error;
+pub mod facts;
 pub mod progress;
 pub mod report;
 pub mod stages;
@@ -22,6 +23,7 @@ pub mod worker;
 pub use backends::{Backend, Backends};
 pub use context::{ReviewContext, SharedContext};
 pub use error::{AttemptError, ReviewError};
+pub use facts::{FactLog, Resume};
 pub use progress::{Progress, ProgressSender};
 
 use quorum_core::report::Report;
@@ -35,11 +37,22 @@ pub async fn run_review(
     ctx: SharedContext,
     progress: Option<ProgressSender>,
 ) -> Result<Report, ReviewError> {
+    run_review_from(ctx, progress, None).await
+}
+
+/// Run a review, continuing from a replayed store when `resume` is given: completed tasks are
+/// never re-run, generated tasks are not re-planned, tasks that were in flight run again.
+pub async fn run_review_from(
+    ctx: SharedContext,
+    progress: Option<ProgressSender>,
+    resume: Option<Resume>,
+) -> Result<Report, ReviewError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let args = conductor::ConductorArgs {
         ctx,
         done: tx,
         progress,
+        resume,
     };
     let (actor, handle) = Actor::spawn(None, conductor::FlowConductor, args)
         .await

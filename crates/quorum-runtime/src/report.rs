@@ -147,6 +147,8 @@ pub struct RunFacts {
     pub usage: CallStats,
     pub wall_ms: u64,
     pub failure: Option<String>,
+    /// Why the flow budget stopped new work, when it did.
+    pub budget: Option<String>,
 }
 
 /// Derive status and build the report.
@@ -217,6 +219,9 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         }
     };
     let mut notes = Vec::new();
+    if let Some(b) = &facts.budget {
+        notes.push(format!("{b}; the review kept what it had found"));
+    }
     if facts.classification_fallback {
         notes.push(
             "the scout's model call failed; classification was derived from file facts".to_string(),

@@ -26,7 +26,11 @@ pub enum Job {
         task: Task,
         prior_error: Option<String>,
     },
-    Verify(Vec<Reported>),
+    /// Verify the reports; `grounding_only` when the flow budget is spent (no model calls).
+    Verify {
+        reported: Vec<Reported>,
+        grounding_only: bool,
+    },
     Synthesize {
         gated: Box<Gated>,
         classification: Classification,
@@ -131,7 +135,7 @@ fn deadline_outcome(job: &Job, secs: u64) -> JobOutcome {
         Job::Scout => JobOutcome::Scout(Err(e)),
         Job::Plan(_) => JobOutcome::Plan(Err(e)),
         Job::Specialist { .. } => JobOutcome::Specialist(Err(e)),
-        Job::Verify(_) => JobOutcome::Verify(Err(e)),
+        Job::Verify { .. } => JobOutcome::Verify(Err(e)),
         Job::Synthesize { .. } => JobOutcome::Synthesize(Err(e)),
     }
 }
@@ -143,7 +147,10 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
         Job::Specialist { task, prior_error } => {
             JobOutcome::Specialist(stages::specialist(ctx, &task, prior_error.as_deref()).await)
         }
-        Job::Verify(reported) => JobOutcome::Verify(verify_all(ctx, reported).await),
+        Job::Verify {
+            reported,
+            grounding_only,
+        } => JobOutcome::Verify(verify_all(ctx, reported, grounding_only).await),
         Job::Synthesize {
             gated,
             classification,
@@ -156,6 +163,7 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
 async fn verify_all(
     ctx: &SharedContext,
     reported: Vec<Reported>,
+    grounding_only: bool,
 ) -> Result<VerifyOutput, AttemptError> {
     let finder_models: Vec<String> = {
         let mut m: Vec<String> = reported.iter().map(|r| r.reporter.model.clone()).collect();
@@ -173,7 +181,11 @@ async fn verify_all(
     let model = verifier.model.clone();
     let verifier = Arc::new(verifier);
     let permits = Arc::new(Semaphore::new(ctx.max_concurrent()));
-    let budget = ctx.flow.parameters.max_verifications;
+    let budget = if grounding_only {
+        0
+    } else {
+        ctx.flow.parameters.max_verifications
+    };
     let mut set = tokio::task::JoinSet::new();
     for (i, r) in reported.into_iter().enumerate() {
         let ctx = ctx.clone();

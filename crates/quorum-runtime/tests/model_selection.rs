@@ -64,6 +64,7 @@ async fn run(
         node: "n".into(),
         max_concurrent: Some(2),
         started_at: String::new(),
+        facts: quorum_runtime::FactLog::disabled(),
     });
     tokio::time::timeout(
         Duration::from_secs(60),

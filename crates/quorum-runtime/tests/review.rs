@@ -39,6 +39,7 @@ fn context(
         node: "test-node".into(),
         max_concurrent: Some(2),
         started_at: "2026-01-01T00:00:00Z".into(),
+        facts: quorum_runtime::FactLog::disabled(),
     })
 }
 
@@ -418,6 +419,7 @@ async fn hung_model_is_bounded_by_timeouts() {
             node: "n".into(),
             max_concurrent: None,
             started_at: String::new(),
+            facts: quorum_runtime::FactLog::disabled(),
         })
     };
     let report = review(ctx).await;
