@@ -129,10 +129,10 @@ pub enum ModelsCommand {
 #[derive(Args, Debug, Clone, Default)]
 pub struct CommonArgs {
     /// Configuration file (TOML), layered over the defaults.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub config: Option<PathBuf>,
     /// Where reviews are stored (default: $QUORUM_DATA_DIR, else the user data dir).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub data_dir: Option<PathBuf>,
 }
 

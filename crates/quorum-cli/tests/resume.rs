@@ -1,0 +1,445 @@
+//! Durable reviews: kill -9 the review process mid-flight, resume it, and check that nothing
+//! finished is redone, nothing is lost, and nothing is reported twice.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use support::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorum");
+const TASKS: usize = 6;
+
+/// Six specialist tasks, each reporting one real finding in a different place; specialists are
+/// slow enough (250 ms) that a kill lands between tasks. `flaky` puts 500s in front of them.
+fn script(flaky: bool) -> Script {
+    let lines = [
+        ("src/db.py", 53, "name LIKE '%{term}%'"),
+        (
+            "src/auth.py",
+            15,
+            "SECRET_KEY = \"inv-prod-7f3a9c2e51b84d06\"",
+        ),
+        ("src/db.py", 43, "offset = page * per_page"),
+        ("src/utils.py", 12, "fh = open(path, encoding=\"utf-8\")"),
+        ("src/utils.py", 20, "_request_count += 1"),
+        (
+            "src/auth.py",
+            28,
+            "user[\"password_hash\"] == hash_password(password)",
+        ),
+    ];
+    let tasks: Vec<Value> = (1..=TASKS)
+        .map(|i| {
+            json!({"id": format!("t{i}"), "persona": "security_sentinel", "files": [lines[i - 1].0],
+                        "mandate": format!("Check area number {i} for defects.")})
+        })
+        .collect();
+    let mut s = Script::new().models([MODEL]).rule(scout_rule()).rule(
+        Rule::new("planner")
+            .when_system(["You are the planner"])
+            .reply(Reply::json(&json!({"tasks": tasks}))),
+    );
+    if flaky {
+        s = s.rule(
+            Rule::new("flaky")
+                .when_system(["You are security_sentinel"])
+                .reply(Reply::status(500))
+                .times(3),
+        );
+    }
+    for (i, (file, line, evidence)) in lines.iter().enumerate() {
+        let n = i + 1;
+        let finding = json!({"findings": [{"title": format!("Defect in area {n}"), "severity": "P2", "confidence": 0.9,
+            "category": format!("correctness/area-{n}"), "file": file, "line_start": line, "line_end": line,
+            "evidence": evidence, "why_it_matters": "it breaks", "suggested_fix": "fix it"}]});
+        s = s.rule(
+            Rule::new(format!("t{n}"))
+                .when_system(["You are security_sentinel"])
+                .when_last_user([format!("## Task t{n}\n")])
+                .reply(Reply::delay(250, Reply::json(&finding))),
+        );
+    }
+    s.rule(verifier_confirms()).rule(synthesizer_rule())
+}
+
+fn task_of(r: &RecordedRequest) -> Option<String> {
+    if !r.system.contains("You are security_sentinel") {
+        return None;
+    }
+    let i = r.text.find("## Task t")?;
+    r.text[i + 8..].split_whitespace().next().map(String::from)
+}
+
+fn cmd(args: &[&str], work: &Path) -> tokio::process::Command {
+    let home = work.join(".home");
+    let mut c = tokio::process::Command::new(BIN);
+    c.args(args)
+        .current_dir(work)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("QUORUM_HOME", repo_root())
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+fn only_flow(data: &Path) -> String {
+    let mut ids: Vec<String> = std::fs::read_dir(data.join("flows"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids.pop().unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+struct Crashed {
+    work: tempfile::TempDir,
+    target: PathBuf,
+    data: PathBuf,
+    flow_id: String,
+    completed_before_kill: Vec<String>,
+    requests_before_kill: usize,
+}
+
+/// Start a review, kill -9 it once `after` specialist tasks have completed.
+async fn review_then_kill(server: &ScriptedServer, after: usize) -> Crashed {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("target");
+    copy_dir(&fixture("code_project"), &target);
+    let data = work.path().join("data");
+    let backend = format!("ollama={}", server.ollama_url());
+    let mut feed = server.subscribe();
+    let mut child = cmd(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--max-concurrent",
+            "1",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--out",
+            work.path().join("out1").to_str().unwrap(),
+        ],
+        work.path(),
+    )
+    .spawn()
+    .unwrap();
+    // With one task at a time, the request for the (after+1)-th task means `after` finished.
+    let mut seen = std::collections::BTreeSet::new();
+    let waited = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(r) = feed.recv().await {
+            if let Some(t) = task_of(&r) {
+                seen.insert(t);
+                if seen.len() > after {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(
+        waited.is_ok(),
+        "the review never reached task {}",
+        after + 1
+    );
+    child.kill().await.unwrap(); // SIGKILL
+    let requests_before_kill = server.requests().len();
+    let flow_id = only_flow(&data);
+    // What the store says was completed at the moment of the kill.
+    let store = quorum_store::DataDir::new(&data)
+        .open_flow(&flow_id)
+        .unwrap();
+    let replay = store.replay().unwrap();
+    assert_eq!(replay.status().to_string(), "interrupted");
+    let completed_before_kill: Vec<String> = replay
+        .completed
+        .keys()
+        .filter(|k| k.starts_with('t'))
+        .cloned()
+        .collect();
+    drop(store);
+    assert!(
+        completed_before_kill.len() >= after,
+        "{completed_before_kill:?}"
+    );
+    Crashed {
+        work,
+        target,
+        data,
+        flow_id,
+        completed_before_kill,
+        requests_before_kill,
+    }
+}
+
+async fn resume(c: &Crashed, server: &ScriptedServer) -> (i32, Value, Vec<RecordedRequest>) {
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = c.work.path().join("out2");
+    let o = tokio::time::timeout(
+        Duration::from_secs(90),
+        cmd(
+            &[
+                "resume",
+                &c.flow_id,
+                "--data-dir",
+                c.data.to_str().unwrap(),
+                "--backend",
+                &backend,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            c.work.path(),
+        )
+        .output(),
+    )
+    .await
+    .expect("resume hung")
+    .unwrap();
+    let code = o.status.code().unwrap_or(-1);
+    assert!(
+        code == 0 || code == 1,
+        "resume failed ({code}): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let after: Vec<RecordedRequest> = server
+        .requests()
+        .into_iter()
+        .skip(c.requests_before_kill)
+        .collect();
+    (code, report, after)
+}
+
+fn assert_resumed_correctly(c: &Crashed, report: &Value, after: &[RecordedRequest]) {
+    // Zero requests for tasks completed before the kill; no re-plan; no second scout.
+    for r in after {
+        if let Some(t) = task_of(r) {
+            assert!(
+                !c.completed_before_kill.contains(&t),
+                "completed task {t} was re-run after resume"
+            );
+        }
+        assert!(
+            !r.system.contains("You are the planner"),
+            "the plan was re-made"
+        );
+        assert!(
+            !r.system.contains("You are the scout"),
+            "the scout was re-run"
+        );
+    }
+    // Every finding, exactly once.
+    assert_eq!(report["status"], "completed", "{}", report["status_reason"]);
+    let titles: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["title"].as_str().unwrap())
+        .collect();
+    let mut unique = titles.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        titles.len(),
+        "duplicated findings: {titles:?}"
+    );
+    assert_eq!(titles.len(), TASKS, "{titles:?}");
+    // Every task is in the report, completed, once.
+    let tasks: Vec<&Value> = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
+        .collect();
+    assert_eq!(tasks.len(), TASKS);
+    assert!(tasks.iter().all(|t| t["status"] == "completed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
+    let server = ScriptedServer::start(script(false)).await.unwrap();
+    let crashed = review_then_kill(&server, 3).await;
+
+    // `flows list` sees it as interrupted; a new review of the same target says so.
+    let o = cmd(
+        &[
+            "flows",
+            "list",
+            "--data-dir",
+            crashed.data.to_str().unwrap(),
+        ],
+        crashed.work.path(),
+    )
+    .output()
+    .await
+    .unwrap();
+    let list = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        list.contains(&crashed.flow_id) && list.contains("interrupted"),
+        "{list}"
+    );
+
+    let (_, report, after) = resume(&crashed, &server).await;
+    assert_resumed_correctly(&crashed, &report, &after);
+    assert_eq!(report["flow_id"], crashed.flow_id.as_str());
+
+    // Finished now; resuming again re-emits the stored report without model calls.
+    let before = server.requests().len();
+    let o = cmd(
+        &[
+            "resume",
+            &crashed.flow_id,
+            "--data-dir",
+            crashed.data.to_str().unwrap(),
+        ],
+        crashed.work.path(),
+    )
+    .output()
+    .await
+    .unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already finished"),
+        "code {:?} stdout {} stderr {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(server.requests().len(), before);
+
+    // The trace export has one line per recorded attempt.
+    let trace = crashed.work.path().join("trace.jsonl");
+    let o = cmd(
+        &[
+            "trace",
+            "export",
+            &crashed.flow_id,
+            "--data-dir",
+            crashed.data.to_str().unwrap(),
+            "--out",
+            trace.to_str().unwrap(),
+        ],
+        crashed.work.path(),
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= TASKS + 3, "{}", lines.len());
+    assert!(lines.iter().all(|l| l["conversations"].is_array()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_with_a_flaky_server_then_resume() {
+    let server = ScriptedServer::start(script(true)).await.unwrap();
+    let crashed = review_then_kill(&server, 2).await;
+    let (_, report, after) = resume(&crashed, &server).await;
+    assert_resumed_correctly(&crashed, &report, &after);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_the_target_after_a_crash_does_not_change_what_is_reviewed() {
+    let server = ScriptedServer::start(script(false)).await.unwrap();
+    let crashed = review_then_kill(&server, 2).await;
+    // Rewrite and delete files the remaining tasks will read.
+    std::fs::write(
+        crashed.target.join("src/utils.py"),
+        "# rewritten after the crash\n",
+    )
+    .unwrap();
+    std::fs::remove_file(crashed.target.join("src/auth.py")).unwrap();
+    std::fs::write(crashed.target.join("src/new.py"), "print('new')\n").unwrap();
+    let (_, report, after) = resume(&crashed, &server).await;
+    assert_resumed_correctly(&crashed, &report, &after);
+    for r in &after {
+        assert!(
+            !r.text.contains("rewritten after the crash"),
+            "the resumed review read the changed directory"
+        );
+        assert!(!r.text.contains("src/new.py"));
+    }
+    // Findings on the deleted/rewritten files were grounded against the snapshot.
+    let files: Vec<&str> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["file"].as_str().unwrap())
+        .collect();
+    assert!(
+        files.contains(&"src/auth.py") && files.contains(&"src/utils.py"),
+        "{files:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_store_is_reported_not_reset() {
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    let flow = data.join("flows/20260101-000000-abcdef");
+    std::fs::create_dir_all(flow.join("db")).unwrap();
+    std::fs::write(flow.join("db/conf"), b"garbage garbage garbage").unwrap();
+    std::fs::write(flow.join("db/db"), b"garbage").unwrap();
+    let o = cmd(
+        &[
+            "resume",
+            "20260101-000000-abcdef",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
+        work.path(),
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("corrupt") && err.contains("20260101-000000-abcdef"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(flow.join("db/db")).unwrap(),
+        b"garbage",
+        "the store was reset"
+    );
+}
