@@ -28,9 +28,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         } => models_list(backend, &format).await,
         Command::Resume(args) => resume(args).await,
         Command::Trace { command, common } => trace(command, &common),
-        Command::Node { .. } => bail!(
-            "cluster nodes are not available in this build; run `quorum review PATH` on one machine"
-        ),
+        Command::Node(args) => crate::node::node(args).await,
         Command::Flows { command, common } => flows(command, &common),
     }
 }
@@ -39,7 +37,7 @@ fn cwd() -> Result<PathBuf> {
     std::env::current_dir().context("cannot read the current directory")
 }
 
-fn load_settings(config: Option<&Path>) -> Result<Settings> {
+pub(crate) fn load_settings(config: Option<&Path>) -> Result<Settings> {
     Settings::load(config, &cwd()?)
 }
 
@@ -47,7 +45,10 @@ fn load_catalog(dir: &Path) -> Result<Catalog> {
     Catalog::load(dir).map_err(|e| anyhow::anyhow!("invalid persona catalog: {e}"))
 }
 
-fn backend_configs(args: &BackendArgs, settings: &Settings) -> Result<Vec<BackendConfig>> {
+pub(crate) fn backend_configs(
+    args: &BackendArgs,
+    settings: &Settings,
+) -> Result<Vec<BackendConfig>> {
     if args.backends.is_empty() {
         return Ok(settings.backends.clone());
     }
@@ -63,7 +64,7 @@ fn backend_configs(args: &BackendArgs, settings: &Settings) -> Result<Vec<Backen
         .collect()
 }
 
-fn node_name(settings: &Settings) -> String {
+pub(crate) fn node_name(settings: &Settings) -> String {
     if !settings.node_name.trim().is_empty() {
         return settings.node_name.trim().to_string();
     }
@@ -77,7 +78,7 @@ fn node_name(settings: &Settings) -> String {
 
 /// Probe backends and build model cards. Unreachable backends are exit 3: nothing is wrong
 /// with the input, the world is not ready.
-async fn ready_backends(
+pub(crate) async fn ready_backends(
     configs: &[BackendConfig],
     model: &str,
     operator: &std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
@@ -143,7 +144,7 @@ struct RunParams {
     models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
 }
 
-fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
+pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
     match (&common.data_dir, settings.data_dir.trim()) {
         (Some(d), _) => DataDir::new(d),
         (None, d) if !d.is_empty() => DataDir::new(d),
@@ -158,8 +159,8 @@ fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
 
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
-    if args.cluster.is_some() {
-        bail!("--cluster is not available in this build; run the review locally without it");
+    if let Some(url) = args.cluster.clone() {
+        return crate::node::review_remote(args, &url).await;
     }
     let fail_on_text = args
         .fail_on
@@ -546,7 +547,7 @@ pub fn trace(command: TraceCommand, common: &crate::CommonArgs) -> Result<ExitCo
     Ok(ExitCode::Clean)
 }
 
-fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<()> {
+pub(crate) fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<()> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
     for f in formats {
@@ -568,7 +569,7 @@ fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<()> 
     Ok(())
 }
 
-fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
+pub(crate) fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
     let mut counts = [0usize; 4];
     for f in &report.findings {
         counts[f.severity as usize] += 1;

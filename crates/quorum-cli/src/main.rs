@@ -3,6 +3,7 @@
 
 mod commands;
 mod exit;
+mod node;
 mod progress;
 mod settings;
 
@@ -30,15 +31,8 @@ pub enum Command {
     Review(ReviewArgs),
     /// Continue an interrupted review; completed tasks are never re-run.
     Resume(ResumeArgs),
-    /// Run a cluster node.
-    Node {
-        #[arg(long)]
-        listen: Option<String>,
-        #[arg(long)]
-        join: Option<String>,
-        #[arg(long)]
-        api: Option<String>,
-    },
+    /// Run a long-lived node: the review service behind the gRPC API.
+    Node(NodeArgs),
     /// Inspect and prune stored reviews.
     Flows {
         #[command(subcommand)]
@@ -89,6 +83,33 @@ pub enum TraceCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Cluster address to listen on for peer nodes (host:port).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// A peer's cluster address to join (repeatable).
+    #[arg(long)]
+    pub join: Vec<String>,
+    /// Serve the gRPC API here (host:port); requires QUORUM_API_TOKEN or --token-file.
+    #[arg(long)]
+    pub api: Option<String>,
+    /// This node's name (default: the host name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// File holding the API bearer token (QUORUM_API_TOKEN wins when set).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// File holding the cluster cookie (QUORUM_COOKIE wins when set).
+    #[arg(long)]
+    pub cookie_file: Option<PathBuf>,
+    /// Allow listening on a non-loopback address without TLS.
+    #[arg(long)]
+    pub insecure: bool,
+    #[command(flatten)]
+    pub backend: BackendArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -175,9 +196,12 @@ pub struct ReviewArgs {
     /// Persona catalog directory.
     #[arg(long)]
     pub personas: Option<PathBuf>,
-    /// Review through a running cluster's API instead of locally.
+    /// Review through a running cluster's API instead of locally (http://host:port).
     #[arg(long)]
     pub cluster: Option<String>,
+    /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
     /// Continue the interrupted review of this target and flow, if there is one.
     #[arg(long)]
     pub resume: bool,

@@ -1,10 +1,10 @@
 //! Progress events a running review emits, for the CLI's status line and (later) WatchReview.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One thing that happened in a review. Sent best-effort: a slow or absent listener never
 /// blocks the review.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Progress {
     Stage {

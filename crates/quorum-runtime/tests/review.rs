@@ -231,9 +231,12 @@ async fn code_review_routes_verifies_dedups_and_gates() {
         .skipped
         .iter()
         .any(|s| s.path == ".env" && s.reason == "secret"));
-    assert!(!reqs
-        .iter()
-        .any(|r| r.text.contains("FAKE") && r.text.contains(".env")));
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.text.contains("dev-4e1f9a7c2b8d43f0a6c5e2d1b7f8c9a0")),
+        "the excluded .env reached a model"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,219 @@
+//! `quorum node --api` and `quorum review --cluster`: a real node process, a real client
+//! process, the scripted model server behind the node; token checks at the edge.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use quorum_testkit::ScriptedServer;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+use support::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorum");
+
+fn cmd(args: &[&str], work: &Path, token: Option<&str>) -> tokio::process::Command {
+    let home = work.join(".home");
+    let mut c = tokio::process::Command::new(BIN);
+    c.args(args)
+        .current_dir(work)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("QUORUM_HOME", repo_root())
+        .env_remove("RUST_LOG")
+        .env_remove("QUORUM_API_TOKEN")
+        .kill_on_drop(true);
+    if let Some(t) = token {
+        c.env("QUORUM_API_TOKEN", t);
+    }
+    c
+}
+
+/// Start a node and return it with its API URL (read from its first stdout line).
+async fn start_node(work: &Path, backend: &str) -> (tokio::process::Child, String) {
+    let mut child = cmd(
+        &[
+            "node",
+            "--api",
+            "127.0.0.1:0",
+            "--backend",
+            backend,
+            "--model",
+            MODEL,
+            "--name",
+            "n1",
+        ],
+        work,
+        Some("s3cret"),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("node did not start")
+        .unwrap()
+        .expect("node printed nothing");
+    let url = line
+        .split("api on ")
+        .nth(1)
+        .expect("no api url")
+        .trim()
+        .to_string();
+    (child, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_through_a_node_matches_a_local_review() {
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let (mut node, url) = start_node(work.path(), &backend).await;
+    let target = fixture("code_project");
+
+    let out = work.path().join("remote");
+    let o = tokio::time::timeout(
+        Duration::from_secs(90),
+        cmd(
+            &[
+                "review",
+                target.to_str().unwrap(),
+                "--cluster",
+                &url,
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            work.path(),
+            Some("s3cret"),
+        )
+        .output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let remote: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert!(out.join("report.sarif").is_file() && out.join("report.md").is_file());
+
+    // The same review, locally: the same findings.
+    let local_out = work.path().join("local");
+    let o = cmd(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            local_out.to_str().unwrap(),
+        ],
+        work.path(),
+        None,
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let local: Value =
+        serde_json::from_str(&std::fs::read_to_string(local_out.join("report.json")).unwrap())
+            .unwrap();
+    let key = |r: &Value| -> Vec<String> {
+        let mut v: Vec<String> = r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| format!("{}|{}", f["anchor"], f["severity"]))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(key(&remote), key(&local));
+    assert_eq!(
+        remote["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["node"] == "n1")
+            .count(),
+        remote["tasks"].as_array().unwrap().len()
+    );
+    // The node kept out the secret file even though the client never sent it anyway.
+    assert!(!server
+        .requests()
+        .iter()
+        .any(|r| r.text.contains("dev-4e1f9a7c2b8d43f0a6c5e2d1b7f8c9a0")));
+
+    // No token, or a wrong one: refused at the edge, exit 2, nothing started.
+    let before = server.requests().len();
+    for token in [None, Some("wrong")] {
+        let o = cmd(
+            &["review", target.to_str().unwrap(), "--cluster", &url],
+            work.path(),
+            token,
+        )
+        .output()
+        .await
+        .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert_eq!(server.requests().len(), before);
+
+    node.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_refuses_bad_setups() {
+    let work = tempfile::tempdir().unwrap();
+    // No token.
+    let o = cmd(
+        &[
+            "node",
+            "--api",
+            "127.0.0.1:0",
+            "--backend",
+            "ollama=http://127.0.0.1:9",
+        ],
+        work.path(),
+        None,
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("QUORUM_API_TOKEN"));
+    // Non-loopback without TLS.
+    let o = cmd(
+        &[
+            "node",
+            "--api",
+            "0.0.0.0:0",
+            "--backend",
+            "ollama=http://127.0.0.1:9",
+        ],
+        work.path(),
+        Some("t"),
+    )
+    .output()
+    .await
+    .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--insecure"));
+}

@@ -1,0 +1,10 @@
+//! quorum-node: a long-running node — the review service behind the gRPC API.
+//!
+//! A node accepts reviews (a pack uploaded by `quorum review --cluster`), runs each one with a
+//! FlowConductor against this node's backends, streams progress to watchers, records every fact
+//! in its data dir and serves the report. Nothing here decides how a review runs; that is the
+//! runtime's job. This crate maps the API onto it.
+
+mod service;
+
+pub use service::{NodeService, NodeSetup};

@@ -1,0 +1,396 @@
+//! The `ReviewApi` implementation: submitted packs become reviews run on this node.
+
+use quorum_api::{pb, ApiError, EventStream, ReviewApi, FINISHED_KIND};
+use quorum_core::catalog::Catalog;
+use quorum_core::flow::Flow;
+use quorum_core::pack::{is_secret_file_name, ContextPack};
+use quorum_core::report::Report;
+use quorum_runtime::{Backends, FactLog, Progress, ReviewContext};
+use quorum_store::{DataDir, FlowMeta};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+/// What the node runs reviews with.
+#[derive(Debug, Clone)]
+pub struct NodeSetup {
+    pub name: String,
+    pub data: DataDir,
+    /// Probed backends; each review gets a copy with its own model pin and sensitivity.
+    pub backends: Backends,
+    pub personas_dir: PathBuf,
+    pub flows_dir: PathBuf,
+    pub default_flow: String,
+    pub max_concurrent: Option<usize>,
+    /// Address peers and clients see, for ClusterStatus.
+    pub advertised_addr: String,
+}
+
+/// One review this node runs or ran.
+struct FlowState {
+    events: Vec<pb::ReviewEvent>,
+    live: broadcast::Sender<pb::ReviewEvent>,
+    report: Option<Report>,
+    abort: Option<tokio::task::AbortHandle>,
+    flow: String,
+    target: String,
+    started_at: String,
+}
+
+impl FlowState {
+    fn push(&mut self, kind: &str, json: String) {
+        let ev = pb::ReviewEvent {
+            seq: self.events.len() as u64 + 1,
+            kind: kind.to_string(),
+            json,
+        };
+        self.events.push(ev.clone());
+        let _ = self.live.send(ev);
+    }
+}
+
+pub struct NodeService {
+    setup: Arc<NodeSetup>,
+    flows: Arc<Mutex<HashMap<String, FlowState>>>,
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Internal(e.to_string())
+}
+
+fn progress_kind(p: &Progress) -> &'static str {
+    match p {
+        Progress::Stage { .. } => "stage",
+        Progress::Planned { .. } => "planned",
+        Progress::TaskStarted { .. } => "task_started",
+        Progress::TaskFinished { .. } => "task_finished",
+        Progress::Verified { .. } => "verified",
+        Progress::Usage { .. } => "usage",
+        Progress::Finished { .. } => "progress_finished",
+    }
+}
+
+impl NodeService {
+    pub fn new(setup: NodeSetup) -> Self {
+        NodeService {
+            setup: Arc::new(setup),
+            flows: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// Reviews still running (for drain on shutdown).
+    pub fn running(&self) -> usize {
+        self.flows
+            .lock()
+            .map(|f| {
+                f.values()
+                    .filter(|s| s.report.is_none() && s.abort.is_some())
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+
+    fn build_pack(req: &pb::SubmitReviewRequest) -> Result<ContextPack, ApiError> {
+        let mut files = Vec::with_capacity(req.files.len());
+        for f in &req.files {
+            // The client already excluded secrets; a node does not trust that.
+            let name = f.path.rsplit('/').next().unwrap_or(&f.path);
+            if is_secret_file_name(name) {
+                continue;
+            }
+            let text = String::from_utf8(f.content.clone()).map_err(|_| {
+                ApiError::InvalidArgument(format!("file {} is not utf-8 text", f.path))
+            })?;
+            files.push((f.path.clone(), text));
+        }
+        Ok(ContextPack::from_files(
+            PathBuf::from(&req.target_name),
+            req.head_sha.clone(),
+            files,
+        ))
+    }
+}
+
+#[async_trait::async_trait]
+impl ReviewApi for NodeService {
+    async fn submit(&self, req: pb::SubmitReviewRequest) -> Result<String, ApiError> {
+        let setup = self.setup.clone();
+        let opts = req.options.clone().unwrap_or_default();
+        let catalog = Catalog::load(&setup.personas_dir).map_err(|e| {
+            ApiError::Unavailable(format!("this node's persona catalog is invalid: {e}"))
+        })?;
+        let (flow, flow_yaml) = match &req.flow_yaml {
+            Some(yaml) if !yaml.trim().is_empty() => {
+                let f = Flow::parse(yaml, std::path::Path::new("submitted flow"))
+                    .map_err(|e| ApiError::InvalidArgument(format!("invalid flow: {e}")))?;
+                (f, yaml.clone())
+            }
+            _ => {
+                let name = if req.flow.trim().is_empty() {
+                    setup.default_flow.as_str()
+                } else {
+                    req.flow.as_str()
+                };
+                if name.contains('/') || name.contains("..") {
+                    return Err(ApiError::InvalidArgument(format!(
+                        "flow {name:?} must be a name; send a custom flow as flow_yaml"
+                    )));
+                }
+                let path = Flow::locate(name, &setup.flows_dir)
+                    .map_err(|e| ApiError::InvalidArgument(e.to_string()))?;
+                let yaml = std::fs::read_to_string(&path).map_err(internal)?;
+                (
+                    Flow::parse(&yaml, &path)
+                        .map_err(|e| ApiError::InvalidArgument(e.to_string()))?,
+                    yaml,
+                )
+            }
+        };
+        let pack = Self::build_pack(&req)?;
+        let mut backends = setup.backends.clone();
+        if !opts.model.trim().is_empty() {
+            backends.default_model = opts.model.clone();
+        }
+        backends.sensitive = opts.sensitive;
+        let flow_id = format!(
+            "{}-{}",
+            chrono::Utc::now().format("%Y%m%d-%H%M%S"),
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        );
+        let started_at = chrono::Utc::now().to_rfc3339();
+        let meta = FlowMeta {
+            flow_id: flow_id.clone(),
+            flow_name: flow.name.clone(),
+            flow_yaml,
+            params: serde_json::json!({
+                "submitted": true,
+                "model": backends.default_model,
+                "sensitive": opts.sensitive,
+                "fail_on": opts.fail_on,
+            }),
+            target_path: req.target_name.clone(),
+            head_sha: req.head_sha.clone(),
+            started_at: started_at.clone(),
+            started_ms: quorum_runtime::facts::now_ms(),
+            node: setup.name.clone(),
+        };
+        let store = setup.data.create_flow(&meta).map_err(internal)?;
+        store.save_pack(&pack).map_err(internal)?;
+        let ctx = Arc::new(ReviewContext {
+            flow_id: flow_id.clone(),
+            flow,
+            catalog,
+            pack,
+            backends,
+            verifier_model: Some(opts.verifier_model.clone()).filter(|m| !m.trim().is_empty()),
+            node: setup.name.clone(),
+            max_concurrent: (opts.max_concurrent > 0)
+                .then_some(opts.max_concurrent as usize)
+                .or(setup.max_concurrent),
+            started_at: started_at.clone(),
+            facts: FactLog::new(store),
+        });
+        let (live, _) = broadcast::channel(1024);
+        self.flows.lock().map_err(internal)?.insert(
+            flow_id.clone(),
+            FlowState {
+                events: Vec::new(),
+                live,
+                report: None,
+                abort: None,
+                flow: ctx.flow.name.clone(),
+                target: req.target_name.clone(),
+                started_at,
+            },
+        );
+        let flows = self.flows.clone();
+        let id = flow_id.clone();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+        // Progress → the flow's event log (and its live watchers).
+        let pump_flows = flows.clone();
+        let pump_id = id.clone();
+        tokio::spawn(async move {
+            while let Some(p) = rx.recv().await {
+                let json = serde_json::to_string(&p).unwrap_or_default();
+                if let Ok(mut f) = pump_flows.lock() {
+                    if let Some(s) = f.get_mut(&pump_id) {
+                        s.push(progress_kind(&p), json);
+                    }
+                }
+            }
+        });
+        let task = tokio::spawn(async move {
+            let result = quorum_runtime::run_review(ctx, Some(tx)).await;
+            // Let the progress pump drain before the final event.
+            tokio::task::yield_now().await;
+            if let Ok(mut f) = flows.lock() {
+                if let Some(s) = f.get_mut(&id) {
+                    match result {
+                        Ok(report) => {
+                            let status = format!("{:?}", report.status).to_lowercase();
+                            s.report = Some(report);
+                            s.push(
+                                FINISHED_KIND,
+                                serde_json::json!({"status": status}).to_string(),
+                            );
+                        }
+                        Err(e) => {
+                            s.push(
+                                FINISHED_KIND,
+                                serde_json::json!({"status": "failed", "error": e.to_string()})
+                                    .to_string(),
+                            );
+                        }
+                    }
+                    s.abort = None;
+                }
+            }
+        });
+        if let Ok(mut f) = self.flows.lock() {
+            if let Some(s) = f.get_mut(&flow_id) {
+                if s.report.is_none() {
+                    s.abort = Some(task.abort_handle());
+                }
+            }
+        }
+        tracing::info!(flow_id = %flow_id, target = %req.target_name, files = req.files.len(), "review submitted");
+        Ok(flow_id)
+    }
+
+    async fn watch(&self, flow_id: &str) -> Result<EventStream, ApiError> {
+        let (backlog, rx, done) = {
+            let f = self.flows.lock().map_err(internal)?;
+            let s = f
+                .get(flow_id)
+                .ok_or_else(|| ApiError::NotFound(format!("no review {flow_id} on this node")))?;
+            let done = s.events.iter().any(|e| e.kind == FINISHED_KIND);
+            (s.events.clone(), s.live.subscribe(), done)
+        };
+        let last = backlog.last().map(|e| e.seq).unwrap_or(0);
+        let backlog = tokio_stream::iter(backlog);
+        if done {
+            return Ok(Box::pin(backlog));
+        }
+        use tokio_stream::StreamExt;
+        let live = tokio_stream::wrappers::BroadcastStream::new(rx)
+            .filter_map(|r| r.ok())
+            .filter(move |e| e.seq > last);
+        Ok(Box::pin(backlog.chain(live)))
+    }
+
+    async fn report(&self, flow_id: &str) -> Result<pb::GetReportResponse, ApiError> {
+        let report = {
+            let f = self.flows.lock().map_err(internal)?;
+            match f.get(flow_id) {
+                Some(s) => match &s.report {
+                    Some(r) => Some(r.clone()),
+                    None if s.abort.is_some() => {
+                        return Err(ApiError::Running(format!(
+                            "review {flow_id} is still running"
+                        )))
+                    }
+                    None => None,
+                },
+                None => None,
+            }
+        };
+        let report = match report {
+            Some(r) => r,
+            None => {
+                // Not in memory: a review from before this node restarted.
+                let store = self
+                    .setup
+                    .data
+                    .open_flow(flow_id)
+                    .map_err(|e| ApiError::NotFound(e.to_string()))?;
+                let json = store.report().map_err(internal)?.ok_or_else(|| {
+                    ApiError::Running(format!("review {flow_id} has no report (interrupted?)"))
+                })?;
+                serde_json::from_str(&json).map_err(internal)?
+            }
+        };
+        Ok(pb::GetReportResponse {
+            status: format!("{:?}", report.status).to_lowercase(),
+            report_json: report.to_json(),
+            report_markdown: report.to_markdown(),
+            report_sarif: serde_json::to_string_pretty(&report.to_sarif()).unwrap_or_default(),
+        })
+    }
+
+    async fn cancel(&self, flow_id: &str) -> Result<bool, ApiError> {
+        let mut f = self.flows.lock().map_err(internal)?;
+        let s = f
+            .get_mut(flow_id)
+            .ok_or_else(|| ApiError::NotFound(format!("no review {flow_id} on this node")))?;
+        match s.abort.take() {
+            Some(h) => {
+                h.abort();
+                s.push(
+                    FINISHED_KIND,
+                    serde_json::json!({"status": "cancelled"}).to_string(),
+                );
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    async fn list(&self) -> Result<Vec<pb::ReviewSummary>, ApiError> {
+        let stored = self.setup.data.list_flows().map_err(internal)?;
+        let f = self.flows.lock().map_err(internal)?;
+        let mut out: Vec<pb::ReviewSummary> = stored
+            .into_iter()
+            .map(|s| pb::ReviewSummary {
+                findings: f
+                    .get(&s.flow_id)
+                    .and_then(|x| x.report.as_ref())
+                    .map(|r| r.findings.len() as u32)
+                    .unwrap_or(s.findings as u32),
+                flow_id: s.flow_id,
+                flow: s.flow_name,
+                target: s.target_path,
+                status: s.status.to_string(),
+                started_at: s.started_at,
+            })
+            .collect();
+        for (id, s) in f.iter() {
+            if !out.iter().any(|o| &o.flow_id == id) {
+                out.push(pb::ReviewSummary {
+                    flow_id: id.clone(),
+                    flow: s.flow.clone(),
+                    target: s.target.clone(),
+                    status: if s.report.is_some() {
+                        "completed".into()
+                    } else {
+                        "running".into()
+                    },
+                    started_at: s.started_at.clone(),
+                    findings: s
+                        .report
+                        .as_ref()
+                        .map(|r| r.findings.len() as u32)
+                        .unwrap_or(0),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn cluster_status(&self) -> Result<Vec<pb::NodeStatus>, ApiError> {
+        let b = &self.setup.backends;
+        Ok(vec![pb::NodeStatus {
+            name: self.setup.name.clone(),
+            addr: self.setup.advertised_addr.clone(),
+            alive: true,
+            models: b.all_models(),
+            capacity: b
+                .backends
+                .iter()
+                .map(|x| x.config.max_concurrent as u32)
+                .sum(),
+            in_flight: self.running() as u32,
+            last_seen_ms: 0,
+        }])
+    }
+}
