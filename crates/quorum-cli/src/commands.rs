@@ -308,6 +308,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         max_concurrent: params.max_concurrent,
         started_at,
         facts: FactLog::new(store),
+        remote: None,
     });
     drive(ctx, None, &params, args.out.as_deref(), args.quiet).await
 }
@@ -425,6 +426,7 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
         max_concurrent: params.max_concurrent,
         started_at: meta.started_at.clone(),
         facts: FactLog::new(store),
+        remote: None,
     });
     drive(ctx, Some(resume), &params, args.out.as_deref(), args.quiet).await
 }

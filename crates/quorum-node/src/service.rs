@@ -190,6 +190,7 @@ impl ReviewApi for NodeService {
                 .or(setup.max_concurrent),
             started_at: started_at.clone(),
             facts: FactLog::new(store),
+            remote: None,
         });
         let (live, _) = broadcast::channel(1024);
         self.flows.lock().map_err(internal)?.insert(

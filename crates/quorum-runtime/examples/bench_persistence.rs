@@ -66,6 +66,7 @@ fn context(server: &ScriptedServer, facts: FactLog, id: &str) -> Arc<ReviewConte
         max_concurrent: Some(4),
         started_at: String::new(),
         facts,
+        remote: None,
     })
 }
 

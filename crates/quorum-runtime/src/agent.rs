@@ -13,7 +13,7 @@ use quorum_llm::{ChatMessage, ChatRequest, ChatResponse, LlmClient};
 use serde_json::Value;
 
 /// What calls cost and how their output was obtained; summed into the task's report row.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CallStats {
     pub llm_calls: u64,
     pub tokens_in: u64,

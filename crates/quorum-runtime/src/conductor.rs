@@ -11,6 +11,7 @@ use crate::context::SharedContext;
 use crate::error::AttemptError;
 use crate::facts::{now_ms, Resume};
 use crate::progress::{Progress, ProgressSender};
+use crate::remote::RemoteAttempt;
 use crate::report::{assemble, RunFacts, TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::{Job, JobOutcome, OutcomeSink, TaskWorker, WorkerArgs};
@@ -47,11 +48,17 @@ pub enum ConductorMsg {
         attempt: u64,
         outcome: Box<JobOutcome>,
     },
+    /// A peer node was declared lost: fence and reassign its attempts.
+    NodeLost(String),
     /// Re-dispatch run `run` after its backoff.
     Retry {
         run: usize,
     },
 }
+
+// Conductor messages never cross the network: results from other nodes arrive through the
+// node's message handler, which forwards them as local messages.
+impl ractor::Message for ConductorMsg {}
 
 /// Which part of the review a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +96,12 @@ pub struct ConductorState {
     /// Every run: stage runs first (scout, plan), then specialists, verify and synthesize.
     runs: Vec<TaskRun>,
     pending: VecDeque<usize>,
+    /// Specialist attempts in flight anywhere (this node and peers).
     active_specialists: usize,
+    /// Remote attempts: attempt id -> node running it.
+    placements: HashMap<u64, String>,
+    /// Our attempts in flight per peer node.
+    remote_in_flight: HashMap<String, usize>,
     classification: Classification,
     classification_fallback: bool,
     rejected: Vec<quorum_core::task::RejectedTask>,
@@ -203,6 +215,7 @@ impl FlowConductor {
         let r = &mut state.runs[run];
         r.attempts += 1;
         r.state = TaskState::Running;
+        r.node = state.ctx.node.clone();
         r.started.get_or_insert_with(Instant::now);
         let (id, persona, n) = (r.id.clone(), r.persona.clone(), r.attempts);
         state
@@ -281,11 +294,20 @@ impl FlowConductor {
         myself: &ActorRef<ConductorMsg>,
         state: &mut ConductorState,
     ) -> Result<(), ActorProcessingErr> {
-        while state.budget_spent.is_none() && state.active_specialists < state.ctx.max_concurrent()
-        {
+        while state.budget_spent.is_none() {
+            if state.pending.is_empty() {
+                break;
+            }
+            let Some(target) = Self::choose_node(state) else {
+                break;
+            };
             let Some(run) = state.pending.pop_front() else {
                 break;
             };
+            if let Some(node) = target {
+                Self::dispatch_remote(myself, state, run, node).await;
+                continue;
+            }
             let Some(mut task) = state.runs[run].task.clone() else {
                 continue;
             };
@@ -319,6 +341,127 @@ impl FlowConductor {
                 .all(|r| r.state.is_terminal());
         if state.phase == Phase::Specialists && all_terminal && state.active_specialists == 0 {
             Self::start_phase(myself, state, Phase::Verify).await?;
+        }
+        Ok(())
+    }
+
+    /// Where the next specialist attempt goes: `Some(None)` this node, `Some(Some(peer))` a peer,
+    /// `None` nowhere has room. The least-loaded place (in-flight / capacity) wins; ties go to
+    /// this node, whose pack needs no transfer.
+    fn choose_node(state: &ConductorState) -> Option<Option<String>> {
+        let remote_total: usize = state.remote_in_flight.values().sum();
+        let local_active = state.active_specialists.saturating_sub(remote_total);
+        let local_cap = state.ctx.max_concurrent();
+        let mut best: Option<(f64, Option<String>)> =
+            (local_active < local_cap).then(|| (local_active as f64 / local_cap as f64, None));
+        if let Some(remote) = &state.ctx.remote {
+            for peer in remote.peers() {
+                let busy = state.remote_in_flight.get(&peer.node).copied().unwrap_or(0);
+                if peer.capacity == 0 || busy >= peer.capacity {
+                    continue;
+                }
+                let load = busy as f64 / peer.capacity as f64;
+                if best.as_ref().is_none_or(|(b, _)| load < *b) {
+                    best = Some((load, Some(peer.node)));
+                }
+            }
+        }
+        best.map(|(_, node)| node)
+    }
+
+    /// Ship a specialist attempt to a peer. A failed send is an ordinary (retryable) failure.
+    async fn dispatch_remote(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        run: usize,
+        node: String,
+    ) {
+        let Some(task) = state.runs[run].task.clone() else {
+            return;
+        };
+        state.next_attempt += 1;
+        let attempt = state.next_attempt;
+        let prior_error = state.runs[run].last_error.clone();
+        let r = &mut state.runs[run];
+        r.attempts += 1;
+        r.state = TaskState::Running;
+        r.node = node.clone();
+        r.started.get_or_insert_with(Instant::now);
+        let (id, persona, n) = (r.id.clone(), r.persona.clone(), r.attempts);
+        state
+            .ctx
+            .facts
+            .event(Event::AttemptStarted {
+                task_id: id.clone(),
+                attempt: n,
+                node: node.clone(),
+            })
+            .await;
+        state.live.insert(attempt, run);
+        state.placements.insert(attempt, node.clone());
+        *state.remote_in_flight.entry(node.clone()).or_default() += 1;
+        state.active_specialists += 1;
+        state.emit(Progress::TaskStarted {
+            task: id.clone(),
+            persona,
+            attempt: n,
+        });
+        tracing::debug!(task = %id, attempt = n, node = %node, "dispatching attempt to a peer");
+        let sent = match (
+            &state.ctx.remote,
+            RemoteAttempt::build(&state.ctx, attempt, &task, prior_error),
+        ) {
+            (Some(remote), Ok(req)) => remote
+                .dispatch(&node, req)
+                .await
+                .map_err(AttemptError::Internal),
+            (None, _) => Err(AttemptError::Internal("no remote executor".into())),
+            (_, Err(e)) => Err(e),
+        };
+        if let Err(e) = sent {
+            let err = AttemptError::Remote {
+                class: "transport".into(),
+                message: format!("cannot reach {node}: {e}"),
+            };
+            let _ = myself.send_message(ConductorMsg::Outcome {
+                attempt,
+                outcome: Box::new(JobOutcome::Specialist(Err(err))),
+            });
+        }
+    }
+
+    /// A peer is gone: its attempts are fenced (a late result is ignored) and re-queued.
+    async fn node_lost(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        node: String,
+    ) -> Result<(), ActorProcessingErr> {
+        let lost: Vec<u64> = state
+            .placements
+            .iter()
+            .filter(|(_, n)| **n == node)
+            .map(|(a, _)| *a)
+            .collect();
+        if lost.is_empty() {
+            return Ok(());
+        }
+        tracing::warn!(node = %node, attempts = lost.len(), "node lost; reassigning its attempts");
+        state
+            .ctx
+            .facts
+            .event(Event::Note {
+                message: format!("node {node} lost; {} attempts reassigned", lost.len()),
+            })
+            .await;
+        for attempt in lost {
+            let outcome = JobOutcome::Specialist(Err(AttemptError::NodeLost(node.clone())));
+            if let Some(run) = state.live.remove(&attempt) {
+                state.placements.remove(&attempt);
+                if let Some(c) = state.remote_in_flight.get_mut(&node) {
+                    *c = c.saturating_sub(1);
+                }
+                Self::on_outcome(myself, state, run, outcome).await?;
+            }
         }
         Ok(())
     }
@@ -360,7 +503,16 @@ impl FlowConductor {
             r.state = TaskState::CircularFix;
             return false;
         }
-        if err.retryable() && r.attempts < max_attempts {
+        // Losing a node is not the task's fault: it does not use up the attempt budget.
+        let budget = if err.class() == "node_lost" {
+            max_attempts + 1
+        } else {
+            max_attempts
+        };
+        if err.class() == "node_lost" {
+            r.error_classes.pop();
+        }
+        if err.retryable() && r.attempts < budget {
             r.state = TaskState::Backoff;
             let exp = 250u64.saturating_mul(1 << r.attempts.min(6));
             let jitter = rand::thread_rng().gen_range(0..=exp / 2);
@@ -528,7 +680,7 @@ impl FlowConductor {
                 let reporter = Reporter {
                     persona,
                     model: out.stage.model.clone(),
-                    node: state.ctx.node.clone(),
+                    node: state.runs[run].node.clone(),
                 };
                 for f in out.findings {
                     state.reported.push(Reported {
@@ -924,6 +1076,8 @@ impl Actor for FlowConductor {
             runs: Vec::new(),
             pending: VecDeque::new(),
             active_specialists: 0,
+            placements: HashMap::new(),
+            remote_in_flight: HashMap::new(),
             classification: Classification::default(),
             classification_fallback: false,
             rejected: Vec::new(),
@@ -969,16 +1123,30 @@ impl Actor for FlowConductor {
                 }
                 Self::start_phase(&myself, state, Phase::Scout).await
             }
+            ConductorMsg::NodeLost(node) => Self::node_lost(&myself, state, node).await,
             ConductorMsg::WallBudget => {
                 let secs = state.ctx.flow.parameters.max_wall_secs;
                 Self::spend_budget(&myself, state, format!("wall-time budget spent ({secs}s)"))
                     .await
             }
             ConductorMsg::Outcome { attempt, outcome } => {
+                let remote_node = state.placements.remove(&attempt);
                 let Some(run) = state.live.remove(&attempt) else {
-                    tracing::info!(attempt, "ignoring result of a fenced attempt");
+                    tracing::info!(attempt, node = ?remote_node, "ignoring result of a fenced attempt");
+                    state
+                        .ctx
+                        .facts
+                        .event(Event::Note {
+                            message: format!("late result of fenced attempt {attempt} ignored"),
+                        })
+                        .await;
                     return Ok(());
                 };
+                if let Some(node) = &remote_node {
+                    if let Some(c) = state.remote_in_flight.get_mut(node) {
+                        *c = c.saturating_sub(1);
+                    }
+                }
                 state.actors.retain(|_, a| *a != attempt);
                 Self::on_outcome(&myself, state, run, *outcome).await
             }

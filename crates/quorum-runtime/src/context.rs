@@ -24,6 +24,8 @@ pub struct ReviewContext {
     pub started_at: String,
     /// Where every fact of the review is recorded (disabled = nowhere).
     pub facts: crate::facts::FactLog,
+    /// Other nodes that can run specialist attempts (None = this process only).
+    pub remote: Option<std::sync::Arc<dyn crate::remote::RemoteExecutor>>,
 }
 
 pub type SharedContext = Arc<ReviewContext>;

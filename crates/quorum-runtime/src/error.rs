@@ -19,6 +19,12 @@ pub enum AttemptError {
     /// No model can run the task (unknown pinned model, nothing eligible for a sensitive review).
     #[error("{0}")]
     Config(String),
+    /// The node running the attempt was declared lost; the attempt is fenced and reassigned.
+    #[error("node {0} was lost while running the attempt")]
+    NodeLost(String),
+    /// An attempt that failed on another node, as it reported it.
+    #[error("{message}")]
+    Remote { class: String, message: String },
     /// The actor running the attempt panicked or died.
     #[error("internal: {0}")]
     Internal(String),
@@ -38,6 +44,18 @@ impl AttemptError {
             AttemptError::SchemaViolation(_) => "schema_violation",
             AttemptError::Deadline(_) => "timeout",
             AttemptError::Config(_) => "config",
+            AttemptError::NodeLost(_) => "node_lost",
+            AttemptError::Remote { class, .. } => match class.as_str() {
+                "transport" => "transport",
+                "timeout" => "timeout",
+                "rate_limited" => "rate_limited",
+                "malformed_output" => "malformed_output",
+                "schema_violation" => "schema_violation",
+                "tool_error" => "tool_error",
+                "config" => "config",
+                "node_lost" => "node_lost",
+                _ => "internal",
+            },
             AttemptError::Internal(_) => "internal",
         }
     }

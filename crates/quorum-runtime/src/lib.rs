@@ -15,6 +15,7 @@ pub mod context;
 pub mod error;
 pub mod facts;
 pub mod progress;
+pub mod remote;
 pub mod report;
 pub mod stages;
 pub mod tools;
@@ -54,7 +55,9 @@ pub async fn run_review_from(
         progress,
         resume,
     };
-    let (actor, handle) = Actor::spawn(None, conductor::FlowConductor, args)
+    // Registered by name so results from other nodes can be routed to this review.
+    let name = remote::conductor_name(&args.ctx.flow_id);
+    let (actor, handle) = Actor::spawn(Some(name), conductor::FlowConductor, args)
         .await
         .map_err(|e| ReviewError::Actor(e.to_string()))?;
     let report = rx

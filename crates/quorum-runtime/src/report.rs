@@ -60,6 +60,8 @@ pub struct TaskRun {
     pub duration_ms: u64,
     /// Scheduling notes worth showing (e.g. a planner-requested model that was replaced).
     pub notes: Vec<String>,
+    /// The node that ran the latest attempt.
+    pub node: String,
 }
 
 impl TaskRun {
@@ -79,6 +81,7 @@ impl TaskRun {
             started: None,
             duration_ms: 0,
             notes: Vec::new(),
+            node: String::new(),
         }
     }
 
@@ -95,7 +98,12 @@ impl TaskRun {
         self.stats.merge(stats);
     }
 
-    fn to_report(&self, node: &str) -> TaskReport {
+    fn to_report(&self, default_node: &str) -> TaskReport {
+        let node = if self.node.is_empty() {
+            default_node
+        } else {
+            self.node.as_str()
+        };
         TaskReport {
             id: self.id.clone(),
             persona: self.persona.clone(),

@@ -56,7 +56,7 @@ impl ReviewContext {
 }
 
 /// Output of a stage attempt other than the specialists'.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StageStats {
     pub model: String,
     pub stats: CallStats,
@@ -421,7 +421,7 @@ pub fn specialist_prompt(
 }
 
 /// Findings one specialist attempt produced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct SpecialistOutput {
     pub findings: Vec<RawFinding>,
     /// Objects in the answer that were not usable findings.

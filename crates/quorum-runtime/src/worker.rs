@@ -89,6 +89,8 @@ pub enum WorkerMsg {
     Run,
 }
 
+impl ractor::Message for WorkerMsg {}
+
 pub struct WorkerState {
     args: Option<WorkerArgs>,
 }

@@ -55,7 +55,7 @@ async fn run(
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
     let ctx = Arc::new(ReviewContext {
-        flow_id: "models".into(),
+        flow_id: uuid::Uuid::new_v4().to_string(),
         flow,
         catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
         pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
@@ -65,6 +65,7 @@ async fn run(
         max_concurrent: Some(2),
         started_at: String::new(),
         facts: quorum_runtime::FactLog::disabled(),
+        remote: None,
     });
     tokio::time::timeout(
         Duration::from_secs(60),

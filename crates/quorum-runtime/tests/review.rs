@@ -30,7 +30,7 @@ fn context(
     cfg.connect_timeout_secs = 2;
     cfg.models = vec![MODEL.to_string()];
     Arc::new(ReviewContext {
-        flow_id: "test-flow".into(),
+        flow_id: uuid::Uuid::new_v4().to_string(),
         flow,
         catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
         pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
@@ -40,6 +40,7 @@ fn context(
         max_concurrent: Some(2),
         started_at: "2026-01-01T00:00:00Z".into(),
         facts: quorum_runtime::FactLog::disabled(),
+        remote: None,
     })
 }
 
@@ -413,7 +414,7 @@ async fn hung_model_is_bounded_by_timeouts() {
         let mut cfg = BackendConfig::new(BackendKind::OpenAi, server.openai_url());
         cfg.timeout_secs = 1;
         Arc::new(ReviewContext {
-            flow_id: "hang".into(),
+            flow_id: uuid::Uuid::new_v4().to_string(),
             flow,
             catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
             pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
@@ -423,6 +424,7 @@ async fn hung_model_is_bounded_by_timeouts() {
             max_concurrent: None,
             started_at: String::new(),
             facts: quorum_runtime::FactLog::disabled(),
+            remote: None,
         })
     };
     let report = review(ctx).await;

@@ -1,0 +1,240 @@
+//! Running specialist attempts on other nodes: the wire form of an attempt and its outcome,
+//! the seam the conductor dispatches through, and the worker-side execution.
+//!
+//! ractor_cluster has no remote spawn, so an attempt travels as data: everything the remote
+//! worker needs to rebuild the task's context (the task, its persona and heuristics, the flow,
+//! the pack manifest). File contents are fetched by content hash from the origin node and
+//! cached, so a pack crosses the network once per node, not once per task. The remote node
+//! uses only its own backends.
+
+use crate::backends::Backends;
+use crate::context::ReviewContext;
+use crate::error::AttemptError;
+use crate::facts::FactLog;
+use crate::stages::{self, SpecialistOutput};
+use quorum_core::catalog::{Catalog, Heuristic, Persona};
+use quorum_core::flow::Flow;
+use quorum_core::pack::ContextPack;
+use quorum_core::task::Task;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The ractor registry name of a review's conductor, so a node can route a remote result to it.
+pub fn conductor_name(flow_id: &str) -> String {
+    format!("quorum.conductor.{flow_id}")
+}
+
+/// One pack file as the manifest lists it: path and content hash (contents fetched by hash).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ManifestEntry {
+    pub path: String,
+    pub hash: String,
+}
+
+/// An attempt shipped to another node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemoteAttempt {
+    pub flow_id: String,
+    pub attempt: u64,
+    /// The node whose conductor waits for the result and holds the pack.
+    pub origin: String,
+    pub task: Task,
+    pub prior_error: Option<String>,
+    pub flow: Flow,
+    pub persona: Persona,
+    pub heuristics: Vec<Heuristic>,
+    pub root: PathBuf,
+    pub head_sha: Option<String>,
+    pub manifest: Vec<ManifestEntry>,
+    pub sensitive: bool,
+}
+
+impl RemoteAttempt {
+    pub fn build(
+        ctx: &ReviewContext,
+        attempt: u64,
+        task: &Task,
+        prior_error: Option<String>,
+    ) -> Result<RemoteAttempt, AttemptError> {
+        let persona = ctx
+            .catalog
+            .get(&task.persona)
+            .map_err(|e| AttemptError::Internal(e.to_string()))?
+            .clone();
+        let heuristics = ctx
+            .catalog
+            .heuristics_of(&persona)
+            .into_iter()
+            .cloned()
+            .collect();
+        Ok(RemoteAttempt {
+            flow_id: ctx.flow_id.clone(),
+            attempt,
+            origin: ctx.node.clone(),
+            task: task.clone(),
+            prior_error,
+            flow: ctx.flow.clone(),
+            persona,
+            heuristics,
+            root: ctx.pack.root.clone(),
+            head_sha: ctx.pack.head_sha.clone(),
+            manifest: ctx
+                .pack
+                .files
+                .values()
+                .map(|f| ManifestEntry {
+                    path: f.path.clone(),
+                    hash: f.hash.clone(),
+                })
+                .collect(),
+            sensitive: ctx.backends.sensitive,
+        })
+    }
+}
+
+/// What comes back: the specialist's output, or its error as class + message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RemoteOutcome {
+    Ok(SpecialistOutput),
+    Err { class: String, message: String },
+}
+
+impl RemoteOutcome {
+    pub fn from_result(r: Result<SpecialistOutput, AttemptError>) -> Self {
+        match r {
+            Ok(o) => RemoteOutcome::Ok(o),
+            Err(e) => RemoteOutcome::Err {
+                class: e.class().to_string(),
+                message: e.to_string(),
+            },
+        }
+    }
+
+    pub fn into_result(self) -> Result<SpecialistOutput, AttemptError> {
+        match self {
+            RemoteOutcome::Ok(o) => Ok(o),
+            RemoteOutcome::Err { class, message } => Err(AttemptError::Remote { class, message }),
+        }
+    }
+}
+
+/// A node with room for more of this review's attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteSlot {
+    pub node: String,
+    pub capacity: usize,
+    pub models: Vec<String>,
+}
+
+/// How the conductor reaches other nodes. Implemented by the node over the cluster transport;
+/// absent for a single-process review.
+#[async_trait::async_trait]
+pub trait RemoteExecutor: Send + Sync + std::fmt::Debug + 'static {
+    /// Alive peer nodes (never this node) that can run specialist attempts.
+    fn peers(&self) -> Vec<RemoteSlot>;
+    /// Ship an attempt; the result arrives later as a message to the conductor.
+    async fn dispatch(&self, node: &str, attempt: RemoteAttempt) -> Result<(), String>;
+}
+
+/// Worker side: rebuild the task's context from the shipped attempt and the fetched file
+/// contents, then run the specialist with this node's backends.
+pub async fn run_attempt(
+    req: RemoteAttempt,
+    contents: &BTreeMap<String, Arc<str>>,
+    backends: &Backends,
+    node: &str,
+) -> RemoteOutcome {
+    let mut files = Vec::with_capacity(req.manifest.len());
+    for m in &req.manifest {
+        match contents.get(&m.hash) {
+            Some(c) => files.push((m.path.clone(), c.to_string())),
+            None => {
+                return RemoteOutcome::Err {
+                    class: "transport".into(),
+                    message: format!(
+                        "content of {} ({}) was not fetched from {}",
+                        m.path, m.hash, req.origin
+                    ),
+                }
+            }
+        }
+    }
+    let pack = ContextPack::from_files(req.root.clone(), req.head_sha.clone(), files);
+    let mut catalog = Catalog::default();
+    for h in &req.heuristics {
+        catalog.heuristics.insert(h.name.clone(), h.clone());
+    }
+    catalog
+        .personas
+        .insert(req.persona.name.clone(), req.persona.clone());
+    let mut backends = backends.clone();
+    backends.sensitive = req.sensitive;
+    let ctx = ReviewContext {
+        flow_id: req.flow_id.clone(),
+        flow: req.flow.clone(),
+        catalog,
+        pack,
+        backends,
+        verifier_model: None,
+        node: node.to_string(),
+        max_concurrent: None,
+        started_at: String::new(),
+        facts: FactLog::disabled(),
+        remote: None,
+    };
+    // The remote node chooses among its own models; the origin's placement does not apply.
+    let mut task = req.task.clone();
+    if !ctx.backends.is_auto() {
+        task.model = None;
+    }
+    let deadline = std::time::Duration::from_secs(
+        ctx.flow.parameters.call_timeout_secs.max(1)
+            * (ctx.flow.parameters.max_iterations as u64 + 2),
+    );
+    let run = stages::specialist(&ctx, &task, req.prior_error.as_deref());
+    match tokio::time::timeout(deadline, run).await {
+        Ok(r) => RemoteOutcome::from_result(r),
+        Err(_) => RemoteOutcome::from_result(Err(AttemptError::Deadline(deadline.as_secs()))),
+    }
+}
+
+/// Hand a remote attempt's outcome to the review's conductor in this process. Returns false
+/// when no such review runs here (it finished, or this is not its origin).
+pub fn deliver_result(flow_id: &str, attempt: u64, outcome: RemoteOutcome) -> bool {
+    use crate::conductor::ConductorMsg;
+    use crate::worker::JobOutcome;
+    let Some(cell) = ractor::registry::where_is(conductor_name(flow_id)) else {
+        return false;
+    };
+    let conductor: ractor::ActorRef<ConductorMsg> = cell.into();
+    conductor
+        .send_message(ConductorMsg::Outcome {
+            attempt,
+            outcome: Box::new(JobOutcome::Specialist(outcome.into_result())),
+        })
+        .is_ok()
+}
+
+/// Tell every conductor in this process that a peer is gone.
+pub fn notify_node_lost(node: &str) -> usize {
+    use crate::conductor::ConductorMsg;
+    let prefix = conductor_name("");
+    let mut n = 0;
+    for name in ractor::registry::registered() {
+        if !name.starts_with(&prefix) {
+            continue;
+        }
+        if let Some(cell) = ractor::registry::where_is(name) {
+            let conductor: ractor::ActorRef<ConductorMsg> = cell.into();
+            if conductor
+                .send_message(ConductorMsg::NodeLost(node.to_string()))
+                .is_ok()
+            {
+                n += 1;
+            }
+        }
+    }
+    n
+}
