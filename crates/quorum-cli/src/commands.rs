@@ -309,6 +309,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         started_at,
         facts: FactLog::new(store),
         remote: None,
+        board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
     });
     drive(ctx, None, &params, args.out.as_deref(), args.quiet).await
 }
@@ -427,6 +428,7 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
         started_at: meta.started_at.clone(),
         facts: FactLog::new(store),
         remote: None,
+        board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
     });
     drive(ctx, Some(resume), &params, args.out.as_deref(), args.quiet).await
 }

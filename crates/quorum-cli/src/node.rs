@@ -73,6 +73,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         default_flow: settings.flow.clone(),
         max_concurrent: (settings.max_concurrent > 0).then_some(settings.max_concurrent),
         advertised_addr: format!("http://{bound}"),
+        board: Arc::new(quorum_runtime::board::MemoryBoard::default()),
     }));
     println!("quorum node {name}: api on http://{bound}");
     let _ = std::io::stdout().flush();

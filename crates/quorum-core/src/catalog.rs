@@ -8,8 +8,12 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The read-only tools a specialist may be given. Anything else in a persona is an error.
+/// The read-only file tools a specialist may be given. Anything else in a persona is an error.
 pub const KNOWN_TOOLS: [&str; 4] = ["file_tree", "list_directory", "file_read", "file_grep"];
+
+/// Team tools: the shared blackboard. Granted by the flow stage, not by personas — they give
+/// access to teammates' notes, never to files.
+pub const TEAM_TOOLS: [&str; 2] = ["team_bb_publish", "team_bb_read"];
 
 /// Domains a persona may declare.
 pub const PERSONA_DOMAINS: [&str; 7] = [

@@ -5,7 +5,7 @@
 //! prose for backends (or models) that ignore them, and the normalisers accept the common
 //! deviations (severity "high", confidence "80%", line "L12") instead of discarding the work.
 
-use crate::catalog::{Catalog, KNOWN_TOOLS};
+use crate::catalog::{Catalog, KNOWN_TOOLS, TEAM_TOOLS};
 use crate::finding::{RawFinding, Severity, Verdict};
 use crate::pack::ContextPack;
 use crate::parse::{lenient_f64, lenient_string, lenient_u32};
@@ -39,7 +39,7 @@ pub fn tasks_schema() -> Value {
                         "persona": {"type": "string"},
                         "files": {"type": "array", "items": {"type": "string"}},
                         "mandate": {"type": "string"},
-                        "tools": {"type": "array", "items": {"type": "string", "enum": KNOWN_TOOLS}},
+                        "tools": {"type": "array", "items": {"type": "string", "enum": KNOWN_TOOLS.iter().chain(TEAM_TOOLS.iter()).collect::<Vec<_>>()}},
                         "verification": {"type": "string"},
                         "model": {"type": "string"}
                     },
@@ -303,10 +303,11 @@ pub fn validate_tasks(
             Some(Value::Array(a)) => a.iter().filter_map(lenient_string).collect(),
             _ => Vec::new(),
         };
+        // File tools need the persona's allowance; team tools only the stage's grant.
         let tools: Vec<String> = stage_tools
             .iter()
-            .filter(|t| p.tools.contains(t))
-            .filter(|t| asked.is_empty() || asked.contains(t))
+            .filter(|t| p.tools.contains(t) || TEAM_TOOLS.contains(&t.as_str()))
+            .filter(|t| asked.is_empty() || asked.contains(t) || TEAM_TOOLS.contains(&t.as_str()))
             .cloned()
             .collect();
         if tasks.len() >= max_tasks {

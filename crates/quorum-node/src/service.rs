@@ -25,6 +25,8 @@ pub struct NodeSetup {
     pub max_concurrent: Option<usize>,
     /// Address peers and clients see, for ClusterStatus.
     pub advertised_addr: String,
+    /// The team blackboard reviews on this node share (replicated when clustered).
+    pub board: Arc<dyn quorum_runtime::board::TeamBoard>,
 }
 
 /// One review this node runs or ran.
@@ -52,6 +54,7 @@ impl FlowState {
 
 pub struct NodeService {
     setup: Arc<NodeSetup>,
+    board: Arc<dyn quorum_runtime::board::TeamBoard>,
     flows: Arc<Mutex<HashMap<String, FlowState>>>,
 }
 
@@ -74,6 +77,7 @@ fn progress_kind(p: &Progress) -> &'static str {
 impl NodeService {
     pub fn new(setup: NodeSetup) -> Self {
         NodeService {
+            board: setup.board.clone(),
             setup: Arc::new(setup),
             flows: Arc::new(Mutex::new(HashMap::new())),
         }
@@ -191,6 +195,7 @@ impl ReviewApi for NodeService {
             started_at: started_at.clone(),
             facts: FactLog::new(store),
             remote: None,
+            board: Some(self.board.clone()),
         });
         let (live, _) = broadcast::channel(1024);
         self.flows.lock().map_err(internal)?.insert(

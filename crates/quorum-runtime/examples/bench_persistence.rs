@@ -67,6 +67,7 @@ fn context(server: &ScriptedServer, facts: FactLog, id: &str) -> Arc<ReviewConte
         started_at: String::new(),
         facts,
         remote: None,
+        board: None,
     })
 }
 

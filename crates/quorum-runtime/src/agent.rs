@@ -214,8 +214,16 @@ pub async fn tool_loop(
     user: &str,
     schema: Value,
     max_iterations: u32,
+    board: Option<tools::BoardAccess<'_>>,
     stats: &mut CallStats,
 ) -> Result<LoopOutcome, AttemptError> {
+    // Team tools are only offered when the review has a board.
+    let granted: Vec<String> = granted
+        .iter()
+        .filter(|t| board.is_some() || !t.starts_with("team_bb_"))
+        .cloned()
+        .collect();
+    let granted = granted.as_slice();
     let tool_specs = tools::specs(granted);
     stats.begin(system, user);
     let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
@@ -243,7 +251,7 @@ pub async fn tool_loop(
             });
             for call in &resp.tool_calls {
                 stats.tool_calls += 1;
-                let r = tools::execute(pack, granted, &call.name, &call.arguments);
+                let r = tools::execute_with(pack, granted, board, &call.name, &call.arguments);
                 tracing::debug!(tool = %call.name, error = r.is_error, "tool call");
                 messages.push(ChatMessage::tool_result(
                     &call.id,
@@ -257,7 +265,7 @@ pub async fn tool_loop(
             if let Some((name, args)) = tools::text_tool_call(&resp.content) {
                 stats.tool_calls += 1;
                 stats.text_tool_calls += 1;
-                let r = tools::execute(pack, granted, &name, &args);
+                let r = tools::execute_with(pack, granted, board, &name, &args);
                 tracing::debug!(tool = %name, error = r.is_error, "text tool call");
                 messages.push(ChatMessage::assistant(&resp.content));
                 messages.push(ChatMessage::user(format!(

@@ -26,6 +26,8 @@ pub struct ReviewContext {
     pub facts: crate::facts::FactLog,
     /// Other nodes that can run specialist attempts (None = this process only).
     pub remote: Option<std::sync::Arc<dyn crate::remote::RemoteExecutor>>,
+    /// The team blackboard (None = team tools are not offered).
+    pub board: Option<std::sync::Arc<dyn crate::board::TeamBoard>>,
 }
 
 pub type SharedContext = Arc<ReviewContext>;

@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod backends;
+pub mod board;
 pub mod conductor;
 pub mod context;
 pub mod error;

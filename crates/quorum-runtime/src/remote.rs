@@ -183,6 +183,7 @@ pub async fn run_attempt(
         started_at: String::new(),
         facts: FactLog::disabled(),
         remote: None,
+        board: None,
     };
     // The remote node chooses among its own models; the origin's placement does not apply.
     let mut task = req.task.clone();

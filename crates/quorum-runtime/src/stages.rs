@@ -448,6 +448,11 @@ pub async fn specialist(
         &user,
         schema::findings_schema(),
         ctx.flow.parameters.max_iterations,
+        ctx.board.as_deref().map(|board| crate::tools::BoardAccess {
+            board,
+            flow_id: &ctx.flow_id,
+            author: &task.persona,
+        }),
         &mut stats,
     )
     .await?;

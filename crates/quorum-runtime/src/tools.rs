@@ -45,6 +45,17 @@ pub fn specs(granted: &[String]) -> Vec<ToolSpec> {
                     "path": {"type": "string", "description": "only files under this path prefix"}
                 }, "required": ["pattern"]}),
             ),
+            "team_bb_publish" => (
+                "Share a short note with your review teammates (a lead, a shared concern).",
+                json!({"type": "object", "properties": {
+                    "topic": {"type": "string"},
+                    "body": {"type": "string"}
+                }, "required": ["topic", "body"]}),
+            ),
+            "team_bb_read" => (
+                "Read the notes your teammates shared, optionally for one topic.",
+                json!({"type": "object", "properties": {"topic": {"type": "string"}}, "required": []}),
+            ),
             _ => continue,
         };
         out.push(ToolSpec {
@@ -90,8 +101,30 @@ fn arg_u32(args: &Value, key: &str) -> Option<u32> {
     }
 }
 
+/// The team board a task may use, and who it writes as.
+#[derive(Clone, Copy)]
+pub struct BoardAccess<'a> {
+    pub board: &'a dyn crate::board::TeamBoard,
+    pub flow_id: &'a str,
+    pub author: &'a str,
+}
+
+/// Longest note a specialist may publish.
+pub const MAX_NOTE_CHARS: usize = 2_000;
+
 /// Execute `name(args)` for a task granted `granted`.
 pub fn execute(pack: &ContextPack, granted: &[String], name: &str, args: &Value) -> ToolResult {
+    execute_with(pack, granted, None, name, args)
+}
+
+/// Execute a tool, with the team board when the review has one.
+pub fn execute_with(
+    pack: &ContextPack,
+    granted: &[String],
+    board: Option<BoardAccess<'_>>,
+    name: &str,
+    args: &Value,
+) -> ToolResult {
     if !granted.iter().any(|g| g == name) {
         return ToolResult::err(format!(
             "unknown tool {name:?}; available: {}",
@@ -171,6 +204,35 @@ pub fn execute(pack: &ContextPack, granted: &[String], name: &str, args: &Value)
                 }
                 Err(e) => ToolResult::err(e.to_string()),
             }
+        }
+        "team_bb_publish" => {
+            let Some(b) = board else {
+                return ToolResult::err("no team blackboard in this review");
+            };
+            let topic = arg_str(args, "topic").unwrap_or("general").trim();
+            let Some(body) = arg_str(args, "body").filter(|b| !b.trim().is_empty()) else {
+                return ToolResult::err("team_bb_publish needs a non-empty \"body\"");
+            };
+            let body = quorum_core::weaver::truncate_at_boundary(body, MAX_NOTE_CHARS);
+            match b.board.publish(b.flow_id, b.author, topic, &body) {
+                Ok(id) => ToolResult::ok(format!("published note {id}")),
+                Err(e) => ToolResult::err(e),
+            }
+        }
+        "team_bb_read" => {
+            let Some(b) = board else {
+                return ToolResult::err("no team blackboard in this review");
+            };
+            let notes = b.board.read(b.flow_id, arg_str(args, "topic"));
+            if notes.is_empty() {
+                return ToolResult::ok("no notes yet".into());
+            }
+            let mut s = String::new();
+            for n in notes.iter().rev().take(50).rev() {
+                s.push_str(&format!("[{}] {}: {}\n", n.topic, n.author, n.body));
+            }
+            // Teammates' notes are model output: data, not instructions.
+            ToolResult::ok(quorum_core::weaver::delimit("team notes", &s))
         }
         other => ToolResult::err(format!("unknown tool {other:?}")),
     }

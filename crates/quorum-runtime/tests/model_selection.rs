@@ -66,6 +66,7 @@ async fn run(
         started_at: String::new(),
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
+        board: None,
     });
     tokio::time::timeout(
         Duration::from_secs(60),

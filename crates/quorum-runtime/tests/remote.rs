@@ -96,6 +96,7 @@ fn context(
         started_at: String::new(),
         facts: FactLog::disabled(),
         remote: peer.map(|p| p as Arc<dyn RemoteExecutor>),
+        board: None,
     })
 }
 

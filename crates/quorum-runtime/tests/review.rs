@@ -41,6 +41,7 @@ fn context(
         started_at: "2026-01-01T00:00:00Z".into(),
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
+        board: None,
     })
 }
 
@@ -425,6 +426,7 @@ async fn hung_model_is_bounded_by_timeouts() {
             started_at: String::new(),
             facts: quorum_runtime::FactLog::disabled(),
             remote: None,
+            board: None,
         })
     };
     let report = review(ctx).await;
@@ -497,4 +499,58 @@ async fn tool_abuse_and_text_tool_calls_are_contained() {
         .find(|r| r.text.contains("Result of file_grep"))
         .expect("text tool call executed");
     assert!(after_text_call.text.contains("src/db.py:53:"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn specialists_share_notes_on_the_team_blackboard() {
+    // One task at a time: the first specialist publishes, the second reads it.
+    let script = Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(&json!({"tasks": [
+            {"id": "t1", "persona": "security_sentinel", "files": ["src/db.py"], "mandate": "look for injection"},
+            {"id": "t2", "persona": "software_developer", "files": ["src/utils.py"], "mandate": "look for leaks"}
+        ]}))))
+        .rule(Rule::new("publish").when_system(["You are security_sentinel"]).turn(0)
+            .reply(Reply::tool("team_bb_publish", json!({"topic": "sql", "body": "search_items builds SQL with an f-string"}))))
+        .rule(Rule::new("sec-done").when_system(["You are security_sentinel"]).reply(Reply::json(&json!({"findings": []}))))
+        .rule(Rule::new("read").when_system(["You are software_developer"]).turn(0).reply(Reply::tool("team_bb_read", json!({}))))
+        .rule(Rule::new("dev-done").when_system(["You are software_developer"]).when_last_user(["search_items builds SQL"]).reply(Reply::json(&json!({"findings": []}))))
+        .rule(synthesizer_rule());
+    let server = ScriptedServer::start(script).await.unwrap();
+    let base = context(&server, &fixture("code_project"), |_| {});
+    let board = Arc::new(quorum_runtime::board::MemoryBoard::default());
+    let ctx = Arc::new(ReviewContext {
+        flow_id: base.flow_id.clone(),
+        flow: base.flow.clone(),
+        catalog: base.catalog.clone(),
+        pack: base.pack.clone(),
+        backends: base.backends.clone(),
+        verifier_model: None,
+        node: "n".into(),
+        max_concurrent: Some(1),
+        started_at: String::new(),
+        facts: quorum_runtime::FactLog::disabled(),
+        remote: None,
+        board: Some(board.clone()),
+    });
+    let report = review(ctx).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let notes = quorum_runtime::board::TeamBoard::read(board.as_ref(), &base.flow_id, None);
+    assert_eq!(notes.len(), 1);
+    assert_eq!(notes[0].author, "security_sentinel");
+    // The reader got the note, delimited as untrusted data.
+    let reqs = server.requests();
+    let read_back = reqs
+        .iter()
+        .find(|r| r.rule.as_deref() == Some("dev-done"))
+        .expect("the note never reached the reader");
+    assert!(read_back
+        .last_user
+        .contains("<<<BEGIN UNTRUSTED team notes>>>"));
 }
