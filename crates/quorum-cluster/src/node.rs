@@ -1,0 +1,1451 @@
+//! One cluster node: the ractor_cluster node server and agent actor, membership with gossip and
+//! heartbeat failure detection, dialing and redialing peers, ordered messaging with request/reply,
+//! and blackboard replication (broadcast on publish, anti-entropy on join and periodically).
+//!
+//! Routing never goes through ractor's process-wide registries (`pg`, names): a frame for peer P
+//! is sent only to the `RemoteActor` child of *this* node server's session with P whose name is P's
+//! agent name. That keeps several nodes in one process (the test sandbox) from talking through
+//! each other's links, and keeps a peer that failed the cookie handshake unreachable.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, ActorStatus};
+use ractor_cluster::node::{NodeConnectionMode, NodeServerSessionInformation};
+use ractor_cluster::{NodeEventSubscription, NodeServer, NodeServerMessage};
+use tokio::sync::{broadcast, mpsc, oneshot, Notify};
+use tokio::task::JoinHandle;
+
+use crate::blackboard::{BbEntry, BbStore, Blackboard};
+use crate::error::ClusterError;
+use crate::filter::{
+    TransportFilter, Verdict, KIND_BB_PUBLISH, KIND_BB_SYNC, KIND_HEARTBEAT, KIND_LEAVE,
+};
+use crate::wire::{AgentMsg, Body, Frame, PeerAddr};
+use crate::{ClusterConfig, Envelope, Member, MembershipEvent, MessageHandler, NodeAdvert};
+
+/// Prefix of every agent actor's name; the rest identifies the node server it belongs to.
+const AGENT_PREFIX: &str = "quorum-cluster|";
+/// Anti-entropy runs every this many heartbeat ticks (and whenever a member joins or rejoins).
+const ANTI_ENTROPY_EVERY: u64 = 5;
+/// Repair batches stay well under ractor_cluster's 16 MiB frame limit.
+const MAX_BATCH_BYTES: usize = 1 << 20;
+/// How long `shutdown` waits for peers to acknowledge the leave notice.
+const LEAVE_ACK_WAIT: Duration = Duration::from_secs(1);
+
+/// A running cluster node. Cheap to clone; the node stops when [`shutdown`](Self::shutdown) is
+/// called or the last clone is dropped.
+#[derive(Clone)]
+pub struct Cluster {
+    handle: Arc<Handle>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("name", &self.handle.core.name)
+            .field("local_addr", &self.handle.core.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Owns the node's lifetime: dropping the last one stops it.
+struct Handle {
+    core: Arc<Core>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.core.stop_now();
+    }
+}
+
+struct Actors {
+    server: ActorRef<NodeServerMessage>,
+    agent: ActorRef<AgentMsg>,
+}
+
+struct MemberState {
+    advert: NodeAdvert,
+    alive: bool,
+    last_seen: Instant,
+    incarnation: u64,
+    /// This incarnation said goodbye; a heartbeat it sent just before is not a rejoin.
+    left: bool,
+}
+
+/// An address to keep connected to: from the join list or learned by gossip.
+#[derive(Default)]
+struct Target {
+    name: Option<String>,
+    resolved: Option<SocketAddr>,
+    last_dial: Option<Instant>,
+    /// The last link to it closed during the handshake; reported if it is still down next round.
+    handshake_failed: bool,
+    /// Already said at warn level that it cannot be reached, so the redial loop stays quiet.
+    warned: bool,
+    /// Already logged the refusal; said again only after a link to it has worked.
+    refusal_logged: bool,
+}
+
+struct SessionView {
+    peer: String,
+    is_server: bool,
+    peer_addr: String,
+}
+
+struct Outbound {
+    bytes: Vec<u8>,
+    due: Option<tokio::time::Instant>,
+}
+
+enum Inbound {
+    Msg(Envelope),
+    Req(u64, Envelope),
+}
+
+struct Pending {
+    node: String,
+    tx: oneshot::Sender<Result<Envelope, ClusterError>>,
+}
+
+#[derive(Default)]
+struct State {
+    advert: NodeAdvert,
+    members: HashMap<String, MemberState>,
+    targets: HashMap<String, Target>,
+    sessions: Vec<SessionView>,
+    routes: HashMap<String, ActorCell>,
+    outbound: HashMap<String, mpsc::UnboundedSender<Outbound>>,
+    inbound: HashMap<String, mpsc::UnboundedSender<Inbound>>,
+    pending: HashMap<u64, Pending>,
+    authenticated: HashSet<ActorId>,
+    refused: Vec<String>,
+    /// Hosts whose failed incoming handshakes were already logged.
+    refused_incoming: HashSet<String>,
+}
+
+/// Node-server events, forwarded from ractor_cluster's synchronous callbacks to our event task.
+enum LinkEvent {
+    Authenticated(NodeServerSessionInformation),
+    Ready(NodeServerSessionInformation),
+    Disconnected(NodeServerSessionInformation),
+}
+
+struct Subscription {
+    tx: mpsc::UnboundedSender<LinkEvent>,
+}
+
+impl NodeEventSubscription for Subscription {
+    fn node_session_opened(&self, _ses: NodeServerSessionInformation) {}
+    fn node_session_disconnected(&self, ses: NodeServerSessionInformation) {
+        let _ = self.tx.send(LinkEvent::Disconnected(ses));
+    }
+    fn node_session_authenticated(&self, ses: NodeServerSessionInformation) {
+        let _ = self.tx.send(LinkEvent::Authenticated(ses));
+    }
+    fn node_session_ready(&self, ses: NodeServerSessionInformation) {
+        let _ = self.tx.send(LinkEvent::Ready(ses));
+    }
+}
+
+/// The agent actor: the one remotable actor of a node, fed by every peer's link.
+struct Agent {
+    core: Weak<Core>,
+}
+
+#[ractor::async_trait]
+impl Actor for Agent {
+    type Msg = AgentMsg;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        _args: (),
+    ) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<AgentMsg>,
+        msg: AgentMsg,
+        _state: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        let AgentMsg::Frame(bytes) = msg;
+        if let Some(core) = self.core.upgrade() {
+            core.on_frame(&bytes);
+        }
+        // Never fail: a failing agent would stop receiving for the whole node.
+        Ok(())
+    }
+}
+
+/// Everything a node shares between its handle, its tasks and its blackboard.
+pub(crate) struct Core {
+    pub(crate) name: String,
+    incarnation: u64,
+    local_addr: SocketAddr,
+    heartbeat_interval: Duration,
+    heartbeat_deadline: Duration,
+    reconnect_interval: Duration,
+    handler: Arc<dyn MessageHandler>,
+    pub(crate) bb: BbStore,
+    filter: TransportFilter,
+    events: broadcast::Sender<MembershipEvent>,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    closed: AtomicBool,
+    actors: OnceLock<Actors>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    dial_wake: Notify,
+    rt: tokio::runtime::Handle,
+}
+
+fn normalize_advert(mut advert: NodeAdvert, name: &str, bound: SocketAddr) -> NodeAdvert {
+    advert.name = name.to_string();
+    if advert.cluster_addr.is_empty() {
+        advert.cluster_addr = bound.to_string();
+    } else if let Ok(sa) = advert.cluster_addr.parse::<SocketAddr>() {
+        if sa.port() == 0 {
+            advert.cluster_addr = SocketAddr::new(sa.ip(), bound.port()).to_string();
+        }
+    }
+    advert
+}
+
+/// Adverts that differ only in load are not a membership event.
+fn same_but_load(a: &NodeAdvert, b: &NodeAdvert) -> bool {
+    let mut a = a.clone();
+    a.in_flight = b.in_flight;
+    &a == b
+}
+
+/// ractor_cluster names a node `name@host`; members are known by `name`.
+fn node_of(full: &str) -> &str {
+    full.rsplit_once('@').map(|(n, _)| n).unwrap_or(full)
+}
+
+/// Split entries into batches that each fit comfortably in one frame.
+fn batches(entries: Vec<BbEntry>) -> Vec<Vec<BbEntry>> {
+    let mut out = Vec::new();
+    let mut cur = Vec::new();
+    let mut size = 0;
+    for e in entries {
+        let n = e.body.len() + e.author.len() + e.topic.len() + e.id.flow_id.len() + 128;
+        if !cur.is_empty() && size + n > MAX_BATCH_BYTES {
+            out.push(std::mem::take(&mut cur));
+            size = 0;
+        }
+        size += n;
+        cur.push(e);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+impl Cluster {
+    /// Start the node: listen, dial the join list, and begin heartbeating.
+    ///
+    /// Fails with [`ClusterError::Bind`] if the address cannot be listened on and with
+    /// [`ClusterError::Store`] if the blackboard directory cannot be opened.
+    pub async fn start(
+        cfg: ClusterConfig,
+        handler: Arc<dyn MessageHandler>,
+    ) -> Result<Cluster, ClusterError> {
+        let bb = BbStore::open(&cfg.name, cfg.data_dir.as_deref())?;
+        let ip = cfg.listen.ip();
+        let host = ip.to_string();
+        let incarnation: u64 = rand::random();
+
+        // ractor_cluster does not report the port it bound, so with port 0 we pick a free port
+        // first and hand it over; another process could take it in between, hence the retries.
+        let mut attempt = 0;
+        let (port, server_ref) = loop {
+            attempt += 1;
+            let port = if cfg.listen.port() == 0 {
+                let probe =
+                    std::net::TcpListener::bind(cfg.listen).map_err(|e| ClusterError::Bind {
+                        addr: cfg.listen,
+                        message: e.to_string().to_lowercase(),
+                    })?;
+                let port = probe
+                    .local_addr()
+                    .map_err(|e| ClusterError::Bind {
+                        addr: cfg.listen,
+                        message: e.to_string().to_lowercase(),
+                    })?
+                    .port();
+                drop(probe);
+                port
+            } else {
+                cfg.listen.port()
+            };
+            let server = NodeServer::new(
+                port,
+                cfg.cookie.clone(),
+                cfg.name.clone(),
+                host.clone(),
+                None,
+                Some(NodeConnectionMode::Isolated),
+            )
+            .with_listen_addr(ip);
+            match Actor::spawn(None, server, ()).await {
+                Ok((server_ref, _)) => break (port, server_ref),
+                Err(e) if cfg.listen.port() == 0 && attempt < 3 => {
+                    tracing::debug!("node server failed to start on probed port {port}: {e}");
+                }
+                Err(e) => {
+                    bb.close();
+                    return Err(ClusterError::Bind {
+                        addr: cfg.listen,
+                        message: e.to_string().to_lowercase(),
+                    });
+                }
+            }
+        };
+        let local_addr = SocketAddr::new(ip, port);
+
+        let (events, _) = broadcast::channel(1024);
+        let core = Arc::new(Core {
+            name: cfg.name.clone(),
+            incarnation,
+            local_addr,
+            heartbeat_interval: cfg.heartbeat_interval.max(Duration::from_millis(1)),
+            heartbeat_deadline: cfg.heartbeat_deadline,
+            reconnect_interval: cfg.reconnect_interval.max(Duration::from_millis(1)),
+            handler,
+            bb,
+            filter: TransportFilter::default(),
+            events,
+            state: Mutex::new(State {
+                advert: normalize_advert(cfg.advert.clone(), &cfg.name, local_addr),
+                ..State::default()
+            }),
+            next_id: AtomicU64::new(1),
+            closed: AtomicBool::new(false),
+            actors: OnceLock::new(),
+            tasks: Mutex::new(Vec::new()),
+            dial_wake: Notify::new(),
+            rt: tokio::runtime::Handle::current(),
+        });
+
+        // The name ties the agent to this node server (`name@host` and `host:port` are what peers
+        // see of it in their session), and the incarnation keeps it unique across restarts.
+        let agent_name = format!(
+            "{AGENT_PREFIX}{}@{host}|{host}:{port}#{incarnation}",
+            cfg.name
+        );
+        let agent = match Actor::spawn(
+            Some(agent_name),
+            Agent {
+                core: Arc::downgrade(&core),
+            },
+            (),
+        )
+        .await
+        {
+            Ok((agent, _)) => agent,
+            Err(e) => {
+                server_ref.stop(None);
+                core.bb.close();
+                return Err(ClusterError::Transport(format!(
+                    "cannot start the cluster agent: {e}"
+                )));
+            }
+        };
+
+        let (link_tx, link_rx) = mpsc::unbounded_channel();
+        if server_ref
+            .cast(NodeServerMessage::SubscribeToEvents {
+                id: "quorum-cluster".to_string(),
+                subscription: Box::new(Subscription { tx: link_tx }),
+            })
+            .is_err()
+        {
+            agent.stop(None);
+            server_ref.stop(None);
+            core.bb.close();
+            return Err(ClusterError::Transport(
+                "the node server stopped while starting".to_string(),
+            ));
+        }
+        let _ = core.actors.set(Actors {
+            server: server_ref,
+            agent,
+        });
+
+        {
+            let mut st = core.lock();
+            for addr in &cfg.join {
+                st.targets.entry(addr.clone()).or_default();
+            }
+        }
+
+        let tasks = vec![
+            tokio::spawn(tick_loop(Arc::downgrade(&core))),
+            tokio::spawn(dial_loop(Arc::downgrade(&core))),
+            tokio::spawn(link_loop(Arc::downgrade(&core), link_rx)),
+        ];
+        core.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(tasks);
+        tracing::info!(node = %core.name, addr = %local_addr, "cluster node listening");
+
+        Ok(Cluster {
+            handle: Arc::new(Handle { core }),
+        })
+    }
+
+    fn core(&self) -> &Arc<Core> {
+        &self.handle.core
+    }
+
+    /// This node's name.
+    pub fn name(&self) -> &str {
+        &self.core().name
+    }
+
+    /// The address the node server is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.core().local_addr
+    }
+
+    /// Every node ever heard from, this one first (`is_self`, always alive), then by name.
+    pub fn members(&self) -> Vec<Member> {
+        self.core().members()
+    }
+
+    /// The members currently alive, this one included.
+    pub fn alive_members(&self) -> Vec<Member> {
+        self.members().into_iter().filter(|m| m.alive).collect()
+    }
+
+    /// Membership events from now on. A receiver that falls more than 1024 events behind gets
+    /// `RecvError::Lagged`; [`members`](Self::members) is always current.
+    pub fn subscribe(&self) -> broadcast::Receiver<MembershipEvent> {
+        self.core().events.subscribe()
+    }
+
+    /// Replace this node's advert; peers get it with the next heartbeat.
+    pub fn set_advert(&self, advert: NodeAdvert) {
+        let core = self.core();
+        let advert = normalize_advert(advert, &core.name, core.local_addr);
+        core.lock().advert = advert;
+    }
+
+    /// Send a one-way message. Messages from one node arrive in the order they were sent.
+    /// Sending to this node's own name delivers locally.
+    ///
+    /// `Ok` means the message was handed to a live link; a link that drops afterwards loses it,
+    /// and the loss shows up as [`MembershipEvent::Lost`] once the deadline passes.
+    pub async fn send(&self, node: &str, msg: Envelope) -> Result<(), ClusterError> {
+        let core = self.core();
+        core.check_open()?;
+        if node == core.name {
+            core.deliver(&core.name, Inbound::Msg(msg));
+            return Ok(());
+        }
+        core.check_reachable(node).await?;
+        let kind = msg.kind.clone();
+        core.enqueue(
+            node,
+            &kind,
+            &Frame {
+                from: core.name.clone(),
+                body: Body::Msg { env: msg },
+            },
+        )
+    }
+
+    /// Send a request and wait for the reply, at most `timeout`. Fails at once for unknown or
+    /// lost nodes, and as soon as the node is declared lost while waiting.
+    pub async fn request(
+        &self,
+        node: &str,
+        msg: Envelope,
+        timeout: Duration,
+    ) -> Result<Envelope, ClusterError> {
+        let core = self.core();
+        core.check_open()?;
+        let timed_out = || ClusterError::Timeout {
+            node: node.to_string(),
+            ms: timeout.as_millis() as u64,
+        };
+        if node == core.name {
+            return match tokio::time::timeout(timeout, core.handler.on_request(node, msg)).await {
+                Ok(r) => r.map_err(ClusterError::Remote),
+                Err(_) => Err(timed_out()),
+            };
+        }
+        core.check_reachable(node).await?;
+        let id = core.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        core.lock().pending.insert(
+            id,
+            Pending {
+                node: node.to_string(),
+                tx,
+            },
+        );
+        let kind = msg.kind.clone();
+        let frame = Frame {
+            from: core.name.clone(),
+            body: Body::Req { id, env: msg },
+        };
+        if let Err(e) = core.enqueue(node, &kind, &frame) {
+            core.lock().pending.remove(&id);
+            return Err(e);
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(ClusterError::Transport(
+                "the cluster node shut down while waiting for a reply".to_string(),
+            )),
+            Err(_) => {
+                core.lock().pending.remove(&id);
+                Err(timed_out())
+            }
+        }
+    }
+
+    /// This node's blackboard replica.
+    pub fn blackboard(&self) -> Blackboard {
+        Blackboard {
+            core: self.core().clone(),
+        }
+    }
+
+    /// Fault injection on this node's traffic.
+    pub fn filter(&self) -> TransportFilter {
+        self.core().filter.clone()
+    }
+
+    /// Peers (address, or name when known) whose links were closed during the handshake and that
+    /// stayed unreachable: a wrong cookie, most likely. Oldest first, each once.
+    pub fn refused_peers(&self) -> Vec<String> {
+        self.core().lock().refused.clone()
+    }
+
+    /// Leave the cluster: tell alive members (they mark this node lost at once), stop heartbeats
+    /// and dialing, close the links, stop the node server and close the blackboard's store.
+    pub async fn shutdown(&self) {
+        self.core().shutdown().await;
+    }
+}
+
+async fn tick_loop(core: Weak<Core>) {
+    let period = match core.upgrade() {
+        Some(c) => c.heartbeat_interval,
+        None => return,
+    };
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n: u64 = 0;
+    loop {
+        interval.tick().await;
+        let Some(core) = core.upgrade() else { return };
+        if core.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        core.refresh_links().await;
+        core.heartbeat_all();
+        core.check_deadlines();
+        if n % ANTI_ENTROPY_EVERY == ANTI_ENTROPY_EVERY - 1 {
+            let alive: Vec<String> = core
+                .lock()
+                .members
+                .iter()
+                .filter(|(_, m)| m.alive)
+                .map(|(n, _)| n.clone())
+                .collect();
+            for peer in alive {
+                core.send_summary(&peer);
+            }
+        }
+        n = n.wrapping_add(1);
+    }
+}
+
+async fn dial_loop(core: Weak<Core>) {
+    let period = match core.upgrade() {
+        Some(c) => c.reconnect_interval,
+        None => return,
+    };
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        {
+            let Some(c) = core.upgrade() else { return };
+            // Gossip that names a new peer wakes the loop so joins do not wait a whole interval.
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = c.dial_wake.notified() => {}
+            }
+        }
+        let Some(c) = core.upgrade() else { return };
+        if c.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        c.dial_round().await;
+    }
+}
+
+async fn link_loop(core: Weak<Core>, mut rx: mpsc::UnboundedReceiver<LinkEvent>) {
+    while let Some(ev) = rx.recv().await {
+        let Some(c) = core.upgrade() else { return };
+        if c.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        c.on_link_event(ev).await;
+    }
+}
+
+async fn writer_loop(core: Weak<Core>, peer: String, mut rx: mpsc::UnboundedReceiver<Outbound>) {
+    while let Some(o) = rx.recv().await {
+        if let Some(due) = o.due {
+            tokio::time::sleep_until(due).await;
+        }
+        let Some(c) = core.upgrade() else { return };
+        // A partition set while the frame waited for its delay still applies.
+        if c.filter.is_partitioned(&peer) {
+            continue;
+        }
+        let route = c.lock().routes.get(&peer).cloned();
+        match route {
+            Some(cell) => {
+                if cell.send_message(AgentMsg::Frame(o.bytes)).is_err() {
+                    tracing::debug!(node = %c.name, %peer, "link closed; frame dropped");
+                }
+            }
+            None => tracing::debug!(node = %c.name, %peer, "no link; frame dropped"),
+        }
+    }
+}
+
+async fn dispatch_loop(
+    core: Weak<Core>,
+    handler: Arc<dyn MessageHandler>,
+    from: String,
+    mut rx: mpsc::UnboundedReceiver<Inbound>,
+) {
+    while let Some(item) = rx.recv().await {
+        match item {
+            Inbound::Msg(env) => {
+                // Awaiting a task per message keeps per-sender order and contains handler panics.
+                let (h, f) = (handler.clone(), from.clone());
+                let kind = env.kind.clone();
+                if let Err(e) = tokio::spawn(async move { h.on_message(&f, env).await }).await {
+                    tracing::error!(%from, %kind, "message handler failed: {e}");
+                }
+            }
+            Inbound::Req(id, env) => {
+                let (h, f, c) = (handler.clone(), from.clone(), core.clone());
+                tokio::spawn(async move {
+                    let kind = env.kind.clone();
+                    let (h2, f2) = (h.clone(), f.clone());
+                    let result =
+                        match tokio::spawn(async move { h2.on_request(&f2, env).await }).await {
+                            Ok(r) => r,
+                            Err(e) => {
+                                tracing::error!(from = %f, %kind, "request handler failed: {e}");
+                                Err(format!("request handler failed: {e}"))
+                            }
+                        };
+                    if let Some(core) = c.upgrade() {
+                        core.respond(&f, id, result);
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Core {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every critical section leaves the state consistent, so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn check_open(&self) -> Result<(), ClusterError> {
+        if self.closed.load(Ordering::SeqCst) {
+            Err(ClusterError::Transport(
+                "the cluster node is shut down".to_string(),
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Fail fast for unknown and lost nodes. A link that came up since the last refresh (the
+    /// heartbeat can beat the link event) is picked up here rather than reported missing.
+    async fn check_reachable(&self, node: &str) -> Result<(), ClusterError> {
+        let alive_without_route = {
+            let st = self.lock();
+            st.members.get(node).is_some_and(|m| m.alive) && !st.routes.contains_key(node)
+        };
+        if alive_without_route {
+            self.refresh_links().await;
+        }
+        let st = self.lock();
+        match st.members.get(node) {
+            None => Err(ClusterError::UnknownNode(node.to_string())),
+            Some(m) if !m.alive => Err(ClusterError::NodeLost(node.to_string())),
+            Some(_) if !st.routes.contains_key(node) => Err(ClusterError::Transport(format!(
+                "no link to {node}: reconnecting"
+            ))),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn emit(&self, ev: MembershipEvent) {
+        tracing::info!(node = %self.name, event = ?ev, "membership");
+        let _ = self.events.send(ev);
+    }
+
+    fn members(&self) -> Vec<Member> {
+        let st = self.lock();
+        let now = Instant::now();
+        let mut others: Vec<Member> = st
+            .members
+            .iter()
+            .map(|(name, m)| Member {
+                name: name.clone(),
+                advert: m.advert.clone(),
+                alive: m.alive,
+                last_seen_ms_ago: now.duration_since(m.last_seen).as_millis() as u64,
+                is_self: false,
+            })
+            .collect();
+        others.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut out = vec![Member {
+            name: self.name.clone(),
+            advert: st.advert.clone(),
+            alive: true,
+            last_seen_ms_ago: 0,
+            is_self: true,
+        }];
+        out.extend(others);
+        out
+    }
+
+    /// Queue a frame for `peer`, through the filter. A dropped frame is not an error: the filter
+    /// plays a lossy network.
+    fn enqueue(
+        self: &Arc<Self>,
+        peer: &str,
+        kind: &str,
+        frame: &Frame,
+    ) -> Result<(), ClusterError> {
+        let due = match self.filter.outgoing(peer, kind) {
+            Verdict::Drop => return Ok(()),
+            Verdict::Send(d) => d.map(|d| tokio::time::Instant::now() + d),
+        };
+        let bytes = frame
+            .encode()
+            .map_err(|e| ClusterError::Transport(format!("cannot encode a frame: {e}")))?;
+        let mut st = self.lock();
+        let tx = st.outbound.entry(peer.to_string()).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.rt
+                .spawn(writer_loop(Arc::downgrade(self), peer.to_string(), rx));
+            tx
+        });
+        tx.send(Outbound { bytes, due })
+            .map_err(|_| ClusterError::Transport("the cluster node is shut down".to_string()))
+    }
+
+    fn deliver(self: &Arc<Self>, from: &str, item: Inbound) {
+        let mut st = self.lock();
+        let tx = st.inbound.entry(from.to_string()).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            self.rt.spawn(dispatch_loop(
+                Arc::downgrade(self),
+                self.handler.clone(),
+                from.to_string(),
+                rx,
+            ));
+            tx
+        });
+        let _ = tx.send(item);
+    }
+
+    fn respond(self: &Arc<Self>, to: &str, id: u64, result: Result<Envelope, String>) {
+        let kind = match &result {
+            Ok(env) => env.kind.clone(),
+            Err(_) => "error".to_string(),
+        };
+        let frame = Frame {
+            from: self.name.clone(),
+            body: Body::Resp { id, result },
+        };
+        if let Err(e) = self.enqueue(to, &kind, &frame) {
+            tracing::debug!(node = %self.name, %to, "reply not sent: {e}");
+        }
+    }
+
+    fn fail_pending(&self, node: &str) {
+        let failed: Vec<Pending> = {
+            let mut st = self.lock();
+            let ids: Vec<u64> = st
+                .pending
+                .iter()
+                .filter(|(_, p)| p.node == node)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| st.pending.remove(id)).collect()
+        };
+        for p in failed {
+            let _ = p.tx.send(Err(ClusterError::NodeLost(node.to_string())));
+        }
+    }
+
+    fn mark_lost(&self, node: &str) {
+        let was_alive = {
+            let mut st = self.lock();
+            match st.members.get_mut(node) {
+                Some(m) if m.alive => {
+                    m.alive = false;
+                    true
+                }
+                _ => false,
+            }
+        };
+        if was_alive {
+            self.emit(MembershipEvent::Lost(node.to_string()));
+            self.fail_pending(node);
+        }
+    }
+
+    // ---- links -------------------------------------------------------------------------------
+
+    fn server(&self) -> Option<&ActorRef<NodeServerMessage>> {
+        self.actors.get().map(|a| &a.server)
+    }
+
+    /// Re-read the node server's authenticated sessions and find each peer's agent on them.
+    async fn refresh_links(&self) {
+        let Some(server) = self.server() else { return };
+        let sessions = match ractor::call_t!(server, NodeServerMessage::GetSessions, 1000) {
+            Ok(s) => s,
+            Err(_) => {
+                tracing::debug!(node = %self.name, "node server did not list its sessions");
+                return;
+            }
+        };
+        let mut views = Vec::new();
+        let mut routes = HashMap::new();
+        for info in sessions.into_values() {
+            let Some(pn) = info.peer_name.as_ref() else {
+                continue;
+            };
+            let peer = node_of(&pn.name).to_string();
+            let key = format!("{AGENT_PREFIX}{}|{}#", pn.name, pn.connection_string);
+            let agent = info
+                .actor
+                .get_cell()
+                .get_children()
+                .into_iter()
+                .filter(|c| {
+                    c.get_status() < ActorStatus::Stopping
+                        && c.get_name().is_some_and(|n| n.starts_with(&key))
+                })
+                // A newer incarnation in the same process has a higher pid.
+                .max_by_key(|c| c.get_id().pid());
+            if let Some(agent) = agent {
+                routes.insert(peer.clone(), agent);
+            }
+            views.push(SessionView {
+                peer,
+                is_server: info.is_server,
+                peer_addr: info.peer_addr.clone(),
+            });
+        }
+        let mut st = self.lock();
+        // Learn which node answers at each dialed address.
+        for t in st.targets.values_mut() {
+            if t.name.is_none() {
+                if let Some(r) = t.resolved {
+                    let r = r.to_string();
+                    if let Some(s) = views.iter().find(|s| !s.is_server && s.peer_addr == r) {
+                        t.name = Some(s.peer.clone());
+                    }
+                }
+            }
+        }
+        st.sessions = views;
+        st.routes = routes;
+    }
+
+    fn target_connected(st: &State, t: &Target) -> bool {
+        st.sessions.iter().any(|s| {
+            t.name.as_deref() == Some(s.peer.as_str())
+                || (!s.is_server && t.resolved.is_some_and(|r| r.to_string() == s.peer_addr))
+        })
+    }
+
+    async fn dial_round(self: &Arc<Self>) {
+        let now = Instant::now();
+        let mut todo = Vec::new();
+        let mut refused = Vec::new();
+        {
+            let mut st = self.lock();
+            let connected: Vec<(String, bool)> = st
+                .targets
+                .iter()
+                .map(|(a, t)| (a.clone(), Self::target_connected(&st, t)))
+                .collect();
+            for (addr, is_connected) in connected {
+                let Some(t) = st.targets.get_mut(&addr) else {
+                    continue;
+                };
+                if t.name.as_deref() == Some(self.name.as_str())
+                    || t.resolved == Some(self.local_addr)
+                {
+                    continue;
+                }
+                if is_connected {
+                    t.handshake_failed = false;
+                    t.warned = false;
+                    t.refusal_logged = false;
+                    continue;
+                }
+                if std::mem::take(&mut t.handshake_failed)
+                    && !std::mem::replace(&mut t.refusal_logged, true)
+                {
+                    refused.push(t.name.clone().unwrap_or_else(|| addr.clone()));
+                }
+                if t.last_dial
+                    .is_some_and(|d| now.duration_since(d) < self.reconnect_interval)
+                {
+                    continue;
+                }
+                t.last_dial = Some(now);
+                todo.push(addr);
+            }
+            for peer in &refused {
+                if !st.refused.contains(peer) {
+                    st.refused.push(peer.clone());
+                }
+            }
+        }
+        for peer in refused {
+            tracing::error!(
+                node = %self.name,
+                %peer,
+                "cluster link to {peer} was closed during authentication: \
+                 the cookies differ or the peer refused this node"
+            );
+        }
+        for addr in todo {
+            self.rt.spawn(dial(Arc::downgrade(self), addr));
+        }
+    }
+
+    async fn on_link_event(self: &Arc<Self>, ev: LinkEvent) {
+        match ev {
+            LinkEvent::Authenticated(ses) => {
+                self.lock().authenticated.insert(ses.actor.get_id());
+            }
+            LinkEvent::Ready(ses) => {
+                self.refresh_links().await;
+                // Say hello at once instead of at the next tick, so joins are fast.
+                if let Some(pn) = ses.peer_name.as_ref() {
+                    let peer = node_of(&pn.name).to_string();
+                    self.heartbeat_to(&peer, &self.heartbeat_frame());
+                }
+            }
+            LinkEvent::Disconnected(ses) => {
+                let was_authenticated = self.lock().authenticated.remove(&ses.actor.get_id());
+                if !was_authenticated {
+                    if ses.is_server {
+                        // Once per host: a misconfigured node redials forever.
+                        let host = ses
+                            .peer_addr
+                            .parse::<SocketAddr>()
+                            .map(|a| a.ip().to_string())
+                            .unwrap_or_else(|_| ses.peer_addr.clone());
+                        if self.lock().refused_incoming.insert(host) {
+                            tracing::warn!(
+                                node = %self.name,
+                                from = %ses.peer_addr,
+                                "incoming cluster link closed before authentication \
+                                 (wrong cookie, or a duplicate connection)"
+                            );
+                        }
+                    } else {
+                        let mut st = self.lock();
+                        for t in st.targets.values_mut() {
+                            if t.resolved.is_some_and(|r| r.to_string() == ses.peer_addr) {
+                                t.handshake_failed = true;
+                            }
+                        }
+                    }
+                }
+                self.refresh_links().await;
+            }
+        }
+    }
+
+    // ---- membership --------------------------------------------------------------------------
+
+    fn heartbeat_frame(&self) -> Frame {
+        let st = self.lock();
+        let mut peers: Vec<PeerAddr> = st
+            .members
+            .iter()
+            .filter(|(_, m)| !m.advert.cluster_addr.is_empty())
+            .map(|(name, m)| PeerAddr {
+                name: name.clone(),
+                addr: m.advert.cluster_addr.clone(),
+            })
+            .collect();
+        peers.push(PeerAddr {
+            name: self.name.clone(),
+            addr: st.advert.cluster_addr.clone(),
+        });
+        Frame {
+            from: self.name.clone(),
+            body: Body::Heartbeat {
+                incarnation: self.incarnation,
+                advert: st.advert.clone(),
+                peers,
+            },
+        }
+    }
+
+    fn heartbeat_to(self: &Arc<Self>, peer: &str, frame: &Frame) {
+        if let Err(e) = self.enqueue(peer, KIND_HEARTBEAT, frame) {
+            tracing::debug!(node = %self.name, %peer, "heartbeat not sent: {e}");
+        }
+    }
+
+    /// Heartbeat every peer we have a link to, members or not yet: that is how joins happen.
+    fn heartbeat_all(self: &Arc<Self>) {
+        let frame = self.heartbeat_frame();
+        let peers: Vec<String> = self.lock().routes.keys().cloned().collect();
+        for peer in peers {
+            self.heartbeat_to(&peer, &frame);
+        }
+    }
+
+    fn check_deadlines(&self) {
+        let now = Instant::now();
+        let late: Vec<String> = self
+            .lock()
+            .members
+            .iter()
+            .filter(|(_, m)| m.alive && now.duration_since(m.last_seen) > self.heartbeat_deadline)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in late {
+            tracing::warn!(node = %self.name, peer = %n, "heartbeat deadline missed");
+            self.mark_lost(&n);
+        }
+    }
+
+    fn on_heartbeat(
+        self: &Arc<Self>,
+        from: &str,
+        incarnation: u64,
+        advert: NodeAdvert,
+        peers: Vec<PeerAddr>,
+    ) {
+        let mut events = Vec::new();
+        let mut sync = false;
+        let mut new_target = false;
+        {
+            let mut st = self.lock();
+            let now = Instant::now();
+            match st.members.get_mut(from) {
+                None => {
+                    st.members.insert(
+                        from.to_string(),
+                        MemberState {
+                            advert: advert.clone(),
+                            alive: true,
+                            last_seen: now,
+                            incarnation,
+                            left: false,
+                        },
+                    );
+                    events.push(MembershipEvent::Joined(from.to_string()));
+                    sync = true;
+                }
+                Some(m) if m.left && m.incarnation == incarnation => return,
+                Some(m) => {
+                    if m.incarnation != incarnation {
+                        // A restart: whatever the old incarnation held is gone.
+                        if m.alive {
+                            events.push(MembershipEvent::Lost(from.to_string()));
+                        }
+                        events.push(MembershipEvent::Rejoined(from.to_string()));
+                        sync = true;
+                    } else if !m.alive {
+                        events.push(MembershipEvent::Rejoined(from.to_string()));
+                        sync = true;
+                    } else if !same_but_load(&m.advert, &advert) {
+                        events.push(MembershipEvent::AdvertChanged(from.to_string()));
+                    }
+                    m.alive = true;
+                    m.left = false;
+                    m.last_seen = now;
+                    m.incarnation = incarnation;
+                    m.advert = advert.clone();
+                }
+            }
+            let mut learned = peers;
+            learned.push(PeerAddr {
+                name: from.to_string(),
+                addr: advert.cluster_addr.clone(),
+            });
+            for p in learned {
+                if p.name == self.name || p.addr.is_empty() {
+                    continue;
+                }
+                // An unspecified address would make us dial ourselves.
+                if p.addr
+                    .parse::<SocketAddr>()
+                    .is_ok_and(|sa| sa.ip().is_unspecified())
+                {
+                    continue;
+                }
+                let known = st.targets.contains_key(&p.addr)
+                    || st
+                        .targets
+                        .values()
+                        .any(|t| t.name.as_deref() == Some(p.name.as_str()));
+                if !known {
+                    st.targets.insert(
+                        p.addr.clone(),
+                        Target {
+                            name: Some(p.name.clone()),
+                            ..Target::default()
+                        },
+                    );
+                    new_target = true;
+                }
+            }
+        }
+        for ev in events {
+            let lost = matches!(ev, MembershipEvent::Lost(_));
+            self.emit(ev);
+            if lost {
+                self.fail_pending(from);
+            }
+        }
+        if sync {
+            self.send_summary(from);
+        }
+        if new_target {
+            self.dial_wake.notify_one();
+        }
+    }
+
+    // ---- frames ------------------------------------------------------------------------------
+
+    fn on_frame(self: &Arc<Self>, bytes: &[u8]) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let frame = match Frame::decode(bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(node = %self.name, "undecodable cluster frame dropped: {e}");
+                return;
+            }
+        };
+        let from = frame.from;
+        if from == self.name {
+            tracing::warn!(node = %self.name, "frame from another node with this node's name dropped");
+            return;
+        }
+        if self.filter.is_partitioned(&from) {
+            return;
+        }
+        match frame.body {
+            Body::Heartbeat {
+                incarnation,
+                advert,
+                peers,
+            } => self.on_heartbeat(&from, incarnation, advert, peers),
+            Body::Leave { incarnation, ack } => {
+                let current = match self.lock().members.get_mut(&from) {
+                    Some(m) if m.incarnation == incarnation => {
+                        m.left = true;
+                        true
+                    }
+                    _ => false,
+                };
+                if current {
+                    tracing::info!(node = %self.name, peer = %from, "peer left the cluster");
+                    self.mark_lost(&from);
+                }
+                let ok = Envelope {
+                    kind: KIND_LEAVE.to_string(),
+                    flow_id: String::new(),
+                    payload: serde_json::Value::Null,
+                };
+                let frame = Frame {
+                    from: self.name.clone(),
+                    body: Body::Resp {
+                        id: ack,
+                        result: Ok(ok),
+                    },
+                };
+                // The ack is best effort: the leaving node does not wait long for it.
+                let _ = self.enqueue(&from, KIND_LEAVE, &frame);
+            }
+            Body::Msg { env } => self.deliver(&from, Inbound::Msg(env)),
+            Body::Req { id, env } => self.deliver(&from, Inbound::Req(id, env)),
+            Body::Resp { id, result } => {
+                let pending = {
+                    let mut st = self.lock();
+                    match st.pending.get(&id) {
+                        Some(p) if p.node == from => st.pending.remove(&id),
+                        _ => None,
+                    }
+                };
+                if let Some(p) = pending {
+                    let _ = p.tx.send(result.map_err(ClusterError::Remote));
+                }
+            }
+            Body::BbEntries { entries } => {
+                if let Err(e) = self.bb.insert(entries) {
+                    tracing::error!(node = %self.name, peer = %from, "blackboard entries not stored: {e}");
+                }
+            }
+            Body::BbSummary { flows } => {
+                let theirs: HashMap<String, String> = flows.into_iter().collect();
+                let ours: HashMap<String, String> = self.bb.summary().into_iter().collect();
+                let mut differing: Vec<&String> = theirs
+                    .keys()
+                    .chain(ours.keys())
+                    .filter(|f| theirs.get(*f) != ours.get(*f))
+                    .collect();
+                differing.sort();
+                differing.dedup();
+                for flow in differing {
+                    let frame = Frame {
+                        from: self.name.clone(),
+                        body: Body::BbIds {
+                            flow: flow.clone(),
+                            ids: self.bb.ids(flow),
+                        },
+                    };
+                    let _ = self.enqueue(&from, KIND_BB_SYNC, &frame);
+                }
+            }
+            Body::BbIds { flow, ids } => {
+                let missing = self.bb.missing_from(&flow, &ids);
+                self.send_entries(&from, KIND_BB_SYNC, missing);
+                let want = self.bb.unknown(ids);
+                if !want.is_empty() {
+                    let frame = Frame {
+                        from: self.name.clone(),
+                        body: Body::BbWant { ids: want },
+                    };
+                    let _ = self.enqueue(&from, KIND_BB_SYNC, &frame);
+                }
+            }
+            Body::BbWant { ids } => {
+                let entries = self.bb.get(&ids);
+                self.send_entries(&from, KIND_BB_SYNC, entries);
+            }
+        }
+    }
+
+    // ---- blackboard replication ---------------------------------------------------------------
+
+    fn send_entries(self: &Arc<Self>, peer: &str, kind: &str, entries: Vec<BbEntry>) {
+        for batch in batches(entries) {
+            let frame = Frame {
+                from: self.name.clone(),
+                body: Body::BbEntries { entries: batch },
+            };
+            if let Err(e) = self.enqueue(peer, kind, &frame) {
+                tracing::debug!(node = %self.name, %peer, "blackboard entries not sent: {e}");
+            }
+        }
+    }
+
+    /// Start an anti-entropy round with `peer`: it answers with its ids of every flow whose
+    /// digest differs, then each side sends what the other lacks.
+    fn send_summary(self: &Arc<Self>, peer: &str) {
+        let frame = Frame {
+            from: self.name.clone(),
+            body: Body::BbSummary {
+                flows: self.bb.summary(),
+            },
+        };
+        let _ = self.enqueue(peer, KIND_BB_SYNC, &frame);
+    }
+
+    pub(crate) fn broadcast_entry(self: &Arc<Self>, entry: &BbEntry) {
+        if self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let alive: Vec<String> = self
+            .lock()
+            .members
+            .iter()
+            .filter(|(_, m)| m.alive)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for peer in alive {
+            self.send_entries(&peer, KIND_BB_PUBLISH, vec![entry.clone()]);
+        }
+    }
+
+    // ---- lifecycle ---------------------------------------------------------------------------
+
+    async fn shutdown(self: &Arc<Self>) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Tell alive peers first so they mark us lost now rather than after the deadline.
+        let peers: Vec<String> = {
+            let st = self.lock();
+            st.members
+                .iter()
+                .filter(|(n, m)| m.alive && st.routes.contains_key(*n))
+                .map(|(n, _)| n.clone())
+                .collect()
+        };
+        let mut acks = Vec::new();
+        for peer in peers {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let (tx, rx) = oneshot::channel();
+            self.lock().pending.insert(
+                id,
+                Pending {
+                    node: peer.clone(),
+                    tx,
+                },
+            );
+            let frame = Frame {
+                from: self.name.clone(),
+                body: Body::Leave {
+                    incarnation: self.incarnation,
+                    ack: id,
+                },
+            };
+            if self.enqueue(&peer, KIND_LEAVE, &frame).is_ok() {
+                acks.push(rx);
+            }
+        }
+        let deadline = tokio::time::Instant::now() + LEAVE_ACK_WAIT.min(self.heartbeat_deadline);
+        for rx in acks {
+            let _ = tokio::time::timeout_at(deadline, rx).await;
+        }
+
+        self.abort_tasks();
+        if let Some(actors) = self.actors.get() {
+            // Wait for the listener too, so the address can be bound again right away.
+            let children = actors.server.get_cell().get_children();
+            let _ = actors
+                .server
+                .stop_and_wait(Some("shutdown".to_string()), Some(Duration::from_secs(5)))
+                .await;
+            for child in children {
+                let _ = child.wait(Some(Duration::from_secs(2))).await;
+            }
+            let _ = actors
+                .agent
+                .stop_and_wait(Some("shutdown".to_string()), Some(Duration::from_secs(5)))
+                .await;
+        }
+        self.release();
+        tracing::info!(node = %self.name, "cluster node stopped");
+    }
+
+    fn abort_tasks(&self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
+
+    /// Drop queues (ending writer and dispatcher tasks), fail waiting requests, close the store.
+    fn release(&self) {
+        let pending: Vec<Pending> = {
+            let mut st = self.lock();
+            st.outbound.clear();
+            st.inbound.clear();
+            st.routes.clear();
+            st.pending.drain().map(|(_, p)| p).collect()
+        };
+        for p in pending {
+            let _ = p.tx.send(Err(ClusterError::Transport(
+                "the cluster node is shut down".to_string(),
+            )));
+        }
+        self.bb.close();
+    }
+
+    /// The synchronous stop used when the last handle is dropped without `shutdown`.
+    fn stop_now(&self) {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        self.abort_tasks();
+        if let Some(actors) = self.actors.get() {
+            actors.server.stop(Some("dropped".to_string()));
+            actors.agent.stop(Some("dropped".to_string()));
+        }
+        self.release();
+    }
+}
+
+async fn dial(core: Weak<Core>, addr: String) {
+    let Some(c) = core.upgrade() else { return };
+    let Some(server) = c.server().cloned() else {
+        return;
+    };
+    let limit = c.reconnect_interval.max(Duration::from_secs(2));
+    let resolved = match tokio::time::timeout(limit, tokio::net::lookup_host(addr.as_str())).await {
+        Ok(Ok(mut it)) => it.next(),
+        _ => None,
+    };
+    let Some(resolved) = resolved else {
+        c.note_unreachable(&addr, "the address does not resolve");
+        return;
+    };
+    if let Some(t) = c.lock().targets.get_mut(&addr) {
+        t.resolved = Some(resolved);
+    }
+    if resolved == c.local_addr {
+        return;
+    }
+    match tokio::time::timeout(limit, ractor_cluster::client_connect(&server, resolved)).await {
+        Ok(Ok(())) => tracing::debug!(node = %c.name, %addr, "dialed"),
+        Ok(Err(e)) => c.note_unreachable(&addr, &e.to_string()),
+        Err(_) => c.note_unreachable(&addr, "connect timed out"),
+    }
+}
+
+impl Core {
+    fn note_unreachable(&self, addr: &str, why: &str) {
+        let first = match self.lock().targets.get_mut(addr) {
+            Some(t) => !std::mem::replace(&mut t.warned, true),
+            None => false,
+        };
+        if first {
+            tracing::warn!(node = %self.name, %addr, "cannot reach cluster peer (will keep retrying): {why}");
+        } else {
+            tracing::debug!(node = %self.name, %addr, "cannot reach cluster peer: {why}");
+        }
+    }
+}

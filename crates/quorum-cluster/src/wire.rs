@@ -1,0 +1,103 @@
+//! What travels between nodes: one remotable ractor message variant carrying a JSON frame, so the
+//! protocol can grow without touching ractor's serialization and bad bytes never panic a decoder.
+
+use ractor_cluster::RactorClusterMessage;
+use serde::{Deserialize, Serialize};
+
+use crate::blackboard::{BbEntry, EntryId};
+use crate::{Envelope, NodeAdvert};
+
+/// The agent actor's message. Remote nodes reach it through ractor_cluster `RemoteActor`s.
+#[derive(RactorClusterMessage)]
+pub(crate) enum AgentMsg {
+    Frame(Vec<u8>),
+}
+
+/// A frame, always stamped with the sender's node name.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Frame {
+    pub(crate) from: String,
+    pub(crate) body: Body,
+}
+
+/// A peer known to the sender, gossiped with every heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct PeerAddr {
+    pub(crate) name: String,
+    pub(crate) addr: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub(crate) enum Body {
+    /// Liveness, the sender's advert and its member list. `incarnation` changes on every start,
+    /// so a fast restart is still seen as a loss.
+    Heartbeat {
+        incarnation: u64,
+        advert: NodeAdvert,
+        peers: Vec<PeerAddr>,
+    },
+    /// The sender is shutting down; answered with `Resp { id: ack }`.
+    Leave {
+        incarnation: u64,
+        ack: u64,
+    },
+    Msg {
+        env: Envelope,
+    },
+    Req {
+        id: u64,
+        env: Envelope,
+    },
+    Resp {
+        id: u64,
+        result: Result<Envelope, String>,
+    },
+    /// Entries to add (a publish broadcast or an anti-entropy repair).
+    BbEntries {
+        entries: Vec<BbEntry>,
+    },
+    /// Anti-entropy round start: the sender's `(flow, digest)` pairs.
+    BbSummary {
+        flows: Vec<(String, String)>,
+    },
+    /// The sender's ids for a flow whose digests differ.
+    BbIds {
+        flow: String,
+        ids: Vec<EntryId>,
+    },
+    /// Ids the sender lacks and asks for.
+    BbWant {
+        ids: Vec<EntryId>,
+    },
+}
+
+impl Frame {
+    pub(crate) fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(self)
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Frame, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_garbage_is_an_error() {
+        let f = Frame {
+            from: "a".into(),
+            body: Body::Resp {
+                id: 7,
+                result: Err("no".into()),
+            },
+        };
+        let back = Frame::decode(&f.encode().unwrap()).unwrap();
+        assert_eq!(back.from, "a");
+        assert!(matches!(back.body, Body::Resp { id: 7, result: Err(ref e) } if e == "no"));
+        assert!(Frame::decode(b"\xff not json").is_err());
+    }
+}
