@@ -16,6 +16,7 @@ mod blackboard;
 mod error;
 mod filter;
 mod node;
+mod tls;
 mod wire;
 
 use std::net::SocketAddr;
@@ -28,6 +29,7 @@ pub use blackboard::{BbEntry, Blackboard, EntryId};
 pub use error::ClusterError;
 pub use filter::{TransportFilter, KIND_BB_PUBLISH, KIND_BB_SYNC, KIND_HEARTBEAT, KIND_LEAVE};
 pub use node::Cluster;
+pub use tls::ClusterTls;
 
 /// How a node joins and watches the cluster.
 #[derive(Clone)]

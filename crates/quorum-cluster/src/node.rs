@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, ActorStatus};
 use ractor_cluster::node::{NodeConnectionMode, NodeServerSessionInformation};
-use ractor_cluster::{NodeEventSubscription, NodeServer, NodeServerMessage};
+use ractor_cluster::{
+    ClientConnectErr, IncomingEncryptionMode, NodeEventSubscription, NodeServer, NodeServerMessage,
+};
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
@@ -24,6 +26,7 @@ use crate::error::ClusterError;
 use crate::filter::{
     TransportFilter, Verdict, KIND_BB_PUBLISH, KIND_BB_SYNC, KIND_HEARTBEAT, KIND_LEAVE,
 };
+use crate::tls::ClusterTls;
 use crate::wire::{AgentMsg, Body, Frame, PeerAddr};
 use crate::{ClusterConfig, Envelope, Member, MembershipEvent, MessageHandler, NodeAdvert};
 
@@ -83,8 +86,8 @@ struct Target {
     name: Option<String>,
     resolved: Option<SocketAddr>,
     last_dial: Option<Instant>,
-    /// The last link to it closed during the handshake; reported if it is still down next round.
-    handshake_failed: bool,
+    /// Why the last link to it failed its handshake; reported if it is still down next round.
+    handshake_failed: Option<String>,
     /// Already said at warn level that it cannot be reached, so the redial loop stays quiet.
     warned: bool,
     /// Already logged the refusal; said again only after a link to it has worked.
@@ -205,6 +208,7 @@ pub(crate) struct Core {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     dial_wake: Notify,
     rt: tokio::runtime::Handle,
+    tls: Option<ClusterTls>,
 }
 
 fn normalize_advert(mut advert: NodeAdvert, name: &str, bound: SocketAddr) -> NodeAdvert {
@@ -252,13 +256,33 @@ fn batches(entries: Vec<BbEntry>) -> Vec<Vec<BbEntry>> {
 }
 
 impl Cluster {
-    /// Start the node: listen, dial the join list, and begin heartbeating.
+    /// Start the node: listen, dial the join list, and begin heartbeating. Links are plain TCP;
+    /// see [`start_tls`](Self::start_tls) for encrypted ones.
     ///
     /// Fails with [`ClusterError::Bind`] if the address cannot be listened on and with
     /// [`ClusterError::Store`] if the blackboard directory cannot be opened.
     pub async fn start(
         cfg: ClusterConfig,
         handler: Arc<dyn MessageHandler>,
+    ) -> Result<Cluster, ClusterError> {
+        Self::start_inner(cfg, handler, None).await
+    }
+
+    /// Like [`start`](Self::start), with every link (accepted and dialed) over TLS. Peers without
+    /// TLS, or whose certificate does not verify, never become members and are reported by
+    /// [`refused_peers`](Self::refused_peers).
+    pub async fn start_tls(
+        cfg: ClusterConfig,
+        handler: Arc<dyn MessageHandler>,
+        tls: ClusterTls,
+    ) -> Result<Cluster, ClusterError> {
+        Self::start_inner(cfg, handler, Some(tls)).await
+    }
+
+    async fn start_inner(
+        cfg: ClusterConfig,
+        handler: Arc<dyn MessageHandler>,
+        tls: Option<ClusterTls>,
     ) -> Result<Cluster, ClusterError> {
         let bb = BbStore::open(&cfg.name, cfg.data_dir.as_deref())?;
         let ip = cfg.listen.ip();
@@ -293,7 +317,8 @@ impl Cluster {
                 cfg.cookie.clone(),
                 cfg.name.clone(),
                 host.clone(),
-                None,
+                tls.as_ref()
+                    .map(|t| IncomingEncryptionMode::Tls(t.acceptor.clone())),
                 Some(NodeConnectionMode::Isolated),
             )
             .with_listen_addr(ip);
@@ -335,6 +360,7 @@ impl Cluster {
             tasks: Mutex::new(Vec::new()),
             dial_wake: Notify::new(),
             rt: tokio::runtime::Handle::current(),
+            tls,
         });
 
         // The name ties the agent to this node server (`name@host` and `host:port` are what peers
@@ -913,15 +939,15 @@ impl Core {
                     continue;
                 }
                 if is_connected {
-                    t.handshake_failed = false;
+                    t.handshake_failed = None;
                     t.warned = false;
                     t.refusal_logged = false;
                     continue;
                 }
-                if std::mem::take(&mut t.handshake_failed)
-                    && !std::mem::replace(&mut t.refusal_logged, true)
-                {
-                    refused.push(t.name.clone().unwrap_or_else(|| addr.clone()));
+                if let Some(why) = t.handshake_failed.take() {
+                    if !std::mem::replace(&mut t.refusal_logged, true) {
+                        refused.push((t.name.clone().unwrap_or_else(|| addr.clone()), why));
+                    }
                 }
                 if t.last_dial
                     .is_some_and(|d| now.duration_since(d) < self.reconnect_interval)
@@ -931,18 +957,18 @@ impl Core {
                 t.last_dial = Some(now);
                 todo.push(addr);
             }
-            for peer in &refused {
+            for (peer, _) in &refused {
                 if !st.refused.contains(peer) {
                     st.refused.push(peer.clone());
                 }
             }
         }
-        for peer in refused {
+        for (peer, why) in refused {
             tracing::error!(
                 node = %self.name,
                 %peer,
-                "cluster link to {peer} was closed during authentication: \
-                 the cookies differ or the peer refused this node"
+                "cluster link to {peer} was refused during the handshake ({why}); \
+                 it stays out of the cluster until that is fixed"
             );
         }
         for addr in todo {
@@ -985,7 +1011,11 @@ impl Core {
                         let mut st = self.lock();
                         for t in st.targets.values_mut() {
                             if t.resolved.is_some_and(|r| r.to_string() == ses.peer_addr) {
-                                t.handshake_failed = true;
+                                t.handshake_failed = Some(
+                                    "closed during authentication: the cookies differ, \
+                                     or the peer expects tls"
+                                        .to_string(),
+                                );
                             }
                         }
                     }
@@ -1429,8 +1459,30 @@ async fn dial(core: Weak<Core>, addr: String) {
     if resolved == c.local_addr {
         return;
     }
-    match tokio::time::timeout(limit, ractor_cluster::client_connect(&server, resolved)).await {
+    let connect = async {
+        match &c.tls {
+            None => ractor_cluster::client_connect(&server, resolved).await,
+            Some(tls) => {
+                let name = match tls.name_for(&addr) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        return Err(ClientConnectErr::Encryption(std::io::Error::other(e)));
+                    }
+                };
+                ractor_cluster::client_connect_enc(&server, resolved, tls.connector.clone(), name)
+                    .await
+            }
+        }
+    };
+    match tokio::time::timeout(limit, connect).await {
         Ok(Ok(())) => tracing::debug!(node = %c.name, %addr, "dialed"),
+        // The peer answered but the TLS handshake failed: as much a refusal as a wrong cookie.
+        Ok(Err(ClientConnectErr::Encryption(e))) => {
+            if let Some(t) = c.lock().targets.get_mut(&addr) {
+                t.handshake_failed = Some(format!("tls: {e}"));
+            }
+            tracing::debug!(node = %c.name, %addr, "tls handshake failed: {e}");
+        }
         Ok(Err(e)) => c.note_unreachable(&addr, &e.to_string()),
         Err(_) => c.note_unreachable(&addr, "connect timed out"),
     }
