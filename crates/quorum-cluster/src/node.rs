@@ -17,6 +17,7 @@ use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, ActorStatu
 use ractor_cluster::node::{NodeConnectionMode, NodeServerSessionInformation};
 use ractor_cluster::{
     ClientConnectErr, IncomingEncryptionMode, NodeEventSubscription, NodeServer, NodeServerMessage,
+    NodeSessionMessage,
 };
 use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
@@ -98,6 +99,7 @@ struct SessionView {
     peer: String,
     is_server: bool,
     peer_addr: String,
+    actor: ActorRef<NodeSessionMessage>,
 }
 
 struct Outbound {
@@ -133,6 +135,7 @@ struct State {
 
 /// Node-server events, forwarded from ractor_cluster's synchronous callbacks to our event task.
 enum LinkEvent {
+    Opened(NodeServerSessionInformation),
     Authenticated(NodeServerSessionInformation),
     Ready(NodeServerSessionInformation),
     Disconnected(NodeServerSessionInformation),
@@ -143,7 +146,9 @@ struct Subscription {
 }
 
 impl NodeEventSubscription for Subscription {
-    fn node_session_opened(&self, _ses: NodeServerSessionInformation) {}
+    fn node_session_opened(&self, ses: NodeServerSessionInformation) {
+        let _ = self.tx.send(LinkEvent::Opened(ses));
+    }
     fn node_session_disconnected(&self, ses: NodeServerSessionInformation) {
         let _ = self.tx.send(LinkEvent::Disconnected(ses));
     }
@@ -834,20 +839,37 @@ impl Core {
         }
     }
 
-    fn mark_lost(&self, node: &str) {
-        let was_alive = {
+    /// Declare `node` lost. With `drop_links`, its sessions are closed too: ractor_cluster keeps a
+    /// half-open link (peer host gone, no RST) alive and would refuse the restarted peer's new
+    /// one as a duplicate, so a dead peer's link is closed and redialed instead.
+    fn mark_lost(&self, node: &str, drop_links: bool) {
+        let (was_alive, links) = {
             let mut st = self.lock();
-            match st.members.get_mut(node) {
+            let was_alive = match st.members.get_mut(node) {
                 Some(m) if m.alive => {
                     m.alive = false;
                     true
                 }
                 _ => false,
-            }
+            };
+            let links: Vec<ActorRef<NodeSessionMessage>> = if was_alive && drop_links {
+                st.routes.remove(node);
+                st.sessions
+                    .iter()
+                    .filter(|s| s.peer == node)
+                    .map(|s| s.actor.clone())
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            (was_alive, links)
         };
         if was_alive {
             self.emit(MembershipEvent::Lost(node.to_string()));
             self.fail_pending(node);
+            for link in links {
+                link.stop(Some("peer lost".to_string()));
+            }
         }
     }
 
@@ -893,6 +915,7 @@ impl Core {
                 peer,
                 is_server: info.is_server,
                 peer_addr: info.peer_addr.clone(),
+                actor: info.actor.clone(),
             });
         }
         let mut st = self.lock();
@@ -978,6 +1001,26 @@ impl Core {
 
     async fn on_link_event(self: &Arc<Self>, ev: LinkEvent) {
         match ev {
+            LinkEvent::Opened(ses) => {
+                // ractor_cluster waits forever for a handshake; a peer that connects and goes
+                // quiet (stopped process, scanner) would hold a session open indefinitely.
+                let core = Arc::downgrade(self);
+                let limit = self.heartbeat_deadline.max(Duration::from_secs(2));
+                self.rt.spawn(async move {
+                    tokio::time::sleep(limit).await;
+                    let Some(c) = core.upgrade() else { return };
+                    let id = ses.actor.get_id();
+                    let authenticated = c.lock().authenticated.contains(&id);
+                    if !authenticated && ses.actor.get_status() < ActorStatus::Stopping {
+                        tracing::info!(
+                            node = %c.name,
+                            peer = %ses.peer_addr,
+                            "cluster link did not authenticate in time; closing it"
+                        );
+                        ses.actor.stop(Some("handshake timeout".to_string()));
+                    }
+                });
+            }
             LinkEvent::Authenticated(ses) => {
                 self.lock().authenticated.insert(ses.actor.get_id());
             }
@@ -1078,7 +1121,7 @@ impl Core {
             .collect();
         for n in late {
             tracing::warn!(node = %self.name, peer = %n, "heartbeat deadline missed");
-            self.mark_lost(&n);
+            self.mark_lost(&n, true);
         }
     }
 
@@ -1217,7 +1260,8 @@ impl Core {
                 };
                 if current {
                     tracing::info!(node = %self.name, peer = %from, "peer left the cluster");
-                    self.mark_lost(&from);
+                    // Its link stays up until it closes it, so the goodbye ack can get through.
+                    self.mark_lost(&from, false);
                 }
                 let ok = Envelope {
                     kind: KIND_LEAVE.to_string(),

@@ -293,3 +293,26 @@ async fn binding_a_taken_address_is_a_bind_error() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_authenticates_is_closed() {
+    use tokio::io::AsyncReadExt;
+    tokio::time::timeout(TEST_LIMIT, async {
+        let a = start("a", &[]).await;
+        // Connects and says nothing, like a stopped process or a port scanner.
+        let mut silent = tokio::net::TcpStream::connect(a.cluster.local_addr())
+            .await
+            .unwrap();
+        let mut buf = [0u8; 64];
+        loop {
+            match silent.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        assert_eq!(a.cluster.members().len(), 1);
+        a.cluster.shutdown().await;
+    })
+    .await
+    .unwrap();
+}
