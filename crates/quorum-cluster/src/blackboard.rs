@@ -221,6 +221,15 @@ impl BbStore {
             body: body.to_string(),
             at_ms: now_ms(),
         };
+        // An entry too big for one frame could never reach the other replicas.
+        let size = serde_json::to_vec(&entry)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > crate::node::MAX_FRAME_BYTES - 4096 {
+            return Err(ClusterError::Store(format!(
+                "a blackboard entry of {size} bytes is too large to replicate"
+            )));
+        }
         self.persist(&[&entry])?;
         mem.last_seq = seq;
         mem.flows
@@ -393,6 +402,11 @@ mod tests {
         let e2 = s.create("f", "au", "u", "two").unwrap();
         assert!(e2.id.seq > e1.id.seq);
         assert_eq!(s.read("f", Some("u")), vec![e2.clone()]);
+        let huge = "x".repeat(crate::node::MAX_FRAME_BYTES);
+        assert!(matches!(
+            s.create("f", "au", "t", &huge),
+            Err(ClusterError::Store(_))
+        ));
         s.close();
         assert!(s.create("f", "au", "t", "x").is_err());
         let s = BbStore::open("a", Some(dir.path())).unwrap();

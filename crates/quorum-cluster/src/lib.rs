@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 pub use blackboard::{BbEntry, Blackboard, EntryId};
 pub use error::ClusterError;
 pub use filter::{TransportFilter, KIND_BB_PUBLISH, KIND_BB_SYNC, KIND_HEARTBEAT, KIND_LEAVE};
-pub use node::Cluster;
+pub use node::{Cluster, MAX_FRAME_BYTES};
 pub use tls::ClusterTls;
 
 /// How a node joins and watches the cluster.

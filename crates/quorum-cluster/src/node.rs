@@ -37,6 +37,9 @@ const AGENT_PREFIX: &str = "quorum-cluster|";
 const ANTI_ENTROPY_EVERY: u64 = 5;
 /// Repair batches stay well under ractor_cluster's 16 MiB frame limit.
 const MAX_BATCH_BYTES: usize = 1 << 20;
+/// The largest frame sent. A peer drops the whole link on a frame over its 16 MiB inbound limit,
+/// so a bigger one is refused here instead (leaving room for ractor's own envelope).
+pub const MAX_FRAME_BYTES: usize = 15 << 20;
 /// How long `shutdown` waits for peers to acknowledge the leave notice.
 const LEAVE_ACK_WAIT: Duration = Duration::from_secs(1);
 
@@ -783,6 +786,12 @@ impl Core {
         let bytes = frame
             .encode()
             .map_err(|e| ClusterError::Transport(format!("cannot encode a frame: {e}")))?;
+        if bytes.len() > MAX_FRAME_BYTES {
+            return Err(ClusterError::Transport(format!(
+                "a {kind} frame of {} bytes exceeds the {MAX_FRAME_BYTES}-byte limit",
+                bytes.len()
+            )));
+        }
         let mut st = self.lock();
         let tx = st.outbound.entry(peer.to_string()).or_insert_with(|| {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -819,7 +828,16 @@ impl Core {
             body: Body::Resp { id, result },
         };
         if let Err(e) = self.enqueue(to, &kind, &frame) {
-            tracing::debug!(node = %self.name, %to, "reply not sent: {e}");
+            tracing::warn!(node = %self.name, %to, "reply not sent: {e}");
+            // Tell the caller now rather than let it wait for its timeout.
+            let frame = Frame {
+                from: self.name.clone(),
+                body: Body::Resp {
+                    id,
+                    result: Err(format!("reply not sent: {e}")),
+                },
+            };
+            let _ = self.enqueue(to, "error", &frame);
         }
     }
 

@@ -86,6 +86,14 @@ async fn send_and_request_between_nodes() {
         assert_eq!(b.recorder.received()[50].1.kind, "after");
         a.cluster.filter().clear();
 
+        // Too big for one frame: refused here, and the link keeps working.
+        let mut huge = env("huge", 0);
+        huge.payload = serde_json::json!("x".repeat(quorum_cluster::MAX_FRAME_BYTES));
+        assert!(matches!(
+            a.cluster.send("b", huge).await,
+            Err(ClusterError::Transport(_))
+        ));
+
         let reply = a
             .cluster
             .request("b", env("echo", 7), Duration::from_secs(5))
