@@ -108,6 +108,24 @@ pub struct NodeArgs {
     /// Allow listening on a non-loopback address without TLS.
     #[arg(long)]
     pub insecure: bool,
+    /// TLS certificate (PEM) for cluster links.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for cluster links.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA (PEM) that signed the peers' certificates (default: trust --tls-cert itself).
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+    /// Address peers should dial to reach this node (default: the --listen address).
+    #[arg(long)]
+    pub advertise: Option<String>,
+    /// Heartbeat interval in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    pub heartbeat_ms: u64,
+    /// A peer silent this long (ms) is declared lost and its attempts are reassigned.
+    #[arg(long, default_value_t = 3000)]
+    pub deadline_ms: u64,
     #[command(flatten)]
     pub backend: BackendArgs,
 }

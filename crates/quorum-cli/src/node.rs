@@ -24,22 +24,66 @@ fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
 }
 
+fn load_cookie(file: Option<&std::path::Path>) -> Result<String> {
+    if let Ok(c) = std::env::var("QUORUM_COOKIE") {
+        if !c.trim().is_empty() {
+            return Ok(c.trim().to_string());
+        }
+    }
+    match file {
+        Some(f) => {
+            let c = std::fs::read_to_string(f).with_context(|| format!("cannot read cookie file {}", f.display()))?;
+            if c.trim().is_empty() {
+                bail!("cookie file {} is empty", f.display());
+            }
+            Ok(c.trim().to_string())
+        }
+        None => bail!("no cluster cookie: set QUORUM_COOKIE or pass --cookie-file (the same secret on every node)"),
+    }
+}
+
 pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
-    if args.listen.is_some() || !args.join.is_empty() {
-        bail!("multi-node clustering (--listen/--join) is not available in this build; run `quorum node --api ADDR` for a single-node service");
+    if args.api.is_none() && args.listen.is_none() {
+        bail!("nothing to serve: pass --api HOST:PORT for the review API and/or --listen HOST:PORT to join a cluster");
     }
-    let Some(api) = &args.api else {
-        bail!("nothing to serve: pass --api HOST:PORT (and set QUORUM_API_TOKEN or --token-file)");
+    if !args.join.is_empty() && args.listen.is_none() {
+        bail!("--join needs --listen: a cluster node must be reachable by its peers");
+    }
+    let api_addr: Option<SocketAddr> = match &args.api {
+        Some(a) => Some(a.parse().with_context(|| {
+            format!("invalid --api address {a:?} (expected host:port, e.g. 127.0.0.1:7400)")
+        })?),
+        None => None,
     };
-    let api_addr: SocketAddr = api.parse().with_context(|| {
-        format!("invalid --api address {api:?} (expected host:port, e.g. 127.0.0.1:7400)")
-    })?;
-    if !is_loopback(&api_addr) && !args.insecure {
-        bail!("refusing to serve the API on non-loopback {api_addr} without TLS; put it behind a TLS proxy or pass --insecure");
+    if let Some(a) = &api_addr {
+        if !is_loopback(a) && !args.insecure {
+            bail!("refusing to serve the API on non-loopback {a} without TLS; put it behind a TLS proxy or pass --insecure");
+        }
     }
-    let token = quorum_api::load_token(TOKEN_ENV, args.token_file.as_deref())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let listen: Option<SocketAddr> = match &args.listen {
+        Some(l) => Some(
+            l.parse()
+                .with_context(|| format!("invalid --listen address {l:?} (expected host:port)"))?,
+        ),
+        None => None,
+    };
+    if let Some(l) = &listen {
+        if !is_loopback(l) && args.tls_cert.is_none() && !args.insecure {
+            bail!("refusing to listen for peers on non-loopback {l} without TLS; pass --tls-cert/--tls-key (or --insecure on a trusted network)");
+        }
+    }
+    let token = match api_addr {
+        Some(_) => Some(
+            quorum_api::load_token(TOKEN_ENV, args.token_file.as_deref())
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+        ),
+        None => None,
+    };
+    let cookie = match listen {
+        Some(_) => Some(load_cookie(args.cookie_file.as_deref())?),
+        None => None,
+    };
     let configs = backend_configs(&args.backend, &settings)?;
     if configs.is_empty() {
         bail!("no backend configured: pass --backend KIND=URL or add [[backends]] to the config");
@@ -58,41 +102,152 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         &name,
     )
     .await?;
-    let listener = tokio::net::TcpListener::bind(api_addr)
-        .await
-        .with_context(|| format!("cannot listen on {api_addr}"))?;
-    let bound = listener
-        .local_addr()
-        .context("cannot read the bound address")?;
-    let service = Arc::new(NodeService::new(NodeSetup {
-        name: name.clone(),
-        data: data_dir(&args.backend.common, &settings),
-        backends,
-        personas_dir: settings::data_dir(&settings.personas_dir, "personas")?,
-        flows_dir: settings::data_dir(&settings.flows_dir, "flows")?,
-        default_flow: settings.flow.clone(),
-        max_concurrent: (settings.max_concurrent > 0).then_some(settings.max_concurrent),
-        advertised_addr: format!("http://{bound}"),
-        board: Arc::new(quorum_runtime::board::MemoryBoard::default()),
-    }));
-    println!("quorum node {name}: api on http://{bound}");
-    let _ = std::io::stdout().flush();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(quorum_api::serve_with_listener(
-        listener,
-        service.clone(),
-        token,
-        async {
-            let _ = stop_rx.await;
-        },
-    ));
-    shutdown_signal().await;
-    let running = service.running();
-    if running > 0 {
-        eprintln!("quorum node {name}: stopping; {running} running review(s) are interrupted and can be resumed with `quorum resume`");
+    let data = data_dir(&args.backend.common, &settings);
+    let capacity: usize = (settings.max_concurrent > 0)
+        .then_some(settings.max_concurrent)
+        .unwrap_or_else(|| {
+            backends
+                .backends
+                .iter()
+                .map(|b| b.config.max_concurrent)
+                .sum::<usize>()
+                .max(1)
+        });
+    let packs = Arc::new(quorum_node::PackRegistry::default());
+
+    // The cluster first: reviews submitted to this node spread over its peers.
+    let mut cluster = None;
+    let mut agent = None;
+    let mut line = format!("quorum node {name}:");
+    if let (Some(listen), Some(cookie)) = (listen, cookie) {
+        let mut cfg = quorum_cluster::ClusterConfig::new(name.clone(), listen, cookie);
+        cfg.join = args.join.clone();
+        cfg.heartbeat_interval = std::time::Duration::from_millis(args.heartbeat_ms.max(10));
+        cfg.heartbeat_deadline =
+            std::time::Duration::from_millis(args.deadline_ms.max(args.heartbeat_ms * 2));
+        cfg.data_dir = Some(data.root().join("node"));
+        cfg.advert = quorum_cluster::NodeAdvert {
+            name: name.clone(),
+            cluster_addr: args.advertise.clone().unwrap_or_default(),
+            api_addr: args.api.clone(),
+            models: backends.all_models(),
+            capacity: capacity as u32,
+            in_flight: 0,
+            cards: serde_json::to_value(backends.cards()).unwrap_or_default(),
+        };
+        let a = quorum_node::NodeAgent::new(&name, backends.clone(), packs.clone());
+        let started = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => {
+                let tls = quorum_cluster::ClusterTls::from_pem_files(
+                    cert,
+                    key,
+                    args.tls_ca.as_deref(),
+                    None,
+                )
+                .map_err(|e| anyhow::anyhow!("invalid tls setup: {e}"))?;
+                quorum_cluster::Cluster::start_tls(cfg, a.clone(), tls).await
+            }
+            _ => quorum_cluster::Cluster::start(cfg, a.clone()).await,
+        }
+        .map_err(|e| anyhow::anyhow!("cannot start the cluster node: {e}"))?;
+        a.attach(started.clone());
+        line.push_str(&format!(" cluster on {}", started.local_addr()));
+        cluster = Some(started);
+        agent = Some(a);
     }
-    let _ = stop_tx.send(());
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), server).await;
+
+    let board: Arc<dyn quorum_runtime::board::TeamBoard> = match &cluster {
+        Some(c) => Arc::new(quorum_node::ClusterBoard(c.blackboard())),
+        None => Arc::new(quorum_runtime::board::MemoryBoard::default()),
+    };
+    let remote: Option<Arc<dyn quorum_runtime::remote::RemoteExecutor>> =
+        cluster.clone().map(|c| {
+            Arc::new(quorum_node::ClusterExecutor { cluster: c })
+                as Arc<dyn quorum_runtime::remote::RemoteExecutor>
+        });
+
+    let mut server = None;
+    let mut stop_tx = None;
+    let mut service = None;
+    if let (Some(api_addr), Some(token)) = (api_addr, token) {
+        let listener = tokio::net::TcpListener::bind(api_addr)
+            .await
+            .with_context(|| format!("cannot listen on {api_addr}"))?;
+        let bound = listener
+            .local_addr()
+            .context("cannot read the bound address")?;
+        let svc = Arc::new(NodeService::new(NodeSetup {
+            name: name.clone(),
+            data: data.clone(),
+            backends: backends.clone(),
+            personas_dir: settings::data_dir(&settings.personas_dir, "personas")?,
+            flows_dir: settings::data_dir(&settings.flows_dir, "flows")?,
+            default_flow: settings.flow.clone(),
+            max_concurrent: Some(capacity),
+            advertised_addr: format!("http://{bound}"),
+            board: board.clone(),
+            remote: remote.clone(),
+            packs: packs.clone(),
+        }));
+        if let Some(c) = cluster.clone() {
+            svc.set_members(Box::new(move || {
+                c.members()
+                    .into_iter()
+                    .map(|m| pb::NodeStatus {
+                        name: m.name,
+                        addr: m.advert.cluster_addr,
+                        alive: m.alive,
+                        models: m.advert.models,
+                        capacity: m.advert.capacity,
+                        in_flight: m.advert.in_flight,
+                        last_seen_ms: m.last_seen_ms_ago,
+                    })
+                    .collect()
+            }));
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        server = Some(tokio::spawn(quorum_api::serve_with_listener(
+            listener,
+            svc.clone(),
+            token,
+            async {
+                let _ = rx.await;
+            },
+        )));
+        stop_tx = Some(tx);
+        service = Some(svc);
+        line.push_str(&format!(" api on http://{bound}"));
+    }
+    println!("{line}");
+    let _ = std::io::stdout().flush();
+
+    shutdown_signal().await;
+    eprintln!("quorum node {name}: draining");
+    if let Some(a) = &agent {
+        // Finish the attempts we are running for peers (bounded), take no new ones.
+        a.drain();
+        for _ in 0..1200 {
+            if a.in_flight() == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    if let Some(svc) = &service {
+        let running = svc.running();
+        if running > 0 {
+            eprintln!("quorum node {name}: {running} review(s) conducted here are interrupted; continue them with `quorum resume`");
+        }
+    }
+    if let Some(tx) = stop_tx {
+        let _ = tx.send(());
+    }
+    if let Some(s) = server {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), s).await;
+    }
+    if let Some(c) = cluster {
+        c.shutdown().await;
+    }
     Ok(ExitCode::Clean)
 }
 

@@ -4,75 +4,18 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
-use serde_json::{json, Value};
+use quorum_testkit::{RecordedRequest, Script, ScriptedServer};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use support::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-const TASKS: usize = 6;
+const TASKS: usize = SIX_TASKS;
 
-/// Six specialist tasks, each reporting one real finding in a different place; specialists are
-/// slow enough (250 ms) that a kill lands between tasks. `flaky` puts 500s in front of them.
 fn script(flaky: bool) -> Script {
-    let lines = [
-        ("src/db.py", 53, "name LIKE '%{term}%'"),
-        (
-            "src/auth.py",
-            15,
-            "SECRET_KEY = \"inv-prod-7f3a9c2e51b84d06\"",
-        ),
-        ("src/db.py", 43, "offset = page * per_page"),
-        ("src/utils.py", 12, "fh = open(path, encoding=\"utf-8\")"),
-        ("src/utils.py", 20, "_request_count += 1"),
-        (
-            "src/auth.py",
-            28,
-            "user[\"password_hash\"] == hash_password(password)",
-        ),
-    ];
-    let tasks: Vec<Value> = (1..=TASKS)
-        .map(|i| {
-            json!({"id": format!("t{i}"), "persona": "security_sentinel", "files": [lines[i - 1].0],
-                        "mandate": format!("Check area number {i} for defects.")})
-        })
-        .collect();
-    let mut s = Script::new().models([MODEL]).rule(scout_rule()).rule(
-        Rule::new("planner")
-            .when_system(["You are the planner"])
-            .reply(Reply::json(&json!({"tasks": tasks}))),
-    );
-    if flaky {
-        s = s.rule(
-            Rule::new("flaky")
-                .when_system(["You are security_sentinel"])
-                .reply(Reply::status(500))
-                .times(3),
-        );
-    }
-    for (i, (file, line, evidence)) in lines.iter().enumerate() {
-        let n = i + 1;
-        let finding = json!({"findings": [{"title": format!("Defect in area {n}"), "severity": "P2", "confidence": 0.9,
-            "category": format!("correctness/area-{n}"), "file": file, "line_start": line, "line_end": line,
-            "evidence": evidence, "why_it_matters": "it breaks", "suggested_fix": "fix it"}]});
-        s = s.rule(
-            Rule::new(format!("t{n}"))
-                .when_system(["You are security_sentinel"])
-                .when_last_user([format!("## Task t{n}\n")])
-                .reply(Reply::delay(250, Reply::json(&finding))),
-        );
-    }
-    s.rule(verifier_confirms()).rule(synthesizer_rule())
-}
-
-fn task_of(r: &RecordedRequest) -> Option<String> {
-    if !r.system.contains("You are security_sentinel") {
-        return None;
-    }
-    let i = r.text.find("## Task t")?;
-    r.text[i + 8..].split_whitespace().next().map(String::from)
+    six_task_script(250, flaky)
 }
 
 fn cmd(args: &[&str], work: &Path) -> tokio::process::Command {

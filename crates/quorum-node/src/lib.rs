@@ -5,6 +5,8 @@
 //! in its data dir and serves the report. Nothing here decides how a review runs; that is the
 //! runtime's job. This crate maps the API onto it.
 
+pub mod cluster;
 mod service;
 
+pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry};
 pub use service::{NodeService, NodeSetup};

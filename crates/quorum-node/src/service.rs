@@ -27,6 +27,10 @@ pub struct NodeSetup {
     pub advertised_addr: String,
     /// The team blackboard reviews on this node share (replicated when clustered).
     pub board: Arc<dyn quorum_runtime::board::TeamBoard>,
+    /// Peers that can run specialist attempts (None = this node alone).
+    pub remote: Option<Arc<dyn quorum_runtime::remote::RemoteExecutor>>,
+    /// Packs of reviews conducted here, served to peers by content hash.
+    pub packs: Arc<crate::cluster::PackRegistry>,
 }
 
 /// One review this node runs or ran.
@@ -52,7 +56,11 @@ impl FlowState {
     }
 }
 
+/// Supplies the cluster's view of its members for ClusterStatus.
+pub type MembersFn = Box<dyn Fn() -> Vec<pb::NodeStatus> + Send + Sync>;
+
 pub struct NodeService {
+    members: std::sync::OnceLock<MembersFn>,
     setup: Arc<NodeSetup>,
     board: Arc<dyn quorum_runtime::board::TeamBoard>,
     flows: Arc<Mutex<HashMap<String, FlowState>>>,
@@ -77,10 +85,16 @@ fn progress_kind(p: &Progress) -> &'static str {
 impl NodeService {
     pub fn new(setup: NodeSetup) -> Self {
         NodeService {
+            members: std::sync::OnceLock::new(),
             board: setup.board.clone(),
             setup: Arc::new(setup),
             flows: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// Report cluster membership in ClusterStatus (set once, when the node is clustered).
+    pub fn set_members(&self, f: MembersFn) {
+        let _ = self.members.set(f);
     }
 
     /// Reviews still running (for drain on shutdown).
@@ -181,6 +195,7 @@ impl ReviewApi for NodeService {
         };
         let store = setup.data.create_flow(&meta).map_err(internal)?;
         store.save_pack(&pack).map_err(internal)?;
+        setup.packs.register(&flow_id, &pack);
         let ctx = Arc::new(ReviewContext {
             flow_id: flow_id.clone(),
             flow,
@@ -194,7 +209,7 @@ impl ReviewApi for NodeService {
                 .or(setup.max_concurrent),
             started_at: started_at.clone(),
             facts: FactLog::new(store),
-            remote: None,
+            remote: setup.remote.clone(),
             board: Some(self.board.clone()),
         });
         let (live, _) = broadcast::channel(1024);
@@ -384,6 +399,9 @@ impl ReviewApi for NodeService {
     }
 
     async fn cluster_status(&self) -> Result<Vec<pb::NodeStatus>, ApiError> {
+        if let Some(members) = self.members.get().map(|f| f()) {
+            return Ok(members);
+        }
         let b = &self.setup.backends;
         Ok(vec![pb::NodeStatus {
             name: self.setup.name.clone(),

@@ -27,6 +27,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
+/// How long a peer that could not be reached is left out of placement.
+const SUSPECT_FOR: Duration = Duration::from_secs(3);
+
 /// Same error class this many times in a row: the task is going in circles; stop retrying.
 pub const CIRCULAR_FIX_REPEATS: usize = 3;
 
@@ -50,6 +53,8 @@ pub enum ConductorMsg {
     },
     /// A peer node was declared lost: fence and reassign its attempts.
     NodeLost(String),
+    /// A peer joined (or came back): queued work may go to it now.
+    NodeJoined(String),
     /// Re-dispatch run `run` after its backoff.
     Retry {
         run: usize,
@@ -102,6 +107,9 @@ pub struct ConductorState {
     placements: HashMap<u64, String>,
     /// Our attempts in flight per peer node.
     remote_in_flight: HashMap<String, usize>,
+    /// Peers a send just failed to reach: skipped for a while, so one unreachable node cannot
+    /// burn a task's attempts before membership declares it lost.
+    suspects: HashMap<String, Instant>,
     classification: Classification,
     classification_fallback: bool,
     rejected: Vec<quorum_core::task::RejectedTask>,
@@ -356,6 +364,13 @@ impl FlowConductor {
             (local_active < local_cap).then(|| (local_active as f64 / local_cap as f64, None));
         if let Some(remote) = &state.ctx.remote {
             for peer in remote.peers() {
+                if state
+                    .suspects
+                    .get(&peer.node)
+                    .is_some_and(|t| t.elapsed() < SUSPECT_FOR)
+                {
+                    continue;
+                }
                 let busy = state.remote_in_flight.get(&peer.node).copied().unwrap_or(0);
                 if peer.capacity == 0 || busy >= peer.capacity {
                     continue;
@@ -419,10 +434,11 @@ impl FlowConductor {
             (_, Err(e)) => Err(e),
         };
         if let Err(e) = sent {
-            let err = AttemptError::Remote {
-                class: "transport".into(),
-                message: format!("cannot reach {node}: {e}"),
-            };
+            // The peer never got it: a placement failure, not the task's; it does not use up
+            // the task's attempts, and the peer is avoided until it proves itself again.
+            tracing::warn!(node = %node, error = %e, "cannot reach peer; placing elsewhere");
+            state.suspects.insert(node.clone(), Instant::now());
+            let err = AttemptError::NodeLost(node.clone());
             let _ = myself.send_message(ConductorMsg::Outcome {
                 attempt,
                 outcome: Box::new(JobOutcome::Specialist(Err(err))),
@@ -1078,6 +1094,7 @@ impl Actor for FlowConductor {
             active_specialists: 0,
             placements: HashMap::new(),
             remote_in_flight: HashMap::new(),
+            suspects: HashMap::new(),
             classification: Classification::default(),
             classification_fallback: false,
             rejected: Vec::new(),
@@ -1124,6 +1141,21 @@ impl Actor for FlowConductor {
                 Self::start_phase(&myself, state, Phase::Scout).await
             }
             ConductorMsg::NodeLost(node) => Self::node_lost(&myself, state, node).await,
+            ConductorMsg::NodeJoined(node) => {
+                state.suspects.remove(&node);
+                state
+                    .ctx
+                    .facts
+                    .event(Event::Note {
+                        message: format!("node {node} joined"),
+                    })
+                    .await;
+                if state.phase == Phase::Specialists {
+                    Self::pump(&myself, state).await
+                } else {
+                    Ok(())
+                }
+            }
             ConductorMsg::WallBudget => {
                 let secs = state.ctx.flow.parameters.max_wall_secs;
                 Self::spend_budget(&myself, state, format!("wall-time budget spent ({secs}s)"))

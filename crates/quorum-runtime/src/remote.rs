@@ -31,6 +31,8 @@ pub fn conductor_name(flow_id: &str) -> String {
 pub struct ManifestEntry {
     pub path: String,
     pub hash: String,
+    /// Bytes, so a fetch can be split into bounded batches.
+    pub size: u64,
 }
 
 /// An attempt shipped to another node.
@@ -87,6 +89,7 @@ impl RemoteAttempt {
                 .map(|f| ManifestEntry {
                     path: f.path.clone(),
                     hash: f.hash.clone(),
+                    size: f.size,
                 })
                 .collect(),
             sensitive: ctx.backends.sensitive,
@@ -144,6 +147,7 @@ pub async fn run_attempt(
     req: RemoteAttempt,
     contents: &BTreeMap<String, Arc<str>>,
     backends: &Backends,
+    board: Option<Arc<dyn crate::board::TeamBoard>>,
     node: &str,
 ) -> RemoteOutcome {
     let mut files = Vec::with_capacity(req.manifest.len());
@@ -183,7 +187,7 @@ pub async fn run_attempt(
         started_at: String::new(),
         facts: FactLog::disabled(),
         remote: None,
-        board: None,
+        board,
     };
     // The remote node chooses among its own models; the origin's placement does not apply.
     let mut task = req.task.clone();
@@ -220,6 +224,15 @@ pub fn deliver_result(flow_id: &str, attempt: u64, outcome: RemoteOutcome) -> bo
 
 /// Tell every conductor in this process that a peer is gone.
 pub fn notify_node_lost(node: &str) -> usize {
+    notify_all(|| crate::conductor::ConductorMsg::NodeLost(node.to_string()))
+}
+
+/// Tell every conductor in this process that a peer joined, so queued work can go to it now.
+pub fn notify_node_joined(node: &str) -> usize {
+    notify_all(|| crate::conductor::ConductorMsg::NodeJoined(node.to_string()))
+}
+
+fn notify_all(msg: impl Fn() -> crate::conductor::ConductorMsg) -> usize {
     use crate::conductor::ConductorMsg;
     let prefix = conductor_name("");
     let mut n = 0;
@@ -229,10 +242,7 @@ pub fn notify_node_lost(node: &str) -> usize {
         }
         if let Some(cell) = ractor::registry::where_is(name) {
             let conductor: ractor::ActorRef<ConductorMsg> = cell.into();
-            if conductor
-                .send_message(ConductorMsg::NodeLost(node.to_string()))
-                .is_ok()
-            {
+            if conductor.send_message(msg()).is_ok() {
                 n += 1;
             }
         }

@@ -63,7 +63,7 @@ impl RemoteExecutor for FakePeer {
         let name = self.name.clone();
         tokio::spawn(async move {
             let (flow_id, attempt) = (req.flow_id.clone(), req.attempt);
-            let outcome = remote::run_attempt(req, &contents, &backends, &name).await;
+            let outcome = remote::run_attempt(req, &contents, &backends, None, &name).await;
             remote::deliver_result(&flow_id, attempt, outcome);
         });
         Ok(())
@@ -220,7 +220,7 @@ async fn a_lost_node_s_attempts_are_reassigned_and_its_late_results_ignored() {
         .map(|f| (f.hash.clone(), f.content.clone()))
         .collect();
     let (fid, attempt) = (held.flow_id.clone(), held.attempt);
-    let late = remote::run_attempt(held, &contents, &peer.backends, "sleepy").await;
+    let late = remote::run_attempt(held, &contents, &peer.backends, None, "sleepy").await;
     remote::deliver_result(&fid, attempt, late);
 
     let report = review.await.unwrap();

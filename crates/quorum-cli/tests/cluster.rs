@@ -1,0 +1,389 @@
+//! Multi-process clusters on 127.0.0.1: real `quorum node` processes, each with its own
+//! scripted model server; kill -9 and SIGSTOP for node loss and hangs.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use quorum_api::ApiClient;
+use quorum_testkit::ScriptedServer;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use support::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorum");
+const TOKEN: &str = "cluster-test-token";
+const COOKIE: &str = "cluster-test-cookie";
+
+struct Node {
+    child: tokio::process::Child,
+    cluster: String,
+    api: Option<String>,
+    stderr: Option<tokio::io::Lines<BufReader<tokio::process::ChildStderr>>>,
+    _server: ScriptedServer,
+    data: PathBuf,
+}
+
+impl Node {
+    fn pid(&self) -> String {
+        self.child.id().expect("node exited").to_string()
+    }
+    fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &self.pid()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} failed");
+    }
+}
+
+async fn start(
+    name: &str,
+    work: &Path,
+    join: &[&str],
+    api: bool,
+    cookie: &str,
+    delay_ms: u64,
+    capacity: usize,
+) -> Node {
+    let server = ScriptedServer::start(six_task_script(delay_ms, false))
+        .await
+        .unwrap();
+    let data = work.join(format!("data-{name}"));
+    let backend = format!("ollama={}", server.ollama_url());
+    let mut args: Vec<String> = vec![
+        "node".into(),
+        "--name".into(),
+        name.into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--backend".into(),
+        backend,
+        "--model".into(),
+        MODEL.into(),
+        "--data-dir".into(),
+        data.display().to_string(),
+        "--heartbeat-ms".into(),
+        "100".into(),
+        "--deadline-ms".into(),
+        "1000".into(),
+    ];
+    if api {
+        args.extend(["--api".into(), "127.0.0.1:0".into()]);
+    }
+    for j in join {
+        args.extend(["--join".into(), j.to_string()]);
+    }
+    let home = work.join(".home");
+    let mut child = tokio::process::Command::new(BIN)
+        .args(&args)
+        .current_dir(work)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("QUORUM_HOME", repo_root())
+        .env("QUORUM_API_TOKEN", TOKEN)
+        .env("QUORUM_COOKIE", cookie)
+        .env("QUORUM_MAX_CONCURRENT", capacity.to_string())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("node did not start")
+        .unwrap()
+        .expect("node printed nothing");
+    let cluster = line
+        .split("cluster on ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let api = line.split("api on ").nth(1).map(|s| s.trim().to_string());
+    let stderr = Some(BufReader::new(child.stderr.take().unwrap()).lines());
+    Node {
+        child,
+        cluster,
+        api,
+        stderr,
+        _server: server,
+        data,
+    }
+}
+
+async fn client(node: &Node) -> ApiClient {
+    ApiClient::connect(node.api.as_ref().unwrap(), TOKEN)
+        .await
+        .unwrap()
+}
+
+/// Poll (bounded) until `node` sees exactly `names` alive.
+async fn wait_alive(c: &ApiClient, names: &[&str]) {
+    let mut want: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    let mut last = Vec::new();
+    for _ in 0..300 {
+        let mut alive: Vec<String> = c
+            .cluster_status()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.alive)
+            .map(|n| n.name)
+            .collect();
+        alive.sort();
+        if alive == want {
+            return;
+        }
+        last = alive;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("cluster never reached {want:?}; last saw {last:?}");
+}
+
+async fn review_via(api: &str, work: &Path, out: &str) -> (i32, Value) {
+    let home = work.join(".home");
+    let out = work.join(out);
+    let o = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(BIN)
+            .args([
+                "review",
+                fixture("code_project").to_str().unwrap(),
+                "--cluster",
+                api,
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+            ])
+            .current_dir(work)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("QUORUM_API_TOKEN", TOKEN)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("review hung")
+    .unwrap();
+    let code = o.status.code().unwrap_or(-1);
+    assert!(
+        code == 0 || code == 1,
+        "review failed ({code}): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (
+        code,
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap(),
+    )
+}
+
+fn anchors(r: &Value) -> Vec<String> {
+    let mut v: Vec<String> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| format!("{}|{}", f["anchor"], f["severity"]))
+        .collect();
+    v.sort();
+    v
+}
+
+fn specialist_nodes(r: &Value) -> Vec<String> {
+    let mut v: Vec<String> = r["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
+        .map(|t| t["node"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+fn assert_complete_once(r: &Value) {
+    assert_eq!(r["status"], "completed", "{}", r["status_reason"]);
+    let tasks: Vec<&Value> = r["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
+        .collect();
+    assert_eq!(tasks.len(), SIX_TASKS);
+    assert!(
+        tasks.iter().all(|t| t["status"] == "completed"),
+        "{tasks:?}"
+    );
+    let a = anchors(r);
+    let mut d = a.clone();
+    d.dedup();
+    assert_eq!(a.len(), SIX_TASKS, "{a:?}");
+    assert_eq!(a, d, "duplicated findings");
+}
+
+/// Specialist requests a node's model server has seen.
+fn specialist_calls(server: &ScriptedServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| task_of(r).is_some())
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_find_what_one_node_finds() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let solo = start("solo", w, &[], true, COOKIE, 150, 2).await;
+    let (_, single) = review_via(solo.api.as_ref().unwrap(), w, "single").await;
+
+    let n1 = start("n1", w, &[], true, COOKIE, 150, 2).await;
+    let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 150, 2).await;
+    let n3 = start("n3", w, &[&n1.cluster], false, COOKIE, 150, 2).await;
+    let c = client(&n1).await;
+    wait_alive(&c, &["n1", "n2", "n3"]).await;
+    let (_, clustered) = review_via(n1.api.as_ref().unwrap(), w, "three").await;
+    assert_complete_once(&clustered);
+    assert_eq!(anchors(&single), anchors(&clustered));
+    let nodes = specialist_nodes(&clustered);
+    assert!(nodes.len() >= 2, "work did not spread: {nodes:?}");
+    assert!(specialist_calls(&n2._server) + specialist_calls(&n3._server) > 0);
+    // Each worker used only its own model server.
+    assert!(n2._server.requests().iter().all(|r| r.model == MODEL));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_a_worker_and_the_review_completes_once() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let n1 = start("n1", w, &[], true, COOKIE, 300, 1).await;
+    let mut n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 3000, 2).await;
+    let c = client(&n1).await;
+    wait_alive(&c, &["n1", "n2"]).await;
+    let mut feed = n2._server.subscribe();
+    let review = {
+        let w = w.to_path_buf();
+        let api = n1.api.clone().unwrap();
+        tokio::spawn(async move { review_via(&api, &w, "out").await })
+    };
+    // Once n2 is working on an attempt, kill it without warning.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(r) = feed.recv().await {
+            if task_of(&r).is_some() {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("n2 never got an attempt");
+    n2.child.kill().await.unwrap();
+    let (_, report) = review.await.unwrap();
+    assert_complete_once(&report);
+    assert!(
+        !specialist_nodes(&report).contains(&"n2".to_string()),
+        "a task is attributed to the dead node"
+    );
+    wait_alive(&c, &["n1"]).await;
+
+    // Every task result is recorded exactly once in the conductor's store.
+    let mut n1 = n1;
+    n1.child.kill().await.unwrap();
+    let _ = n1.child.wait().await;
+    let data = quorum_store::DataDir::new(&n1.data);
+    let flow = data.list_flows().unwrap().into_iter().next().unwrap();
+    let store = data.open_flow(&flow.flow_id).unwrap();
+    let events = store.events().unwrap();
+    for i in 1..=SIX_TASKS {
+        let id = format!("t{i}");
+        let succeeded = events.iter().filter(|e| matches!(&e.event, quorum_store::Event::AttemptSucceeded { task_id, .. } if *task_id == id)).count();
+        assert_eq!(succeeded, 1, "task {id} recorded {succeeded} results");
+    }
+    assert!(events.iter().any(|e| matches!(&e.event, quorum_store::Event::Note { message } if message.contains("node n2 lost"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    // n1 is slow enough that work is still queued when n3 arrives.
+    let n1 = start("n1", w, &[], true, COOKIE, 2000, 1).await;
+    let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 1500, 2).await;
+    let c = client(&n1).await;
+    wait_alive(&c, &["n1", "n2"]).await;
+    let mut feed = n2._server.subscribe();
+    let review = {
+        let w = w.to_path_buf();
+        let api = n1.api.clone().unwrap();
+        tokio::spawn(async move { review_via(&api, &w, "out").await })
+    };
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(r) = feed.recv().await {
+            if task_of(&r).is_some() {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("n2 never got an attempt");
+    // Freeze n2 past the deadline: n1 declares it lost and reassigns.
+    n2.signal("-STOP");
+    wait_alive(&c, &["n1"]).await;
+    // A new node joins mid-review and takes work.
+    let n3 = start("n3", w, &[&n1.cluster], false, COOKIE, 100, 2).await;
+    wait_alive(&c, &["n1", "n3"]).await;
+    // n2 wakes up and delivers its stale result.
+    n2.signal("-CONT");
+    let (_, report) = review.await.unwrap();
+    assert_complete_once(&report);
+    assert!(
+        specialist_calls(&n3._server) > 0,
+        "the node that joined mid-review got no work"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_the_wrong_cookie_is_refused() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let n1 = start("n1", w, &[], true, COOKIE, 100, 1).await;
+    let mut bad = start(
+        "intruder",
+        w,
+        &[&n1.cluster],
+        false,
+        "not-the-cookie",
+        100,
+        1,
+    )
+    .await;
+    let mut stderr = bad.stderr.take().unwrap();
+    let refused = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("refused") {
+                return line;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("the intruder never logged a refusal");
+    assert!(refused.contains(&n1.cluster), "{refused}");
+    let c = client(&n1).await;
+    let names: Vec<String> = c
+        .cluster_status()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
+    assert!(!names.contains(&"intruder".to_string()), "{names:?}");
+}

@@ -1,0 +1,351 @@
+//! The node in a cluster: the NodeAgent side of remote attempts (run other nodes' specialist
+//! attempts with this host's backends), serving this node's packs by content hash, routing
+//! results to local conductors, turning membership loss into reassignment, and the replicated
+//! blackboard behind the team tools.
+
+use quorum_cluster::{Blackboard, Cluster, Envelope, MembershipEvent, MessageHandler};
+use quorum_core::pack::ContextPack;
+use quorum_runtime::board::{Note, TeamBoard};
+use quorum_runtime::remote::{self, RemoteAttempt, RemoteExecutor, RemoteOutcome, RemoteSlot};
+use quorum_runtime::Backends;
+use serde_json::json;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+pub const KIND_RUN: &str = "run_attempt";
+pub const KIND_RESULT: &str = "attempt_result";
+pub const KIND_FETCH: &str = "fetch_blobs";
+
+/// Largest batch of file contents one fetch asks for; well under the cluster's frame limit.
+const FETCH_BATCH_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Packs of reviews this node conducts, by flow, indexed by content hash for peers' fetches.
+#[derive(Debug, Default)]
+pub struct PackRegistry {
+    packs: Mutex<HashMap<String, HashMap<String, Arc<str>>>>,
+}
+
+impl PackRegistry {
+    pub fn register(&self, flow_id: &str, pack: &ContextPack) {
+        let index = pack
+            .files
+            .values()
+            .map(|f| (f.hash.clone(), f.content.clone()))
+            .collect();
+        if let Ok(mut p) = self.packs.lock() {
+            p.insert(flow_id.to_string(), index);
+        }
+    }
+
+    fn get(&self, flow_id: &str, hash: &str) -> Option<Arc<str>> {
+        self.packs.lock().ok()?.get(flow_id)?.get(hash).cloned()
+    }
+}
+
+/// Receives cluster messages for this node.
+#[derive(Debug)]
+pub struct NodeAgent {
+    me: Weak<NodeAgent>,
+    name: String,
+    backends: Backends,
+    packs: Arc<PackRegistry>,
+    /// Contents fetched from other nodes, by hash: a pack crosses the network once per node.
+    cache: Mutex<HashMap<String, Arc<str>>>,
+    cluster: OnceLock<Cluster>,
+    in_flight: AtomicU32,
+    draining: AtomicBool,
+}
+
+impl NodeAgent {
+    pub fn new(name: &str, backends: Backends, packs: Arc<PackRegistry>) -> Arc<NodeAgent> {
+        Arc::new_cyclic(|me| NodeAgent {
+            me: me.clone(),
+            name: name.to_string(),
+            backends,
+            packs,
+            cache: Mutex::new(HashMap::new()),
+            cluster: OnceLock::new(),
+            in_flight: AtomicU32::new(0),
+            draining: AtomicBool::new(false),
+        })
+    }
+
+    /// Wire the started cluster in, and turn its membership losses into reassignments.
+    pub fn attach(self: &Arc<Self>, cluster: Cluster) {
+        let mut events = cluster.subscribe();
+        let _ = self.cluster.set(cluster);
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(MembershipEvent::Lost(node)) => {
+                        let n = remote::notify_node_lost(&node);
+                        tracing::warn!(node = %node, reviews = n, "node lost");
+                    }
+                    Ok(MembershipEvent::Joined(node)) | Ok(MembershipEvent::Rejoined(node)) => {
+                        let n = remote::notify_node_joined(&node);
+                        tracing::info!(node = %node, reviews = n, "node joined");
+                    }
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
+    }
+
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Stop taking attempts (SIGTERM); attempts already running finish.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    async fn fetch(
+        &self,
+        cluster: &Cluster,
+        req: &RemoteAttempt,
+    ) -> Result<BTreeMap<String, Arc<str>>, String> {
+        let mut have = BTreeMap::new();
+        let mut missing: Vec<(String, u64)> = Vec::new();
+        {
+            let cache = self.cache.lock().map_err(|_| "cache lock poisoned")?;
+            for m in &req.manifest {
+                match cache.get(&m.hash) {
+                    Some(c) => {
+                        have.insert(m.hash.clone(), c.clone());
+                    }
+                    None => {
+                        if let Some(c) = self.packs.get(&req.flow_id, &m.hash) {
+                            have.insert(m.hash.clone(), c);
+                        } else if !missing.iter().any(|(h, _)| h == &m.hash) {
+                            missing.push((m.hash.clone(), m.size));
+                        }
+                    }
+                }
+            }
+        }
+        let mut batch: Vec<String> = Vec::new();
+        let mut bytes = 0u64;
+        let mut batches = Vec::new();
+        for (h, size) in missing {
+            if !batch.is_empty() && bytes + size > FETCH_BATCH_BYTES {
+                batches.push(std::mem::take(&mut batch));
+                bytes = 0;
+            }
+            bytes += size;
+            batch.push(h);
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+        for hashes in batches {
+            let reply = cluster
+                .request(
+                    &req.origin,
+                    Envelope {
+                        kind: KIND_FETCH.into(),
+                        flow_id: req.flow_id.clone(),
+                        payload: json!({ "hashes": hashes }),
+                    },
+                    Duration::from_secs(30),
+                )
+                .await
+                .map_err(|e| format!("cannot fetch pack contents from {}: {e}", req.origin))?;
+            let blobs: HashMap<String, String> =
+                serde_json::from_value(reply.payload.get("blobs").cloned().unwrap_or_default())
+                    .map_err(|e| format!("bad fetch reply from {}: {e}", req.origin))?;
+            let mut cache = self.cache.lock().map_err(|_| "cache lock poisoned")?;
+            for (h, text) in blobs {
+                // Content addressing is verified, not trusted.
+                if blake3::hash(text.as_bytes()).to_hex().as_str() != h {
+                    return Err(format!(
+                        "{} sent content that does not match hash {h}",
+                        req.origin
+                    ));
+                }
+                let text: Arc<str> = Arc::from(text);
+                cache.insert(h.clone(), text.clone());
+                have.insert(h, text);
+            }
+        }
+        Ok(have)
+    }
+
+    async fn run_remote(self: Arc<Self>, cluster: Cluster, req: RemoteAttempt) {
+        let (origin, flow_id, attempt) = (req.origin.clone(), req.flow_id.clone(), req.attempt);
+        let outcome = if self.draining.load(Ordering::SeqCst) {
+            RemoteOutcome::Err {
+                class: "node_lost".into(),
+                message: format!("node {} is draining", self.name),
+            }
+        } else {
+            self.in_flight.fetch_add(1, Ordering::SeqCst);
+            let outcome = match self.fetch(&cluster, &req).await {
+                Ok(contents) => {
+                    let board: Arc<dyn TeamBoard> = Arc::new(ClusterBoard(cluster.blackboard()));
+                    remote::run_attempt(req, &contents, &self.backends, Some(board), &self.name)
+                        .await
+                }
+                Err(e) => RemoteOutcome::Err {
+                    class: "transport".into(),
+                    message: e,
+                },
+            };
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            outcome
+        };
+        let payload = json!({ "attempt": attempt, "outcome": outcome });
+        let msg = Envelope {
+            kind: KIND_RESULT.into(),
+            flow_id,
+            payload,
+        };
+        if let Err(e) = cluster.send(&origin, msg).await {
+            // The origin will see this attempt as lost (heartbeat deadline) and reassign it.
+            tracing::warn!(origin = %origin, error = %e, "cannot return an attempt result");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl MessageHandler for NodeAgent {
+    async fn on_message(&self, from: &str, msg: Envelope) {
+        match msg.kind.as_str() {
+            KIND_RUN => {
+                let Some(cluster) = self.cluster.get().cloned() else {
+                    return;
+                };
+                match serde_json::from_value::<RemoteAttempt>(msg.payload) {
+                    Ok(req) => {
+                        // Run on its own task: the handler must keep receiving (ordering per sender).
+                        if let Some(agent) = self.me.upgrade() {
+                            tokio::spawn(agent.run_remote(cluster, req));
+                        }
+                    }
+                    Err(e) => tracing::error!(from, error = %e, "malformed attempt"),
+                }
+            }
+            KIND_RESULT => {
+                let attempt = msg.payload.get("attempt").and_then(|a| a.as_u64());
+                let outcome = msg
+                    .payload
+                    .get("outcome")
+                    .cloned()
+                    .and_then(|o| serde_json::from_value::<RemoteOutcome>(o).ok());
+                match (attempt, outcome) {
+                    (Some(attempt), Some(outcome)) => {
+                        if !remote::deliver_result(&msg.flow_id, attempt, outcome) {
+                            tracing::info!(flow = %msg.flow_id, attempt, from, "result for a review not running here");
+                        }
+                    }
+                    _ => tracing::error!(from, "malformed attempt result"),
+                }
+            }
+            other => tracing::debug!(kind = other, from, "unhandled message"),
+        }
+    }
+
+    async fn on_request(&self, from: &str, msg: Envelope) -> Result<Envelope, String> {
+        match msg.kind.as_str() {
+            KIND_FETCH => {
+                let hashes: Vec<String> =
+                    serde_json::from_value(msg.payload.get("hashes").cloned().unwrap_or_default())
+                        .map_err(|e| format!("bad fetch request: {e}"))?;
+                let mut blobs = serde_json::Map::new();
+                for h in hashes {
+                    match self.packs.get(&msg.flow_id, &h) {
+                        Some(c) => {
+                            blobs.insert(h, serde_json::Value::String(c.to_string()));
+                        }
+                        None => {
+                            return Err(format!(
+                                "no content {h} for flow {} on {}",
+                                msg.flow_id, self.name
+                            ))
+                        }
+                    }
+                }
+                tracing::debug!(from, n = blobs.len(), "served pack contents");
+                Ok(Envelope {
+                    kind: KIND_FETCH.into(),
+                    flow_id: msg.flow_id,
+                    payload: json!({ "blobs": blobs }),
+                })
+            }
+            other => Err(format!("unknown request {other:?}")),
+        }
+    }
+}
+
+/// The conductor's view of the cluster: alive peers with their capacity, and shipping attempts.
+#[derive(Debug, Clone)]
+pub struct ClusterExecutor {
+    pub cluster: Cluster,
+}
+
+#[async_trait::async_trait]
+impl RemoteExecutor for ClusterExecutor {
+    fn peers(&self) -> Vec<RemoteSlot> {
+        self.cluster
+            .alive_members()
+            .into_iter()
+            .filter(|m| !m.is_self && m.advert.capacity > 0)
+            .map(|m| RemoteSlot {
+                node: m.name,
+                capacity: m.advert.capacity as usize,
+                models: m.advert.models,
+            })
+            .collect()
+    }
+
+    async fn dispatch(&self, node: &str, attempt: RemoteAttempt) -> Result<(), String> {
+        let flow_id = attempt.flow_id.clone();
+        let payload = serde_json::to_value(&attempt).map_err(|e| e.to_string())?;
+        self.cluster
+            .send(
+                node,
+                Envelope {
+                    kind: KIND_RUN.into(),
+                    flow_id,
+                    payload,
+                },
+            )
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The replicated blackboard behind the team tools.
+#[derive(Debug, Clone)]
+pub struct ClusterBoard(pub Blackboard);
+
+impl TeamBoard for ClusterBoard {
+    fn publish(
+        &self,
+        flow_id: &str,
+        author: &str,
+        topic: &str,
+        body: &str,
+    ) -> Result<String, String> {
+        self.0
+            .publish(flow_id, author, topic, body)
+            .map(|e| format!("{}/{}/{}", e.id.flow_id, e.id.node, e.id.seq))
+            .map_err(|e| e.to_string())
+    }
+
+    fn read(&self, flow_id: &str, topic: Option<&str>) -> Vec<Note> {
+        self.0
+            .read(flow_id, topic)
+            .into_iter()
+            .map(|e| Note {
+                author: e.author,
+                topic: e.topic,
+                body: e.body,
+            })
+            .collect()
+    }
+}
