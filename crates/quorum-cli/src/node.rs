@@ -103,16 +103,16 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     )
     .await?;
     let data = data_dir(&args.backend.common, &settings);
-    let capacity: usize = (settings.max_concurrent > 0)
-        .then_some(settings.max_concurrent)
-        .unwrap_or_else(|| {
-            backends
-                .backends
-                .iter()
-                .map(|b| b.config.max_concurrent)
-                .sum::<usize>()
-                .max(1)
-        });
+    let capacity: usize = if settings.max_concurrent > 0 {
+        settings.max_concurrent
+    } else {
+        backends
+            .backends
+            .iter()
+            .map(|b| b.config.max_concurrent)
+            .sum::<usize>()
+            .max(1)
+    };
     let packs = Arc::new(quorum_node::PackRegistry::default());
 
     // The cluster first: reviews submitted to this node spread over its peers.
