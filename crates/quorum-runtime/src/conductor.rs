@@ -530,6 +530,11 @@ impl FlowConductor {
         }
         if err.retryable() && r.attempts < budget {
             r.state = TaskState::Backoff;
+            if err.class() == "node_lost" {
+                // Nothing to back off from: the work is fine, its node is gone. Re-place now.
+                let _ = myself.send_message(ConductorMsg::Retry { run });
+                return true;
+            }
             let exp = 250u64.saturating_mul(1 << r.attempts.min(6));
             let jitter = rand::thread_rng().gen_range(0..=exp / 2);
             let delay = Duration::from_millis((exp + jitter).min(10_000));
@@ -1188,7 +1193,8 @@ impl Actor for FlowConductor {
                 }
                 if state.runs[run].task.is_some() {
                     state.runs[run].state = TaskState::Pending;
-                    state.pending.push_back(run);
+                    // A retried task goes ahead of never-started ones: it was already running.
+                    state.pending.push_front(run);
                     Self::pump(&myself, state).await
                 } else {
                     let job = match state.phase {
