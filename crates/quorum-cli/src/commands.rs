@@ -311,11 +311,18 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
     });
-    drive(ctx, None, &params, args.out.as_deref(), args.quiet).await
+    drive(&data, ctx, None, &params, args.out.as_deref(), args.quiet).await
 }
+
+type RuntimeLayer = std::collections::BTreeMap<
+    String,
+    std::collections::BTreeMap<String, quorum_core::models::RuntimeStats>,
+>;
+const RUNTIME_KEY: &str = "model_runtime";
 
 /// Run (or continue) a review to its end, or until ctrl-c, and write its reports.
 async fn drive(
+    data: &DataDir,
     ctx: Arc<ReviewContext>,
     resume: Option<Resume>,
     params: &RunParams,
@@ -323,6 +330,14 @@ async fn drive(
     quiet: bool,
 ) -> Result<ExitCode> {
     let flow_id = ctx.flow_id.clone();
+    // The runtime layer of the model cards is learned across reviews on this machine.
+    let node_store = data.open_node().map_err(|e| tracing::debug!(error = %e, "node store unavailable; runtime model stats not persisted")).ok();
+    if let Some(ns) = &node_store {
+        if let Ok(Some(learned)) = ns.get::<RuntimeLayer>(RUNTIME_KEY) {
+            ctx.backends.apply_runtime(&learned);
+        }
+    }
+    let backends = ctx.backends.clone();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let draw = !quiet && std::io::stderr().is_terminal();
     let renderer = tokio::spawn(crate::progress::render(rx, draw));
@@ -336,6 +351,11 @@ async fn drive(
         }
     };
     let _ = renderer.await;
+    if let Some(ns) = &node_store {
+        if let Err(e) = ns.put(RUNTIME_KEY, &backends.runtime_snapshot()) {
+            tracing::warn!(error = %e, "cannot persist runtime model stats");
+        }
+    }
     let report = report.map_err(|e| incomplete(format!("review could not run: {e}")))?;
     let out_dir = out
         .map(Path::to_path_buf)
@@ -430,7 +450,15 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
     });
-    drive(ctx, Some(resume), &params, args.out.as_deref(), args.quiet).await
+    drive(
+        &data,
+        ctx,
+        Some(resume),
+        &params,
+        args.out.as_deref(),
+        args.quiet,
+    )
+    .await
 }
 
 pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCode> {

@@ -125,7 +125,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         cfg.heartbeat_interval = std::time::Duration::from_millis(args.heartbeat_ms.max(10));
         cfg.heartbeat_deadline =
             std::time::Duration::from_millis(args.deadline_ms.max(args.heartbeat_ms * 2));
-        cfg.data_dir = Some(data.root().join("node"));
+        cfg.data_dir = Some(data.root().join("cluster"));
         cfg.advert = quorum_cluster::NodeAdvert {
             name: name.clone(),
             cluster_addr: args.advertise.clone().unwrap_or_default(),

@@ -307,6 +307,29 @@ impl Backends {
         }
     }
 
+    /// The runtime layer of every card: model -> task type -> stats (for persisting).
+    pub fn runtime_snapshot(&self) -> BTreeMap<String, BTreeMap<String, models::RuntimeStats>> {
+        self.cards()
+            .into_iter()
+            .filter(|c| !c.runtime.is_empty())
+            .map(|c| (c.name, c.runtime))
+            .collect()
+    }
+
+    /// Restore learned runtime statistics (from the node store) onto the current cards.
+    pub fn apply_runtime(
+        &self,
+        learned: &BTreeMap<String, BTreeMap<String, models::RuntimeStats>>,
+    ) {
+        if let Ok(mut cards) = self.cards.lock() {
+            for c in cards.iter_mut() {
+                if let Some(r) = learned.get(&c.name) {
+                    c.runtime = r.clone();
+                }
+            }
+        }
+    }
+
     pub fn all_models(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .backends

@@ -190,9 +190,16 @@ fn place(
     let mut needs = quorum_core::models::TaskNeeds::new(task.persona.as_str());
     needs.prompt_tokens = (quorum_core::weaver::estimate_tokens(&system)
         + quorum_core::weaver::estimate_tokens(&user)) as u64;
+    // The planner's choice, else the persona's execution preference, else scoring.
+    let preferred = ctx
+        .catalog
+        .personas
+        .get(&task.persona)
+        .map(|p| p.models.execution.as_str())
+        .filter(|m| !m.trim().is_empty() && !m.eq_ignore_ascii_case("auto"));
     let sel = ctx
         .backends
-        .select(needs, task.model.as_deref())
+        .select(needs, task.model.as_deref().or(preferred))
         .map_err(|e| AttemptError::Config(e.to_string()))?;
     Ok((sel.model, sel.replaced))
 }
