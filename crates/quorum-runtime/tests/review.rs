@@ -554,3 +554,94 @@ async fn specialists_share_notes_on_the_team_blackboard() {
         .last_user
         .contains("<<<BEGIN UNTRUSTED team notes>>>"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_token_budget_ends_the_review_partial_with_what_it_found() {
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    // Scout + planner alone use a few thousand tokens; the budget runs out after the first
+    // specialist, and one task at a time means the rest never start.
+    let ctx = context(&server, &fixture("code_project"), |f| {
+        f.parameters.max_tokens = 1
+    });
+    let ctx = Arc::new(ReviewContext {
+        max_concurrent: Some(1),
+        flow: ctx.flow.clone(),
+        catalog: ctx.catalog.clone(),
+        pack: ctx.pack.clone(),
+        backends: ctx.backends.clone(),
+        flow_id: ctx.flow_id.clone(),
+        verifier_model: None,
+        node: "n".into(),
+        started_at: String::new(),
+        facts: quorum_runtime::FactLog::disabled(),
+        remote: None,
+        board: None,
+    });
+    let report = review(ctx).await;
+    // Spent during planning: nothing was kept, so the review failed and says why.
+    assert_eq!(
+        report.status,
+        ReviewStatus::Failed,
+        "{}",
+        report.status_reason
+    );
+    assert!(
+        report.status_reason.contains("token budget spent"),
+        "{}",
+        report.status_reason
+    );
+    assert!(!server
+        .requests()
+        .iter()
+        .any(|r| r.system.contains("specialist reviewer")));
+
+    let ctx2 = context(&server, &fixture("code_project"), |f| {
+        f.parameters.max_tokens = 6_000
+    });
+    let ctx2 = Arc::new(ReviewContext {
+        max_concurrent: Some(1),
+        flow: ctx2.flow.clone(),
+        catalog: ctx2.catalog.clone(),
+        pack: ctx2.pack.clone(),
+        backends: ctx2.backends.clone(),
+        flow_id: ctx2.flow_id.clone(),
+        verifier_model: None,
+        node: "n".into(),
+        started_at: String::new(),
+        facts: quorum_runtime::FactLog::disabled(),
+        remote: None,
+        board: None,
+    });
+    let report = review(ctx2).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Partial,
+        "{}",
+        report.status_reason
+    );
+    assert!(
+        report.status_reason.contains("token budget spent"),
+        "{}",
+        report.status_reason
+    );
+    let skipped = report
+        .tasks
+        .iter()
+        .filter(|t| t.status == "skipped")
+        .count();
+    let done = report
+        .tasks
+        .iter()
+        .filter(|t| t.id.starts_with('t') && t.status == "completed")
+        .count();
+    assert!(
+        done >= 1 && skipped >= 1,
+        "done {done}, skipped {skipped}: {:?}",
+        report.tasks
+    );
+    // What was found before the budget ran out is kept (grounding-only verification).
+    assert!(report
+        .dropped
+        .iter()
+        .all(|d| d.verdict == Some(quorum_core::finding::Verdict::Hallucinated)));
+}
