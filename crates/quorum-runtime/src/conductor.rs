@@ -98,6 +98,8 @@ pub struct ConductorState {
     /// Live attempt id -> run index. An outcome for an id not here is fenced off.
     live: HashMap<u64, usize>,
     actors: HashMap<ActorId, u64>,
+    /// Live worker actors by attempt, so a spent budget can stop them mid-call.
+    workers: HashMap<u64, ractor::ActorCell>,
     /// Every run: stage runs first (scout, plan), then specialists, verify and synthesize.
     runs: Vec<TaskRun>,
     pending: VecDeque<usize>,
@@ -258,6 +260,7 @@ impl FlowConductor {
         };
         let (worker, _) = Actor::spawn_linked(None, TaskWorker, args, myself.get_cell()).await?;
         state.actors.insert(worker.get_id(), attempt);
+        state.workers.insert(attempt, worker.get_cell());
         Ok(())
     }
 
@@ -283,6 +286,23 @@ impl FlowConductor {
                         grounding_only: state.budget_spent.is_some(),
                     },
                 )
+            }
+            Phase::Synthesize if state.budget_spent.is_some() => {
+                // No more model calls once the budget is spent: a deterministic summary.
+                let gated = state.gated.clone().unwrap_or_default();
+                let s = stages::fallback_synthesis(&state.ctx, &gated);
+                state
+                    .ctx
+                    .facts
+                    .event(Event::SynthesisCompleted {
+                        summary: s.summary.clone(),
+                        action_items: s.action_items.clone(),
+                        fallback: true,
+                    })
+                    .await;
+                state.synthesis = Some(s);
+                Self::finish(myself, state).await;
+                return Ok(());
             }
             Phase::Synthesize => {
                 let gated = state.gated.clone().unwrap_or_default();
@@ -824,8 +844,30 @@ impl FlowConductor {
                 message: why.clone(),
             })
             .await;
-        state.budget_spent = Some(why);
+        state.budget_spent = Some(why.clone());
         state.pending.clear();
+        // Stop what is running: its model calls are cut, its late outcomes are fenced.
+        let live: Vec<(u64, usize)> = state.live.drain().collect();
+        for (attempt, run) in live {
+            if let Some(cell) = state.workers.remove(&attempt) {
+                cell.kill();
+            }
+            state.placements.remove(&attempt);
+            let r = &mut state.runs[run];
+            r.state = TaskState::Failed;
+            r.error_classes.push("budget_exhausted".into());
+            r.last_error = Some(why.clone());
+            state
+                .ctx
+                .facts
+                .event(Event::TaskAbandoned {
+                    task_id: r.id.clone(),
+                    reason: format!("budget_exhausted: {why}"),
+                })
+                .await;
+        }
+        state.remote_in_flight.clear();
+        state.active_specialists = 0;
         match state.phase {
             // Nothing planned yet: there is nothing to keep.
             Phase::Scout | Phase::Plan => {
@@ -837,7 +879,17 @@ impl FlowConductor {
                 Ok(())
             }
             Phase::Specialists => Self::pump(myself, state).await,
-            _ => Ok(()),
+            // A cut verifier: grounding alone decides, then the deterministic summary.
+            Phase::Verify => {
+                let judged = stages::ground_only(&state.ctx, state.reported.clone());
+                state.gated = Some(dedup::merge_and_gate(
+                    judged,
+                    state.ctx.flow.parameters.confidence_gate,
+                ));
+                Self::start_phase(myself, state, Phase::Synthesize).await
+            }
+            Phase::Synthesize => Self::start_phase(myself, state, Phase::Synthesize).await,
+            Phase::Done => Ok(()),
         }
     }
 
@@ -1101,6 +1153,7 @@ impl Actor for FlowConductor {
             next_attempt: 0,
             live: HashMap::new(),
             actors: HashMap::new(),
+            workers: HashMap::new(),
             runs: Vec::new(),
             pending: VecDeque::new(),
             active_specialists: 0,
@@ -1192,6 +1245,7 @@ impl Actor for FlowConductor {
                     }
                 }
                 state.actors.retain(|_, a| *a != attempt);
+                state.workers.remove(&attempt);
                 Self::on_outcome(&myself, state, run, *outcome).await
             }
             ConductorMsg::Retry { run } => {

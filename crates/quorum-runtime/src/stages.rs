@@ -781,3 +781,25 @@ pub async fn synthesize(
         StageStats { model, stats },
     ))
 }
+
+/// Verification without a model: grounding decides, and a grounded claim is PLAUSIBLE. Used when
+/// the flow budget leaves no room for model verdicts.
+pub fn ground_only(ctx: &ReviewContext, reported: Vec<Reported>) -> Vec<Judged> {
+    reported
+        .into_iter()
+        .map(|r| match grounding::ground(&r.finding, &ctx.pack) {
+            Grounding::Decided { verdict, reason } => Judged {
+                reported: r,
+                verdict,
+                reason,
+                deterministic: true,
+            },
+            Grounding::Grounded { .. } => Judged {
+                reported: r,
+                verdict: Verdict::Plausible,
+                reason: "grounded; not model-checked: the flow budget was spent".into(),
+                deterministic: true,
+            },
+        })
+        .collect()
+}

@@ -645,3 +645,53 @@ async fn a_spent_token_budget_ends_the_review_partial_with_what_it_found() {
         .iter()
         .all(|d| d.verdict == Some(quorum_core::finding::Verdict::Hallucinated)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spent_wall_time_budget_cuts_running_work_and_keeps_what_was_found() {
+    let script = Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(&json!({"tasks": [
+            {"id": "t1", "persona": "security_sentinel", "files": ["src/db.py"], "mandate": "look for injection"},
+            {"id": "t2", "persona": "software_developer", "files": ["src/utils.py"], "mandate": "look for leaks"}
+        ]}))))
+        .rule(Rule::new("sec").when_system(["You are security_sentinel"]).reply(Reply::text(security_findings())))
+        .rule(Rule::new("dev-hangs").when_system(["You are software_developer"]).reply(Reply::hang()));
+    let server = ScriptedServer::start(script).await.unwrap();
+    let ctx = context(&server, &fixture("code_project"), |f| {
+        f.parameters.max_wall_secs = 2;
+        f.parameters.call_timeout_secs = 60;
+    });
+    let started = std::time::Instant::now();
+    let report = review(ctx).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the budget did not cut the hung task"
+    );
+    assert_eq!(
+        report.status,
+        ReviewStatus::Partial,
+        "{}",
+        report.status_reason
+    );
+    assert!(
+        report.status_reason.contains("wall-time budget spent"),
+        "{}",
+        report.status_reason
+    );
+    let t2 = report.tasks.iter().find(|t| t.id == "t2").unwrap();
+    assert_eq!(t2.error_class.as_deref(), Some("budget_exhausted"));
+    // t1's grounded findings survive, verified by grounding alone; no model verdict was asked.
+    assert!(report
+        .findings
+        .iter()
+        .any(|f| f.title == "SQL injection in item search"));
+    assert!(!server
+        .requests()
+        .iter()
+        .any(|r| r.system.contains("You are an independent verifier")));
+    assert!(!server
+        .requests()
+        .iter()
+        .any(|r| r.system.contains("You are the synthesizer")));
+}
