@@ -140,28 +140,42 @@ async fn review_then_kill(server: &ScriptedServer, after: usize) -> Crashed {
 }
 
 async fn resume(c: &Crashed, server: &ScriptedServer) -> (i32, Value, Vec<RecordedRequest>) {
-    let backend = format!("ollama={}", server.ollama_url());
-    let out = c.work.path().join("out2");
-    let o = tokio::time::timeout(
-        Duration::from_secs(90),
-        cmd(
-            &[
-                "resume",
-                &c.flow_id,
-                "--data-dir",
-                c.data.to_str().unwrap(),
-                "--backend",
-                &backend,
-                "--out",
-                out.to_str().unwrap(),
-            ],
-            c.work.path(),
-        )
-        .output(),
+    resume_with(c, server, &["resume", &c.flow_id]).await
+}
+
+/// Resume by running `review PATH --resume` on the same target instead of naming the flow.
+async fn resume_by_review(
+    c: &Crashed,
+    server: &ScriptedServer,
+) -> (i32, Value, Vec<RecordedRequest>) {
+    resume_with(
+        c,
+        server,
+        &["review", c.target.to_str().unwrap(), "--resume"],
     )
     .await
-    .expect("resume hung")
-    .unwrap();
+}
+
+async fn resume_with(
+    c: &Crashed,
+    server: &ScriptedServer,
+    head: &[&str],
+) -> (i32, Value, Vec<RecordedRequest>) {
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = c.work.path().join("out2");
+    let mut args: Vec<&str> = head.to_vec();
+    args.extend_from_slice(&[
+        "--data-dir",
+        c.data.to_str().unwrap(),
+        "--backend",
+        &backend,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let o = tokio::time::timeout(Duration::from_secs(90), cmd(&args, c.work.path()).output())
+        .await
+        .expect("resume hung")
+        .unwrap();
     let code = o.status.code().unwrap_or(-1);
     assert!(
         code == 0 || code == 1,
@@ -311,7 +325,8 @@ async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
 async fn kill_9_with_a_flaky_server_then_resume() {
     let server = ScriptedServer::start(script(true)).await.unwrap();
     let crashed = review_then_kill(&server, 2).await;
-    let (_, report, after) = resume(&crashed, &server).await;
+    // This time through `review PATH --resume`, which finds the interrupted flow by target.
+    let (_, report, after) = resume_by_review(&crashed, &server).await;
     assert_resumed_correctly(&crashed, &report, &after);
 }
 
