@@ -217,3 +217,17 @@ pub fn task_of(r: &RecordedRequest) -> Option<String> {
     let i = r.text.find("## Task t")?;
     r.text[i + 8..].split_whitespace().next().map(String::from)
 }
+
+/// Copy a directory tree (fixtures into a scratch target the test may change).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}

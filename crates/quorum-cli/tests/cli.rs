@@ -394,19 +394,6 @@ async fn personas_and_models_commands() {
     assert_eq!(v[0]["agentic"]["locality"], "local");
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
 fn write_config(dir: &Path, personas: &Path) -> String {
     let p = dir.join("q.toml");
     std::fs::write(

@@ -289,19 +289,7 @@ impl FlowConductor {
             }
             Phase::Synthesize if state.budget_spent.is_some() => {
                 // No more model calls once the budget is spent: a deterministic summary.
-                let gated = state.gated.clone().unwrap_or_default();
-                let s = stages::fallback_synthesis(&state.ctx, &gated);
-                state
-                    .ctx
-                    .facts
-                    .event(Event::SynthesisCompleted {
-                        summary: s.summary.clone(),
-                        action_items: s.action_items.clone(),
-                        fallback: true,
-                    })
-                    .await;
-                state.synthesis = Some(s);
-                Self::finish(myself, state).await;
+                Self::finish_with_fallback_summary(myself, state).await;
                 return Ok(());
             }
             Phase::Synthesize => {
@@ -1063,19 +1051,7 @@ impl FlowConductor {
                 Ok(())
             }
             Phase::Synthesize => {
-                let gated = state.gated.clone().unwrap_or_default();
-                let s = stages::fallback_synthesis(&state.ctx, &gated);
-                state
-                    .ctx
-                    .facts
-                    .event(Event::SynthesisCompleted {
-                        summary: s.summary.clone(),
-                        action_items: s.action_items.clone(),
-                        fallback: true,
-                    })
-                    .await;
-                state.synthesis = Some(s);
-                Self::finish(myself, state).await;
+                Self::finish_with_fallback_summary(myself, state).await;
                 Ok(())
             }
             Phase::Done => {
@@ -1083,6 +1059,26 @@ impl FlowConductor {
                 Ok(())
             }
         }
+    }
+
+    /// Record and use the deterministic summary (synthesizer failed, or no budget left), then finish.
+    async fn finish_with_fallback_summary(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) {
+        let gated = state.gated.clone().unwrap_or_default();
+        let s = stages::fallback_synthesis(&state.ctx, &gated);
+        state
+            .ctx
+            .facts
+            .event(Event::SynthesisCompleted {
+                summary: s.summary.clone(),
+                action_items: s.action_items.clone(),
+                fallback: true,
+            })
+            .await;
+        state.synthesis = Some(s);
+        Self::finish(myself, state).await;
     }
 
     async fn finish(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState) {
