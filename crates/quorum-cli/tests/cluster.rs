@@ -387,3 +387,50 @@ async fn a_node_with_the_wrong_cookie_is_refused() {
         .collect();
     assert!(!names.contains(&"intruder".to_string()), "{names:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_a_worker_its_attempt_finishes_not_lost() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let n1 = start("n1", w, &[], true, COOKIE, 300, 1).await;
+    let mut n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 1500, 1).await;
+    let c = client(&n1).await;
+    wait_alive(&c, &["n1", "n2"]).await;
+    let mut feed = n2._server.subscribe();
+    let review = {
+        let w = w.to_path_buf();
+        let api = n1.api.clone().unwrap();
+        tokio::spawn(async move { review_via(&api, &w, "out").await })
+    };
+    let first = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(r) = feed.recv().await {
+                if let Some(t) = task_of(&r) {
+                    return t;
+                }
+            }
+        }
+    })
+    .await
+    .expect("n2 never got an attempt");
+    // Ask n2 to leave while it is mid-attempt: it finishes that attempt, then exits cleanly.
+    n2.signal("-TERM");
+    let status = tokio::time::timeout(Duration::from_secs(60), n2.child.wait())
+        .await
+        .expect("n2 did not exit")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let (_, report) = review.await.unwrap();
+    assert_complete_once(&report);
+    let t = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == first.as_str())
+        .unwrap();
+    assert_eq!(
+        t["node"], "n2",
+        "the drained attempt should have been finished by n2, not redone: {t}"
+    );
+    assert_eq!(t["attempts"], 1, "{t}");
+}
