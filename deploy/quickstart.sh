@@ -16,7 +16,8 @@ echo "quickstart: building quorum" >&2
 cargo build --release --quiet -p quorum-cli
 # shellcheck disable=SC2086 # the setup line is "--backend URL --model NAME", split on purpose
 set +e
-./target/release/quorum review "$target" $backend_line --out "$out" --max-concurrent 2
+# flows/quick.yaml: the same review with bounds a CPU-only 0.5B model finishes in minutes.
+./target/release/quorum review "$target" $backend_line --flow quick --out "$out" --max-concurrent 2
 status=$?
 set -e
 case "$status" in
