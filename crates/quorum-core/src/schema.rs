@@ -26,6 +26,27 @@ pub fn classification_schema() -> Value {
     })
 }
 
+/// The plan schema constrained to this review: at most `max_tasks` tasks, persona names from the
+/// catalog, and (for packs small enough to list) file paths from the pack. Constrained decoding
+/// then cannot produce an unknown persona, an invented path or an endless list — the failure a
+/// small model shows without it is walking the whole catalog until its token bound.
+pub fn tasks_schema_for(personas: &[&str], files: &[&str], max_tasks: usize) -> Value {
+    /// Beyond this many paths the enum costs more grammar than it saves; validation still drops
+    /// paths outside the pack.
+    const MAX_FILE_ENUM: usize = 200;
+    let mut schema = tasks_schema();
+    let tasks = &mut schema["properties"]["tasks"];
+    tasks["maxItems"] = json!(max_tasks);
+    tasks["minItems"] = json!(1);
+    if !personas.is_empty() {
+        tasks["items"]["properties"]["persona"]["enum"] = json!(personas);
+    }
+    if !files.is_empty() && files.len() <= MAX_FILE_ENUM {
+        tasks["items"]["properties"]["files"]["items"]["enum"] = json!(files);
+    }
+    schema
+}
+
 pub fn tasks_schema() -> Value {
     json!({
         "type": "object",
@@ -327,4 +348,32 @@ pub fn validate_tasks(
         });
     }
     (tasks, rejected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_schema_is_constrained_to_the_review() {
+        let s = tasks_schema_for(&["a", "b"], &["src/x.rs"], 3);
+        let t = &s["properties"]["tasks"];
+        assert_eq!(t["maxItems"], 3);
+        assert_eq!(
+            t["items"]["properties"]["persona"]["enum"],
+            json!(["a", "b"])
+        );
+        assert_eq!(
+            t["items"]["properties"]["files"]["items"]["enum"],
+            json!(["src/x.rs"])
+        );
+        let many: Vec<String> = (0..500).map(|i| format!("f{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let s = tasks_schema_for(&["a"], &many, 3);
+        assert!(
+            s["properties"]["tasks"]["items"]["properties"]["files"]["items"]
+                .get("enum")
+                .is_none()
+        );
+    }
 }

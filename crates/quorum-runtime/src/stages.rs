@@ -278,6 +278,8 @@ pub async fn plan(
     let (client, model) = ctx.pick("planner", &probe_system, &probe_user, None)?;
     let spec = ctx.call_spec(&model);
     let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
+    let personas: Vec<&str> = ctx.catalog.personas.keys().map(String::as_str).collect();
+    let files: Vec<&str> = ctx.pack.files.keys().map(String::as_str).collect();
     let mut stats = CallStats::default();
     let mut errors: Vec<String> = Vec::new();
     let mut all_rejected = Vec::new();
@@ -288,7 +290,7 @@ pub async fn plan(
             &spec,
             &system,
             &user,
-            schema::tasks_schema(),
+            schema::tasks_schema_for(&personas, &files, ctx.flow.parameters.max_tasks),
             Expect::Objects {
                 keys: &["tasks", "plan"],
                 id_key: "id",
@@ -409,7 +411,9 @@ pub fn specialist_prompt(
             weight: 10,
         });
     }
-    let fitted = ctx.budget().fit(&system, &slots);
+    // Tool definitions travel with every request and take context too.
+    let tool_json = serde_json::to_string(&crate::tools::specs(&task.tools)).unwrap_or_default();
+    let fitted = ctx.budget().fit(&format!("{system}{tool_json}"), &slots);
     let mut user = String::with_capacity(fitted.iter().map(|s| s.len()).sum::<usize>() + 64);
     for (i, s) in fitted.iter().enumerate() {
         if i == 1 {

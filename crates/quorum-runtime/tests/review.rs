@@ -135,6 +135,21 @@ async fn code_review_routes_verifies_dedups_and_gates() {
         !dev.text.contains("root:x:0:0"),
         "a path outside the target reached the prompt"
     );
+    // The plan is constrained to this review: bounded length, catalog personas, pack paths.
+    let plan = reqs
+        .iter()
+        .find(|r| r.system.contains("You are the planner"))
+        .unwrap();
+    let tasks_schema = &plan.body["format"]["properties"]["tasks"];
+    assert_eq!(tasks_schema["maxItems"], 20);
+    let personas = tasks_schema["items"]["properties"]["persona"]["enum"]
+        .as_array()
+        .unwrap();
+    assert!(personas.iter().any(|p| p == "security_sentinel") && personas.len() >= 16);
+    let files = tasks_schema["items"]["properties"]["files"]["items"]["enum"]
+        .as_array()
+        .unwrap();
+    assert!(files.iter().any(|f| f == "src/db.py") && !files.iter().any(|f| f == ".env"));
     // Every request is bounded.
     assert!(
         reqs.iter().all(|r| r.max_tokens.is_some()),
