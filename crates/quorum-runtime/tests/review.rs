@@ -710,3 +710,39 @@ async fn a_spent_wall_time_budget_cuts_running_work_and_keeps_what_was_found() {
         .iter()
         .any(|r| r.system.contains("You are the synthesizer")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contracts_are_reviewed_by_the_same_engine_with_legal_personas() {
+    // Nothing in the engine knows about contracts: the scout says legal, the planner picks a
+    // legal persona from the catalog, and grounding checks a clause like it checks code.
+    let script = Script::new()
+        .models([MODEL])
+        .rule(Rule::new("scout").when_system(["You are the scout"]).when_all(["msa.txt"]).reply(Reply::json(&json!({
+            "domain": "legal", "languages": ["english"], "frameworks": [], "content_types": ["contracts"],
+            "review_focus": ["liability", "renewal"]}))))
+        .rule(Rule::new("planner").when_system(["You are the planner"]).when_all(["contract_counsel", "msa.txt"]).reply(Reply::json(&json!({"tasks": [
+            {"id": "t1", "persona": "contract_counsel", "files": ["msa.txt", "dpa.txt"], "mandate": "Check liability and renewal terms."}
+        ]}))))
+        .rule(Rule::new("counsel").when_system(["You are contract_counsel"]).when_last_user(["Check liability and renewal terms.", "<<<BEGIN UNTRUSTED msa.txt>>>"]).reply(Reply::json(&json!({"findings": [
+            {"title": "Customer's liability is unlimited while Provider's is capped", "severity": "P0", "confidence": 0.9,
+             "category": "legal/liability", "file": "msa.txt", "line_start": 91, "line_end": 93, "symbol": "9.3",
+             "evidence": "Nothing in this Agreement limits or excludes Customer's liability to Provider.",
+             "why_it_matters": "asymmetric exposure", "suggested_fix": "make the cap mutual"}]}))))
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule());
+    let server = ScriptedServer::start(script).await.unwrap();
+    let report = review(context(&server, &fixture("contracts"), |_| {})).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    assert_eq!(report.classification.domain, "legal");
+    assert_eq!(report.findings.len(), 1);
+    assert_eq!(report.findings[0].anchor, "msa.txt#9.3");
+    assert_eq!(
+        report.findings[0].verdict,
+        quorum_core::finding::Verdict::Confirmed
+    );
+}
