@@ -314,11 +314,11 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     drive(&data, ctx, None, &params, args.out.as_deref(), args.quiet).await
 }
 
-type RuntimeLayer = std::collections::BTreeMap<
+pub(crate) type RuntimeLayer = std::collections::BTreeMap<
     String,
     std::collections::BTreeMap<String, quorum_core::models::RuntimeStats>,
 >;
-const RUNTIME_KEY: &str = "model_runtime";
+pub(crate) const RUNTIME_KEY: &str = "model_runtime";
 
 /// Run (or continue) a review to its end, or until ctrl-c, and write its reports.
 async fn drive(

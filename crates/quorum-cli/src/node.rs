@@ -103,6 +103,32 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     )
     .await?;
     let data = data_dir(&args.backend.common, &settings);
+    // The runtime layer of the cards outlives the process: restored here, saved periodically.
+    let node_store = data
+        .open_node()
+        .map_err(|e| tracing::warn!(error = %e, "node store unavailable; runtime model stats not persisted"))
+        .ok()
+        .map(Arc::new);
+    if let Some(ns) = &node_store {
+        if let Ok(Some(learned)) =
+            ns.get::<crate::commands::RuntimeLayer>(crate::commands::RUNTIME_KEY)
+        {
+            backends.apply_runtime(&learned);
+        }
+        // Saved every 30 s too, so a kill -9 loses at most that much learning.
+        let ns = ns.clone();
+        let b = backends.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Err(e) = ns.put(crate::commands::RUNTIME_KEY, &b.runtime_snapshot()) {
+                    tracing::warn!(error = %e, "cannot persist runtime model stats");
+                }
+            }
+        });
+    }
     let capacity: usize = if settings.max_concurrent > 0 {
         settings.max_concurrent
     } else {
@@ -151,6 +177,26 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         }
         .map_err(|e| anyhow::anyhow!("cannot start the cluster node: {e}"))?;
         a.attach(started.clone());
+        // Share what this node learned about its models: re-advertise the cards as they change.
+        {
+            let c = started.clone();
+            let b = backends.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(15));
+                loop {
+                    tick.tick().await;
+                    let mut advert = match c.members().into_iter().find(|m| m.is_self) {
+                        Some(me) => me.advert,
+                        None => continue,
+                    };
+                    let cards = serde_json::to_value(b.cards()).unwrap_or_default();
+                    if advert.cards != cards {
+                        advert.cards = cards;
+                        c.set_advert(advert);
+                    }
+                }
+            });
+        }
         line.push_str(&format!(" cluster on {}", started.local_addr()));
         cluster = Some(started);
         agent = Some(a);
@@ -247,6 +293,11 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     }
     if let Some(c) = cluster {
         c.shutdown().await;
+    }
+    if let Some(ns) = &node_store {
+        if let Err(e) = ns.put(crate::commands::RUNTIME_KEY, &backends.runtime_snapshot()) {
+            tracing::warn!(error = %e, "cannot persist runtime model stats");
+        }
     }
     Ok(ExitCode::Clean)
 }

@@ -176,7 +176,32 @@ async fn review_through_a_node_matches_a_local_review() {
     }
     assert_eq!(server.requests().len(), before);
 
-    node.kill().await.unwrap();
+    // SIGTERM: the node stops cleanly and keeps what it learned about its models.
+    let pid = node.id().unwrap().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let status = tokio::time::timeout(Duration::from_secs(30), node.wait())
+        .await
+        .expect("node did not stop")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let data = quorum_store::DataDir::new(work.path().join(".home/data/quorum"));
+    let learned: Value = data
+        .open_node()
+        .unwrap()
+        .get("model_runtime")
+        .unwrap()
+        .expect("nothing learned was kept");
+    assert!(
+        learned[MODEL]["security_sentinel"]["successes"]
+            .as_u64()
+            .unwrap()
+            >= 1,
+        "{learned}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
