@@ -8,6 +8,8 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::StatusCode;
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::error::{body_snippet, root_cause, LlmError};
 use crate::types::BackendConfig;
@@ -230,4 +232,28 @@ mod tests {
         assert!(!dbg.contains("sk-secret"), "{dbg}");
         assert!(dbg.contains("redacted"));
     }
+}
+
+/// The assistant message of a chat reply. Ollama and OpenAI-compatible servers share this shape;
+/// they differ in how `arguments` is encoded (object vs JSON string), which each backend handles.
+#[derive(Deserialize)]
+pub(crate) struct ReplyMessage {
+    #[serde(default)]
+    pub(crate) content: Option<String>,
+    #[serde(default)]
+    pub(crate) tool_calls: Option<Vec<ReplyToolCall>>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ReplyToolCall {
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    pub(crate) function: ReplyFunction,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ReplyFunction {
+    pub(crate) name: String,
+    #[serde(default)]
+    pub(crate) arguments: Value,
 }

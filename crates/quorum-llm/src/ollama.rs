@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::error::LlmError;
-use crate::http::Http;
+use crate::http::{Http, ReplyMessage};
 use crate::types::{
     estimate_completion_tokens, estimate_prompt_tokens, BackendConfig, BackendKind, ChatMessage,
     ChatRequest, ChatResponse, ModelInfo, Role, ToolCall, Usage,
@@ -130,28 +130,6 @@ struct ChatReply {
     /// Ollama sometimes answers 200 with only an error (e.g. a model that failed to load).
     #[serde(default)]
     error: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ReplyMessage {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<ReplyToolCall>>,
-}
-
-#[derive(Deserialize)]
-struct ReplyToolCall {
-    #[serde(default)]
-    id: Option<String>,
-    function: ReplyFunction,
-}
-
-#[derive(Deserialize)]
-struct ReplyFunction {
-    name: String,
-    #[serde(default)]
-    arguments: Value,
 }
 
 /// Ollama usually sends arguments as an object, but some models and versions send a string holding

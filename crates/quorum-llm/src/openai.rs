@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::error::LlmError;
-use crate::http::Http;
+use crate::http::{Http, ReplyMessage};
 use crate::types::{
     estimate_completion_tokens, estimate_prompt_tokens, BackendConfig, BackendKind, ChatMessage,
     ChatRequest, ChatResponse, ModelInfo, Role, ToolCall, Usage,
@@ -133,28 +133,6 @@ struct Choice {
     message: Option<ReplyMessage>,
     #[serde(default)]
     finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ReplyMessage {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<ReplyToolCall>>,
-}
-
-#[derive(Deserialize)]
-struct ReplyToolCall {
-    #[serde(default)]
-    id: Option<String>,
-    function: ReplyFunction,
-}
-
-#[derive(Deserialize)]
-struct ReplyFunction {
-    name: String,
-    #[serde(default)]
-    arguments: Value,
 }
 
 #[derive(Deserialize)]
