@@ -752,18 +752,8 @@ impl FlowConductor {
             JobOutcome::Synthesize(Ok((s, st))) => {
                 state.runs[run].complete(&st.model, &st.stats);
                 Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
-                state
-                    .ctx
-                    .facts
-                    .event(Event::SynthesisCompleted {
-                        summary: s.summary.clone(),
-                        action_items: s.action_items.clone(),
-                        fallback: false,
-                    })
-                    .await;
                 state.usage.merge(&st.stats);
-                state.synthesis = Some(s);
-                Self::finish(myself, state).await;
+                Self::finish_with_summary(myself, state, s).await;
             }
             // Errors were handled above.
             _ => {}
@@ -1068,13 +1058,22 @@ impl FlowConductor {
     ) {
         let gated = state.gated.clone().unwrap_or_default();
         let s = stages::fallback_synthesis(&state.ctx, &gated);
+        Self::finish_with_summary(myself, state, s).await;
+    }
+
+    /// Record the summary (model-written or fallback) as a fact, then finish.
+    async fn finish_with_summary(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        s: Synthesis,
+    ) {
         state
             .ctx
             .facts
             .event(Event::SynthesisCompleted {
                 summary: s.summary.clone(),
                 action_items: s.action_items.clone(),
-                fallback: true,
+                fallback: s.fallback,
             })
             .await;
         state.synthesis = Some(s);

@@ -22,6 +22,16 @@ fn context(
     target: &std::path::Path,
     tweak: impl FnOnce(&mut Flow),
 ) -> Arc<ReviewContext> {
+    Arc::new(context_with(server, target, tweak, |_| {}))
+}
+
+/// A review context against `server`, with the flow and the context itself adjustable.
+fn context_with(
+    server: &ScriptedServer,
+    target: &std::path::Path,
+    tweak: impl FnOnce(&mut Flow),
+    adjust: impl FnOnce(&mut ReviewContext),
+) -> ReviewContext {
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
     tweak(&mut flow);
@@ -29,7 +39,7 @@ fn context(
     cfg.timeout_secs = 5;
     cfg.connect_timeout_secs = 2;
     cfg.models = vec![MODEL.to_string()];
-    Arc::new(ReviewContext {
+    let mut ctx = ReviewContext {
         flow_id: uuid::Uuid::new_v4().to_string(),
         flow,
         catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
@@ -42,7 +52,9 @@ fn context(
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
-    })
+    };
+    adjust(&mut ctx);
+    ctx
 }
 
 async fn review(ctx: Arc<ReviewContext>) -> Report {
@@ -533,22 +545,17 @@ async fn specialists_share_notes_on_the_team_blackboard() {
         .rule(Rule::new("dev-done").when_system(["You are software_developer"]).when_last_user(["search_items builds SQL"]).reply(Reply::json(&json!({"findings": []}))))
         .rule(synthesizer_rule());
     let server = ScriptedServer::start(script).await.unwrap();
-    let base = context(&server, &fixture("code_project"), |_| {});
     let board = Arc::new(quorum_runtime::board::MemoryBoard::default());
-    let ctx = Arc::new(ReviewContext {
-        flow_id: base.flow_id.clone(),
-        flow: base.flow.clone(),
-        catalog: base.catalog.clone(),
-        pack: base.pack.clone(),
-        backends: base.backends.clone(),
-        verifier_model: None,
-        node: "n".into(),
-        max_concurrent: Some(1),
-        started_at: String::new(),
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: Some(board.clone()),
-    });
+    let base = Arc::new(context_with(
+        &server,
+        &fixture("code_project"),
+        |_| {},
+        |c| {
+            c.max_concurrent = Some(1);
+            c.board = Some(board.clone());
+        },
+    ));
+    let ctx = base.clone();
     let report = review(ctx).await;
     assert_eq!(
         report.status,
@@ -575,23 +582,12 @@ async fn a_spent_token_budget_ends_the_review_partial_with_what_it_found() {
     let server = ScriptedServer::start(code_review_script()).await.unwrap();
     // Scout + planner alone use a few thousand tokens; the budget runs out after the first
     // specialist, and one task at a time means the rest never start.
-    let ctx = context(&server, &fixture("code_project"), |f| {
-        f.parameters.max_tokens = 1
-    });
-    let ctx = Arc::new(ReviewContext {
-        max_concurrent: Some(1),
-        flow: ctx.flow.clone(),
-        catalog: ctx.catalog.clone(),
-        pack: ctx.pack.clone(),
-        backends: ctx.backends.clone(),
-        flow_id: ctx.flow_id.clone(),
-        verifier_model: None,
-        node: "n".into(),
-        started_at: String::new(),
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: None,
-    });
+    let ctx = Arc::new(context_with(
+        &server,
+        &fixture("code_project"),
+        |f| f.parameters.max_tokens = 1,
+        |c| c.max_concurrent = Some(1),
+    ));
     let report = review(ctx).await;
     // Spent during planning: nothing was kept, so the review failed and says why.
     assert_eq!(
@@ -610,23 +606,12 @@ async fn a_spent_token_budget_ends_the_review_partial_with_what_it_found() {
         .iter()
         .any(|r| r.system.contains("specialist reviewer")));
 
-    let ctx2 = context(&server, &fixture("code_project"), |f| {
-        f.parameters.max_tokens = 6_000
-    });
-    let ctx2 = Arc::new(ReviewContext {
-        max_concurrent: Some(1),
-        flow: ctx2.flow.clone(),
-        catalog: ctx2.catalog.clone(),
-        pack: ctx2.pack.clone(),
-        backends: ctx2.backends.clone(),
-        flow_id: ctx2.flow_id.clone(),
-        verifier_model: None,
-        node: "n".into(),
-        started_at: String::new(),
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: None,
-    });
+    let ctx2 = Arc::new(context_with(
+        &server,
+        &fixture("code_project"),
+        |f| f.parameters.max_tokens = 6_000,
+        |c| c.max_concurrent = Some(1),
+    ));
     let report = review(ctx2).await;
     assert_eq!(
         report.status,
