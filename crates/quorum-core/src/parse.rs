@@ -678,23 +678,43 @@ enum Balance {
     Mismatch(usize),
 }
 
+/// Byte-level JSON string tracking for bracket scans: brackets inside strings do not count.
+#[derive(Default)]
+struct StrScan {
+    in_str: bool,
+    esc: bool,
+}
+
+impl StrScan {
+    /// Feed one byte; true when it is part of a string literal (including its closing quote),
+    /// false for structural bytes. An opening quote returns true and enters the string.
+    fn inside(&mut self, c: u8) -> bool {
+        if self.in_str {
+            if self.esc {
+                self.esc = false;
+            } else if c == b'\\' {
+                self.esc = true;
+            } else if c == b'"' {
+                self.in_str = false;
+            }
+            return true;
+        }
+        if c == b'"' {
+            self.in_str = true;
+            return true;
+        }
+        false
+    }
+}
+
 fn balanced_end(b: &[u8], start: usize) -> Balance {
     let mut stack: Vec<u8> = Vec::new();
-    let mut in_str = false;
-    let mut esc = false;
+    let mut strings = StrScan::default();
     for (i, &c) in b.iter().enumerate().skip(start) {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
+        if strings.inside(c) {
             continue;
         }
         match c {
-            b'"' => in_str = true,
             b'{' => stack.push(b'}'),
             b'[' => stack.push(b']'),
             b'}' | b']' => {
@@ -827,23 +847,14 @@ fn parse_truncated(s: &str) -> Option<Value> {
     let s = s.trim_end();
     let b = s.as_bytes();
     let mut stack: Vec<u8> = Vec::new();
-    let mut in_str = false;
-    let mut esc = false;
+    let mut strings = StrScan::default();
     // (index of a comma, closers needed there), the last few only.
     let mut cuts: std::collections::VecDeque<(usize, String)> = std::collections::VecDeque::new();
     for (i, &c) in b.iter().enumerate() {
-        if in_str {
-            if esc {
-                esc = false;
-            } else if c == b'\\' {
-                esc = true;
-            } else if c == b'"' {
-                in_str = false;
-            }
+        if strings.inside(c) {
             continue;
         }
         match c {
-            b'"' => in_str = true,
             b'{' => stack.push(b'}'),
             b'[' => stack.push(b']'),
             b'}' | b']' => {
@@ -859,8 +870,8 @@ fn parse_truncated(s: &str) -> Option<Value> {
         }
     }
     let mut whole = s.to_string();
-    if in_str {
-        if esc {
+    if strings.in_str {
+        if strings.esc {
             whole.pop();
         }
         whole.push('"');
