@@ -230,6 +230,22 @@ fn assert_complete_once(r: &Value) {
     assert_eq!(a, d, "duplicated findings");
 }
 
+/// Wait (bounded) until a worker's model server receives its first specialist request; the task id.
+async fn first_attempt(
+    feed: &mut tokio::sync::mpsc::UnboundedReceiver<quorum_testkit::RecordedRequest>,
+) -> String {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(r) = feed.recv().await {
+            if let Some(t) = task_of(&r) {
+                return t;
+            }
+        }
+        panic!("the model server stopped");
+    })
+    .await
+    .expect("the worker never got an attempt")
+}
+
 /// Specialist requests a node's model server has seen.
 fn specialist_calls(server: &ScriptedServer) -> usize {
     server
@@ -276,15 +292,7 @@ async fn kill_9_a_worker_and_the_review_completes_once() {
         tokio::spawn(async move { review_via(&api, &w, "out").await })
     };
     // Once n2 is working on an attempt, kill it without warning.
-    tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(r) = feed.recv().await {
-            if task_of(&r).is_some() {
-                break;
-            }
-        }
-    })
-    .await
-    .expect("n2 never got an attempt");
+    first_attempt(&mut feed).await;
     n2.child.kill().await.unwrap();
     let (_, report) = review.await.unwrap();
     assert_complete_once(&report);
@@ -325,15 +333,7 @@ async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
         let api = n1.api.clone().unwrap();
         tokio::spawn(async move { review_via(&api, &w, "out").await })
     };
-    tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(r) = feed.recv().await {
-            if task_of(&r).is_some() {
-                break;
-            }
-        }
-    })
-    .await
-    .expect("n2 never got an attempt");
+    first_attempt(&mut feed).await;
     // Freeze n2 past the deadline: n1 declares it lost and reassigns.
     n2.signal("-STOP");
     wait_alive(&c, &["n1"]).await;
@@ -402,17 +402,7 @@ async fn sigterm_drains_a_worker_its_attempt_finishes_not_lost() {
         let api = n1.api.clone().unwrap();
         tokio::spawn(async move { review_via(&api, &w, "out").await })
     };
-    let first = tokio::time::timeout(Duration::from_secs(60), async {
-        loop {
-            if let Some(r) = feed.recv().await {
-                if let Some(t) = task_of(&r) {
-                    return t;
-                }
-            }
-        }
-    })
-    .await
-    .expect("n2 never got an attempt");
+    let first = first_attempt(&mut feed).await;
     // Ask n2 to leave while it is mid-attempt: it finishes that attempt, then exits cleanly.
     n2.signal("-TERM");
     let status = tokio::time::timeout(Duration::from_secs(60), n2.child.wait())
