@@ -186,6 +186,7 @@ impl ReviewApi for Fake {
             capacity: 4,
             in_flight: 1,
             last_seen_ms: 120,
+            ..Default::default()
         }])
     }
 }

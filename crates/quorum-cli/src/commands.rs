@@ -4,8 +4,8 @@
 use crate::exit::{incomplete, ExitCode};
 use crate::settings::{self, Settings};
 use crate::{
-    BackendArgs, Cli, Command, FlowsCommand, ModelsCommand, PersonasCommand, ReviewArgs,
-    TraceCommand,
+    BackendArgs, Cli, ClusterCommand, Command, FlowsCommand, ModelsCommand, PersonasCommand,
+    ReviewArgs, TraceCommand,
 };
 use anyhow::{bail, Context, Result};
 use quorum_core::catalog::Catalog;
@@ -29,7 +29,24 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Resume(args) => resume(args).await,
         Command::Trace { command, common } => trace(command, &common),
         Command::Node(args) => crate::node::node(args).await,
+        Command::Flows {
+            command:
+                FlowsCommand::Cancel {
+                    flow_id,
+                    cluster,
+                    token_file,
+                },
+            common,
+        } => cancel(&flow_id, &cluster, token_file.as_deref(), &common).await,
         Command::Flows { command, common } => flows(command, &common),
+        Command::Cluster {
+            command:
+                ClusterCommand::Status {
+                    cluster,
+                    format,
+                    token_file,
+                },
+        } => crate::node::cluster_status(&cluster, &format, token_file.as_deref()).await,
     }
 }
 
@@ -129,7 +146,12 @@ fn new_flow_id() -> String {
 
 /// What a review runs with, beyond the pack: stored in the flow's metadata so `resume` can
 /// rebuild the same review.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+///
+/// A review submitted to a node stores only what the client chose (`submitted: true`, model,
+/// sensitivity, fail-on); everything else defaults here and is filled from this machine's
+/// settings when such a review is resumed by hand.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 struct RunParams {
     backends: Vec<BackendConfig>,
     model: String,
@@ -140,8 +162,9 @@ struct RunParams {
     formats: Vec<String>,
     out_dir: PathBuf,
     personas_dir: PathBuf,
-    #[serde(default)]
     models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
+    /// Accepted through a node's API (the node's settings supply what is not stored).
+    submitted: bool,
 }
 
 pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
@@ -159,8 +182,9 @@ fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
 
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
-    if let Some(url) = args.cluster.clone() {
-        return crate::node::review_remote(args, &url).await;
+    if !args.cluster.is_empty() {
+        let urls = args.cluster.clone();
+        return crate::node::review_remote(args, &urls).await;
     }
     let fail_on_text = args
         .fail_on
@@ -258,6 +282,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
             .unwrap_or_else(|| PathBuf::from("quorum-out").join(&flow_id)),
         personas_dir: personas_dir.canonicalize().unwrap_or(personas_dir),
         models: settings.models.clone(),
+        submitted: false,
     };
     let node = node_name(&settings);
     let backends = if pack.is_empty() {
@@ -342,8 +367,33 @@ async fn drive(
     let draw = !quiet && std::io::stderr().is_terminal();
     let renderer = tokio::spawn(crate::progress::render(rx, draw));
     let run = quorum_runtime::run_review_from(ctx, Some(tx), resume);
+    // `quorum flows cancel` from another process leaves a request beside the store.
+    let cancel_watch = {
+        let data = data.clone();
+        let id = flow_id.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let (d, i) = (data.clone(), id.clone());
+                let asked = tokio::task::spawn_blocking(move || d.cancel_requested(&i))
+                    .await
+                    .ok()
+                    .flatten();
+                if let Some(reason) = asked {
+                    let reason = if reason.trim().is_empty() {
+                        "cancelled with quorum flows cancel".to_string()
+                    } else {
+                        reason.trim().to_string()
+                    };
+                    quorum_runtime::remote::cancel_review(&id, &reason).await;
+                    break;
+                }
+            }
+        })
+    };
     let report = tokio::select! {
-        r = run => r,
+        r = run => { cancel_watch.abort(); r },
         _ = tokio::signal::ctrl_c() => {
             renderer.abort();
             // Every fact so far is already durable; the flow reads as interrupted.
@@ -366,6 +416,11 @@ async fn drive(
     Ok(exit_for(&report, fail_on))
 }
 
+/// `flows cancel` is async and dispatched before `flows`; reaching it here is a bug in dispatch.
+fn unreachable_cancel() -> Result<()> {
+    bail!("internal: flows cancel was not dispatched")
+}
+
 fn exit_for(report: &Report, fail_on: Option<quorum_core::finding::Severity>) -> ExitCode {
     match report.status {
         ReviewStatus::Failed | ReviewStatus::Partial => ExitCode::Incomplete,
@@ -383,11 +438,37 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
     let meta = store.meta().map_err(store_err)?;
     let mut params: RunParams = serde_json::from_value(meta.params.clone())
         .map_err(|e| anyhow::anyhow!("flow {} has unreadable parameters: {e}", meta.flow_id))?;
-    if !args.backend.backends.is_empty() {
+    if !args.backend.backends.is_empty() || params.backends.is_empty() {
         params.backends = backend_configs(&args.backend, &settings)?;
     }
     if let Some(m) = &args.backend.model {
         params.model = m.clone();
+    }
+    // A review submitted to a node stored only the client's choices: the rest is this
+    // machine's configuration.
+    if params.model.trim().is_empty() {
+        params.model = settings.default_model.clone();
+    }
+    if params.formats.is_empty() {
+        params.formats = settings.formats.clone();
+    }
+    if params.fail_on.trim().is_empty() {
+        params.fail_on = settings.fail_on.clone();
+    }
+    if params.out_dir.as_os_str().is_empty() {
+        params.out_dir = PathBuf::from("quorum-out").join(&meta.flow_id);
+    }
+    if params.personas_dir.as_os_str().is_empty() {
+        params.personas_dir = settings::data_dir(&settings.personas_dir, "personas")?;
+    }
+    if params.submitted {
+        params.sensitive = params.sensitive || settings.sensitive;
+    }
+    if params.backends.is_empty() {
+        bail!(
+            "no backend configured to resume {} with: pass --backend KIND=URL",
+            meta.flow_id
+        );
     }
     let resume = Resume::load(&store).map_err(store_err)?;
     if let Some((status, _)) = &resume.replay.finished {
@@ -461,10 +542,49 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
     .await
 }
 
+/// `quorum flows cancel`: through a node's API, or for a review run by a process on this
+/// machine (asked to stop through its store), or recorded at once for one nobody runs.
+async fn cancel(
+    flow_id: &str,
+    cluster: &[String],
+    token_file: Option<&Path>,
+    common: &crate::CommonArgs,
+) -> Result<ExitCode> {
+    if !cluster.is_empty() {
+        return crate::node::cancel_remote(flow_id, cluster, token_file).await;
+    }
+    let settings = load_settings(common.config.as_deref())?;
+    let data = data_dir(common, &settings);
+    let reason = "cancelled with quorum flows cancel";
+    match data.cancel_flow(flow_id, reason).map_err(store_err)? {
+        quorum_store::CancelOutcome::AlreadyFinished => {
+            println!("review {flow_id} had already finished; nothing to cancel");
+        }
+        quorum_store::CancelOutcome::Recorded => {
+            println!("review {flow_id} was not running; it is recorded as cancelled (partial)");
+        }
+        quorum_store::CancelOutcome::Requested => {
+            // The running process stops within a fraction of a second and writes its report.
+            for _ in 0..240 {
+                if !data.is_running(flow_id) {
+                    println!("review {flow_id} cancelled; its report says so");
+                    return Ok(ExitCode::Clean);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+            return Err(incomplete(format!(
+                "asked review {flow_id} to stop, but the process running it has not finished after 60 s"
+            )));
+        }
+    }
+    Ok(ExitCode::Clean)
+}
+
 pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCode> {
     let settings = load_settings(common.config.as_deref())?;
     let data = data_dir(common, &settings);
     match command {
+        FlowsCommand::Cancel { .. } => unreachable_cancel()?,
         FlowsCommand::List => {
             let flows = data.list_flows().map_err(store_err)?;
             if flows.is_empty() {

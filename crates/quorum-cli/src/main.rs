@@ -40,6 +40,11 @@ pub enum Command {
         #[command(flatten)]
         common: CommonArgs,
     },
+    /// The cluster as a node sees it.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
     /// Export recorded model conversations.
     Trace {
         #[command(subcommand)]
@@ -71,6 +76,32 @@ pub enum FlowsCommand {
     Gc {
         #[arg(long, value_name = "DAYS")]
         older_than: u64,
+    },
+    /// Stop a review: its live attempts stop, it ends partial and says it was cancelled.
+    Cancel {
+        flow_id: String,
+        /// Cancel on a running cluster through its API (http://host:port[,…]) instead of locally.
+        #[arg(long, value_delimiter = ',')]
+        cluster: Vec<String>,
+        /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Every node: state, role, capacity, load, models, and the reviews it conducts.
+    Status {
+        /// A node's API (http://host:port[,…]); the first that answers is asked.
+        #[arg(long, value_delimiter = ',', required = true)]
+        cluster: Vec<String>,
+        /// text | json
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        format: String,
+        /// File holding the API bearer token (QUORUM_API_TOKEN wins when set).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
     },
 }
 
@@ -214,9 +245,10 @@ pub struct ReviewArgs {
     /// Persona catalog directory.
     #[arg(long)]
     pub personas: Option<PathBuf>,
-    /// Review through a running cluster's API instead of locally (http://host:port).
-    #[arg(long)]
-    pub cluster: Option<String>,
+    /// Review through a running cluster's API instead of locally (http://host:port; several
+    /// nodes comma-separated or repeated: the review is followed across them).
+    #[arg(long, value_delimiter = ',')]
+    pub cluster: Vec<String>,
     /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
     #[arg(long)]
     pub token_file: Option<PathBuf>,

@@ -160,8 +160,14 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             capacity: capacity as u32,
             in_flight: 0,
             cards: serde_json::to_value(backends.cards()).unwrap_or_default(),
+            ..Default::default()
         };
-        let a = quorum_node::NodeAgent::new(&name, backends.clone(), packs.clone());
+        let a = quorum_node::NodeAgent::with_capacity(
+            &name,
+            backends.clone(),
+            packs.clone(),
+            capacity as u32,
+        );
         let started = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
                 let tls = quorum_cluster::ClusterTls::from_pem_files(
@@ -206,9 +212,10 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         Some(c) => Arc::new(quorum_node::ClusterBoard(c.blackboard())),
         None => Arc::new(quorum_runtime::board::MemoryBoard::default()),
     };
+    let deadline = std::time::Duration::from_millis(args.deadline_ms.max(args.heartbeat_ms * 2));
     let remote: Option<Arc<dyn quorum_runtime::remote::RemoteExecutor>> =
         cluster.clone().map(|c| {
-            Arc::new(quorum_node::ClusterExecutor { cluster: c })
+            Arc::new(quorum_node::ClusterExecutor::new(c, deadline))
                 as Arc<dyn quorum_runtime::remote::RemoteExecutor>
         });
 
@@ -236,10 +243,26 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             packs: packs.clone(),
         }));
         if let Some(c) = cluster.clone() {
+            let suspect_after = deadline.as_millis() as u64 / 2;
+            let view = c.clone();
             svc.set_members(Box::new(move || {
-                c.members()
+                view.members()
                     .into_iter()
                     .map(|m| pb::NodeStatus {
+                        state: if !m.alive {
+                            "lost"
+                        } else if m.advert.draining {
+                            "draining"
+                        } else if !m.is_self && m.last_seen_ms_ago > suspect_after {
+                            "suspect"
+                        } else {
+                            "up"
+                        }
+                        .into(),
+                        // No consensus group yet: every node is a non-voting member.
+                        voter: false,
+                        leader: false,
+                        conducting: m.advert.conducting,
                         name: m.name,
                         addr: m.advert.cluster_addr,
                         alive: m.alive,
@@ -250,6 +273,20 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                     })
                     .collect()
             }));
+            // Peers learn which reviews this node conducts from its advert.
+            let svc2 = svc.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
+                loop {
+                    tick.tick().await;
+                    let ids = svc2.running_ids();
+                    let mut advert = c.advert();
+                    if advert.conducting != ids {
+                        advert.conducting = ids;
+                        c.set_advert(advert);
+                    }
+                }
+            });
         }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         server = Some(tokio::spawn(quorum_api::serve_with_listener(
@@ -261,6 +298,15 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             },
         )));
         stop_tx = Some(tx);
+        // Reviews this node accepted and was running when it went down go on now.
+        let resumed = svc.resume_interrupted();
+        if !resumed.is_empty() {
+            eprintln!(
+                "quorum node {name}: resuming {} interrupted review(s): {}",
+                resumed.len(),
+                resumed.join(", ")
+            );
+        }
         service = Some(svc);
         line.push_str(&format!(" api on http://{bound}"));
     }
@@ -324,9 +370,185 @@ async fn shutdown_signal() {
     }
 }
 
-/// `quorum review PATH --cluster URL`: snapshot locally (the same exclusions as a local
-/// review), upload, follow, and write the same reports with the same exit codes.
-pub async fn review_remote(args: ReviewArgs, url: &str) -> Result<ExitCode> {
+/// How long a follower keeps trying to find its review again after losing the stream (the
+/// node restarting and resuming it, or another node answering for it).
+const FOLLOW_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Connect to the first node of `urls` that answers.
+async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, String)> {
+    let mut last = String::new();
+    for url in urls {
+        match ApiClient::connect(url, token).await {
+            Ok(c) => return Ok((c, url.clone())),
+            Err(e) => last = format!("{url}: {e}"),
+        }
+    }
+    Err(incomplete(format!("cannot reach the cluster ({last})")))
+}
+
+/// Follow `flow_id` to its end, reconnecting to any of `urls` when the stream is lost. Returns
+/// the client of the node that holds the finished review.
+async fn follow(
+    urls: &[String],
+    token: &str,
+    mut client: ApiClient,
+    flow_id: &str,
+    quiet: bool,
+) -> Result<ApiClient> {
+    use tokio_stream::StreamExt;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let draw = !quiet && std::io::stderr().is_terminal();
+    let renderer = tokio::spawn(crate::progress::render(rx, draw));
+    let mut lost_since: Option<std::time::Instant> = None;
+    let mut last_error = String::new();
+    'follow: loop {
+        match client.watch(flow_id).await {
+            Ok(mut events) => {
+                lost_since = None;
+                while let Some(ev) = events.next().await {
+                    match ev {
+                        Ok(ev) if ev.kind == quorum_api::FINISHED_KIND => break 'follow,
+                        Ok(ev) => {
+                            if let Ok(p) = serde_json::from_str::<Progress>(&ev.json) {
+                                let _ = tx.send(p);
+                            }
+                        }
+                        Err(e) => {
+                            last_error = e.to_string();
+                            break;
+                        }
+                    }
+                }
+                if last_error.is_empty() {
+                    last_error = "the event stream ended early".into();
+                }
+            }
+            Err(e) => last_error = e.to_string(),
+        }
+        let since = *lost_since.get_or_insert_with(std::time::Instant::now);
+        if since.elapsed() > FOLLOW_WINDOW {
+            drop(tx);
+            renderer.abort();
+            return Err(incomplete(format!(
+                "lost review {flow_id} ({last_error}) and no node of {} has it back after {} s; fetch it later with `quorum flows show`",
+                urls.join(","),
+                FOLLOW_WINDOW.as_secs()
+            )));
+        }
+        if !quiet {
+            eprintln!("quorum: lost the review's event stream ({last_error}); reconnecting");
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if let Ok((c, _)) = connect_any(urls, token).await {
+            client = c;
+        }
+    }
+    drop(tx);
+    let _ = renderer.await;
+    Ok(client)
+}
+
+fn api_token(token_file: Option<&std::path::Path>) -> Result<String> {
+    quorum_api::load_token(TOKEN_ENV, token_file).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// `quorum flows cancel FLOW_ID --cluster URL`.
+pub async fn cancel_remote(
+    flow_id: &str,
+    urls: &[String],
+    token_file: Option<&std::path::Path>,
+) -> Result<ExitCode> {
+    let token = api_token(token_file)?;
+    let (client, url) = connect_any(urls, &token).await?;
+    let cancelled = client
+        .cancel(flow_id)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot cancel review {flow_id} on {url}: {e}"))?;
+    if cancelled {
+        println!("review {flow_id} cancelled on {url}; its report says so");
+    } else {
+        println!("review {flow_id} had already finished on {url}; nothing to cancel");
+    }
+    Ok(ExitCode::Clean)
+}
+
+/// `quorum cluster status --cluster URL [--format json]`.
+pub async fn cluster_status(
+    urls: &[String],
+    format: &str,
+    token_file: Option<&std::path::Path>,
+) -> Result<ExitCode> {
+    let token = api_token(token_file)?;
+    let (client, url) = connect_any(urls, &token).await?;
+    let mut nodes = client
+        .cluster_status()
+        .await
+        .map_err(|e| incomplete(format!("cannot read the cluster status from {url}: {e}")))?;
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    if format == "json" {
+        let out: Vec<serde_json::Value> = nodes
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "name": n.name,
+                    "state": if n.state.is_empty() { if n.alive { "up" } else { "lost" } } else { n.state.as_str() },
+                    "voter": n.voter,
+                    "leader": n.leader,
+                    "capacity": n.capacity,
+                    "in_flight": n.in_flight,
+                    "models": n.models,
+                    "conducting": n.conducting,
+                    "addr": n.addr,
+                    "last_seen_ms": n.last_seen_ms,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "nodes": out }))
+                .context("cannot encode the status")?
+        );
+        return Ok(ExitCode::Clean);
+    }
+    println!(
+        "{:<16} {:<9} {:<10} {:>8} {:>9}  {:<28} conducting",
+        "node", "state", "role", "capacity", "in flight", "models"
+    );
+    for n in &nodes {
+        let role = match (n.voter, n.leader) {
+            (_, true) => "leader",
+            (true, false) => "voter",
+            _ => "member",
+        };
+        println!(
+            "{:<16} {:<9} {:<10} {:>8} {:>9}  {:<28} {}",
+            n.name,
+            if n.state.is_empty() {
+                "up"
+            } else {
+                n.state.as_str()
+            },
+            role,
+            n.capacity,
+            n.in_flight,
+            n.models.join(","),
+            if n.conducting.is_empty() {
+                "-".to_string()
+            } else {
+                n.conducting.join(",")
+            }
+        );
+    }
+    if !nodes.iter().any(|n| n.voter) {
+        println!("\nno consensus group: a review survives its conducting node only by `quorum resume` (or a node restart) on that node");
+    }
+    Ok(ExitCode::Clean)
+}
+
+/// `quorum review PATH --cluster URL[,URL...]`: snapshot locally (the same exclusions as a
+/// local review), upload, follow (across reconnects), and write the same reports with the same
+/// exit codes.
+pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
     let fail_on_text = args
         .fail_on
@@ -344,8 +566,7 @@ pub async fn review_remote(args: ReviewArgs, url: &str) -> Result<ExitCode> {
             target.display()
         );
     }
-    let token = quorum_api::load_token(TOKEN_ENV, args.token_file.as_deref())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let token = api_token(args.token_file.as_deref())?;
     let root = target
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", target.display()))?;
@@ -382,9 +603,7 @@ pub async fn review_remote(args: ReviewArgs, url: &str) -> Result<ExitCode> {
             verifier_model: args.verifier_model.clone().unwrap_or_default(),
         }),
     };
-    let client = ApiClient::connect(url, &token)
-        .await
-        .map_err(|e| incomplete(format!("cannot reach the cluster: {e}")))?;
+    let (client, url) = connect_any(urls, &token).await?;
     let flow_id = client
         .submit(req)
         .await
@@ -395,31 +614,7 @@ pub async fn review_remote(args: ReviewArgs, url: &str) -> Result<ExitCode> {
             pack.len()
         );
     }
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let draw = !args.quiet && std::io::stderr().is_terminal();
-    let renderer = tokio::spawn(crate::progress::render(rx, draw));
-    {
-        use tokio_stream::StreamExt;
-        let mut events = client
-            .watch(&flow_id)
-            .await
-            .map_err(|e| incomplete(format!("cannot follow review {flow_id}: {e}")))?;
-        while let Some(ev) = events.next().await {
-            let ev = ev.map_err(|e| {
-                incomplete(format!(
-                    "lost the review's event stream: {e}; the review goes on, fetch it later"
-                ))
-            })?;
-            if ev.kind == quorum_api::FINISHED_KIND {
-                break;
-            }
-            if let Ok(p) = serde_json::from_str::<Progress>(&ev.json) {
-                let _ = tx.send(p);
-            }
-        }
-    }
-    drop(tx);
-    let _ = renderer.await;
+    let client = follow(urls, &token, client, &flow_id, args.quiet).await?;
     let r = client
         .report(&flow_id)
         .await

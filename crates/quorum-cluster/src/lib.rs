@@ -109,6 +109,12 @@ pub struct NodeAdvert {
     pub in_flight: u32,
     /// Model cards, opaque to this crate.
     pub cards: serde_json::Value,
+    /// Shutting down: finishes what it runs, takes nothing new.
+    #[serde(default)]
+    pub draining: bool,
+    /// Reviews this node conducts now (flow ids).
+    #[serde(default)]
+    pub conducting: Vec<String>,
 }
 
 /// A node as this node currently sees it.

@@ -476,6 +476,18 @@ impl Cluster {
         core.lock().advert = advert;
     }
 
+    /// Change what this node advertises and tell every peer now rather than at the next
+    /// heartbeat (a draining node must stop being chosen at once).
+    pub fn set_advert_now(&self, advert: NodeAdvert) {
+        self.set_advert(advert);
+        self.core().heartbeat_all();
+    }
+
+    /// What this node advertises now.
+    pub fn advert(&self) -> NodeAdvert {
+        self.core().lock().advert.clone()
+    }
+
     /// Send a one-way message. Messages from one node arrive in the order they were sent.
     /// Sending to this node's own name delivers locally.
     ///

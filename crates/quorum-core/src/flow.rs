@@ -63,6 +63,10 @@ pub struct FlowParams {
     pub planner_retries: u32,
     /// Attempts per specialist task (first try included).
     pub task_attempts: u32,
+    /// The same error class this many times in a row means the retries (which carry the
+    /// previous error) are not fixing anything: the task stops as `circular_fix` before its
+    /// attempts run out. At least 2 and at most `task_attempts` (when that is above 1).
+    pub circular_fix_repeats: u32,
     /// Maximum findings a verifier checks with a model; beyond it grounding alone decides.
     pub max_verifications: usize,
     /// Per-call model timeout (seconds).
@@ -85,7 +89,8 @@ impl Default for FlowParams {
             max_output_tokens: 2048,
             context_tokens: 8192,
             planner_retries: 1,
-            task_attempts: 2,
+            task_attempts: 3,
+            circular_fix_repeats: 2,
             max_verifications: 200,
             call_timeout_secs: 300,
             max_tokens: 0,
@@ -207,6 +212,15 @@ impl Flow {
                 path,
                 "parameters.max_iterations",
                 "max_iterations and task_attempts must be at least 1",
+            ));
+        }
+        if p.circular_fix_repeats < 2
+            || (p.task_attempts > 1 && p.circular_fix_repeats > p.task_attempts)
+        {
+            return Err(invalid(
+                path,
+                "parameters.circular_fix_repeats",
+                "need 2 <= circular_fix_repeats <= task_attempts, or it could never fire",
             ));
         }
         if p.max_output_tokens < 64 || p.context_tokens < p.max_output_tokens * 2 {

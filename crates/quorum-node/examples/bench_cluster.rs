@@ -105,9 +105,10 @@ fn context(origin: &TestNode, clustered: bool, flow_id: &str) -> Arc<ReviewConte
         started_at: String::new(),
         facts: FactLog::disabled(),
         remote: clustered.then(|| {
-            Arc::new(ClusterExecutor {
-                cluster: origin.cluster.clone(),
-            }) as Arc<dyn quorum_runtime::remote::RemoteExecutor>
+            Arc::new(ClusterExecutor::new(
+                origin.cluster.clone(),
+                std::time::Duration::from_secs(1),
+            )) as Arc<dyn quorum_runtime::remote::RemoteExecutor>
         }),
         board: Some(Arc::new(ClusterBoard(origin.cluster.blackboard()))),
     })

@@ -17,6 +17,10 @@ use std::time::Duration;
 pub const KIND_RUN: &str = "run_attempt";
 pub const KIND_RESULT: &str = "attempt_result";
 pub const KIND_FETCH: &str = "fetch_blobs";
+/// Worker → origin: still working on an attempt (extends its lease).
+pub const KIND_RENEW: &str = "renew_attempt";
+/// Origin → worker: stop these attempts now (cancel, or fenced after a lapsed lease).
+pub const KIND_CANCEL: &str = "cancel_attempts";
 
 /// Largest batch of file contents one fetch asks for; well under the cluster's frame limit.
 const FETCH_BATCH_BYTES: u64 = 8 * 1024 * 1024;
@@ -56,10 +60,31 @@ pub struct NodeAgent {
     cluster: OnceLock<Cluster>,
     in_flight: AtomicU32,
     draining: AtomicBool,
+    /// Attempts this node runs for peers at once; one more is refused (and placed elsewhere).
+    capacity: u32,
+    /// Running attempts by (flow, attempt), so an origin can stop them.
+    /// Running attempts by (flow, attempt), with the origin they came from, so that origin
+    /// (and only it) can stop them.
+    running: Mutex<HashMap<(String, u64), (String, tokio::task::AbortHandle)>>,
 }
 
 impl NodeAgent {
     pub fn new(name: &str, backends: Backends, packs: Arc<PackRegistry>) -> Arc<NodeAgent> {
+        let capacity = backends
+            .backends
+            .iter()
+            .map(|b| b.config.max_concurrent as u32)
+            .sum::<u32>()
+            .max(1);
+        Self::with_capacity(name, backends, packs, capacity)
+    }
+
+    pub fn with_capacity(
+        name: &str,
+        backends: Backends,
+        packs: Arc<PackRegistry>,
+        capacity: u32,
+    ) -> Arc<NodeAgent> {
         Arc::new_cyclic(|me| NodeAgent {
             me: me.clone(),
             name: name.to_string(),
@@ -69,6 +94,8 @@ impl NodeAgent {
             cluster: OnceLock::new(),
             in_flight: AtomicU32::new(0),
             draining: AtomicBool::new(false),
+            capacity: capacity.max(1),
+            running: Mutex::new(HashMap::new()),
         })
     }
 
@@ -99,9 +126,47 @@ impl NodeAgent {
         self.in_flight.load(Ordering::SeqCst)
     }
 
-    /// Stop taking attempts (SIGTERM); attempts already running finish.
+    /// Stop taking attempts (SIGTERM); attempts already running finish. Peers hear capacity 0
+    /// at once, so they stop choosing this node before they would be refused.
     pub fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
+        if let Some(c) = self.cluster.get() {
+            let mut advert = c.advert();
+            advert.capacity = 0;
+            advert.draining = true;
+            c.set_advert_now(advert);
+        }
+    }
+
+    /// Keep the advertised load true, so placement on other nodes sees it.
+    fn advertise_load(&self) {
+        if let Some(c) = self.cluster.get() {
+            let mut advert = c.advert();
+            advert.in_flight = self.in_flight();
+            c.set_advert(advert);
+        }
+    }
+
+    /// Take a slot for one attempt, or say why not.
+    fn admit(&self) -> Result<(), String> {
+        if self.draining.load(Ordering::SeqCst) {
+            return Err(format!("node {} is draining", self.name));
+        }
+        let taken = self
+            .in_flight
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.capacity).then_some(n + 1)
+            });
+        match taken {
+            Ok(_) => {
+                self.advertise_load();
+                Ok(())
+            }
+            Err(n) => Err(format!(
+                "node {} is at capacity ({n} of {} attempts)",
+                self.name, self.capacity
+            )),
+        }
     }
 
     async fn fetch(
@@ -177,26 +242,65 @@ impl NodeAgent {
 
     async fn run_remote(self: Arc<Self>, cluster: Cluster, req: RemoteAttempt) {
         let (origin, flow_id, attempt) = (req.origin.clone(), req.flow_id.clone(), req.attempt);
-        let outcome = if self.draining.load(Ordering::SeqCst) {
-            RemoteOutcome::Err {
-                class: "node_lost".into(),
-                message: format!("node {} is draining", self.name),
-            }
-        } else {
-            self.in_flight.fetch_add(1, Ordering::SeqCst);
-            let outcome = match self.fetch(&cluster, &req).await {
-                Ok(contents) => {
-                    let board: Arc<dyn TeamBoard> = Arc::new(ClusterBoard(cluster.blackboard()));
-                    remote::run_attempt(req, &contents, &self.backends, Some(board), &self.name)
-                        .await
+        let outcome = match self.admit() {
+            Err(why) => RemoteOutcome::Err {
+                class: "refused".into(),
+                message: why,
+            },
+            Ok(()) => {
+                let key = (flow_id.clone(), attempt);
+                // Renewals keep the origin's lease alive while this works; they stop with it.
+                let renew = tokio::spawn(renew_loop(
+                    cluster.clone(),
+                    origin.clone(),
+                    flow_id.clone(),
+                    attempt,
+                    req.lease_ms,
+                ));
+                let agent = self.clone();
+                let c = cluster.clone();
+                let work = tokio::spawn(async move {
+                    match agent.fetch(&c, &req).await {
+                        Ok(contents) => {
+                            let board: Arc<dyn TeamBoard> = Arc::new(ClusterBoard(c.blackboard()));
+                            remote::run_attempt(
+                                req,
+                                &contents,
+                                &agent.backends,
+                                Some(board),
+                                &agent.name,
+                            )
+                            .await
+                        }
+                        Err(e) => RemoteOutcome::Err {
+                            class: "transport".into(),
+                            message: e,
+                        },
+                    }
+                });
+                if let Ok(mut r) = self.running.lock() {
+                    r.insert(key.clone(), (origin.clone(), work.abort_handle()));
                 }
-                Err(e) => RemoteOutcome::Err {
-                    class: "transport".into(),
-                    message: e,
-                },
-            };
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            outcome
+                let joined = work.await;
+                renew.abort();
+                if let Ok(mut r) = self.running.lock() {
+                    r.remove(&key);
+                }
+                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                self.advertise_load();
+                match joined {
+                    Ok(outcome) => outcome,
+                    // Stopped by its origin: nobody waits for a result.
+                    Err(e) if e.is_cancelled() => return,
+                    Err(e) => {
+                        tracing::error!(flow = %flow_id, attempt, error = %e, "attempt worker panicked");
+                        RemoteOutcome::Err {
+                            class: "internal".into(),
+                            message: format!("the worker on {} panicked: {e}", self.name),
+                        }
+                    }
+                }
+            }
         };
         let payload = json!({ "attempt": attempt, "outcome": outcome });
         let msg = Envelope {
@@ -205,8 +309,52 @@ impl NodeAgent {
             payload,
         };
         if let Err(e) = cluster.send(&origin, msg).await {
-            // The origin will see this attempt as lost (heartbeat deadline) and reassign it.
+            // The origin's lease on this attempt lapses and it is placed elsewhere.
             tracing::warn!(origin = %origin, error = %e, "cannot return an attempt result");
+        }
+    }
+
+    /// Stop attempts an origin no longer wants. Only the node an attempt came from may stop it.
+    fn stop_attempts(&self, from: &str, flow_id: &str, attempts: &[u64]) {
+        if let Ok(running) = self.running.lock() {
+            for a in attempts {
+                match running.get(&(flow_id.to_string(), *a)) {
+                    Some((origin, h)) if origin == from => {
+                        tracing::info!(flow = %flow_id, attempt = a, from, "attempt stopped by its origin");
+                        h.abort();
+                    }
+                    Some((origin, _)) => {
+                        tracing::warn!(flow = %flow_id, attempt = a, from, %origin, "stop request from a node that is not the attempt's origin ignored");
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+}
+
+/// Tell the origin every so often that `attempt` is still being worked on.
+async fn renew_loop(
+    cluster: Cluster,
+    origin: String,
+    flow_id: String,
+    attempt: u64,
+    lease_ms: u64,
+) {
+    if lease_ms == 0 {
+        return;
+    }
+    let mut tick = tokio::time::interval(remote::renew_every(lease_ms));
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let msg = Envelope {
+            kind: KIND_RENEW.into(),
+            flow_id: flow_id.clone(),
+            payload: json!({ "attempt": attempt }),
+        };
+        if let Err(e) = cluster.send(&origin, msg).await {
+            tracing::debug!(origin = %origin, error = %e, "lease renewal not sent");
         }
     }
 }
@@ -238,12 +386,26 @@ impl MessageHandler for NodeAgent {
                     .and_then(|o| serde_json::from_value::<RemoteOutcome>(o).ok());
                 match (attempt, outcome) {
                     (Some(attempt), Some(outcome)) => {
-                        if !remote::deliver_result(&msg.flow_id, attempt, outcome) {
+                        if !remote::deliver_result(&msg.flow_id, attempt, from, outcome) {
                             tracing::info!(flow = %msg.flow_id, attempt, from, "result for a review not running here");
                         }
                     }
                     _ => tracing::error!(from, "malformed attempt result"),
                 }
+            }
+            KIND_RENEW => {
+                if let Some(attempt) = msg.payload.get("attempt").and_then(|a| a.as_u64()) {
+                    remote::deliver_renewal(&msg.flow_id, attempt, from);
+                }
+            }
+            KIND_CANCEL => {
+                let attempts: Vec<u64> = msg
+                    .payload
+                    .get("attempts")
+                    .cloned()
+                    .and_then(|a| serde_json::from_value(a).ok())
+                    .unwrap_or_default();
+                self.stop_attempts(from, &msg.flow_id, &attempts);
             }
             other => tracing::debug!(kind = other, from, "unhandled message"),
         }
@@ -285,6 +447,19 @@ impl MessageHandler for NodeAgent {
 #[derive(Debug, Clone)]
 pub struct ClusterExecutor {
     pub cluster: Cluster,
+    /// How long a shipped attempt may go without a result or renewal.
+    pub lease: Duration,
+}
+
+impl ClusterExecutor {
+    /// The default lease: a few heartbeat deadlines, at least 5 s, so a renewal delayed behind
+    /// bulk traffic does not lapse it while a silent worker is still caught quickly.
+    pub fn new(cluster: Cluster, heartbeat_deadline: Duration) -> Self {
+        ClusterExecutor {
+            cluster,
+            lease: (heartbeat_deadline * 3).max(Duration::from_secs(5)),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -316,6 +491,21 @@ impl RemoteExecutor for ClusterExecutor {
             )
             .await
             .map_err(|e| e.to_string())
+    }
+
+    fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    async fn cancel(&self, node: &str, flow_id: &str, attempts: Vec<u64>) {
+        let msg = Envelope {
+            kind: KIND_CANCEL.into(),
+            flow_id: flow_id.to_string(),
+            payload: json!({ "attempts": attempts }),
+        };
+        if let Err(e) = self.cluster.send(node, msg).await {
+            tracing::debug!(node, error = %e, "stop request not sent; the attempts are fenced anyway");
+        }
     }
 }
 

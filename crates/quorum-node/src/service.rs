@@ -109,6 +109,196 @@ impl NodeService {
             .unwrap_or(0)
     }
 
+    /// Flow ids of the reviews this node conducts now.
+    pub fn running_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .flows
+            .lock()
+            .map(|f| {
+                f.iter()
+                    .filter(|(_, s)| s.report.is_none() && s.abort.is_some())
+                    .map(|(id, _)| id.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    }
+
+    /// Continue the reviews this node accepted and was running when it stopped (crash, kill,
+    /// restart): they run again from their stored facts — completed tasks are not re-run, the
+    /// plan is not re-made — and are watchable again under the same flow id. Returns their ids.
+    pub fn resume_interrupted(&self) -> Vec<String> {
+        let setup = self.setup.clone();
+        let stored = match setup.data.list_flows() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot list stored reviews; none resumed");
+                return Vec::new();
+            }
+        };
+        let mut resumed = Vec::new();
+        for summary in stored {
+            if summary.status != quorum_store::DerivedStatus::Interrupted {
+                continue;
+            }
+            match self.resume_one(&summary.flow_id) {
+                Ok(true) => resumed.push(summary.flow_id),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(flow_id = %summary.flow_id, error = %e, "cannot resume an interrupted review; `quorum resume` it by hand")
+                }
+            }
+        }
+        resumed
+    }
+
+    fn resume_one(&self, flow_id: &str) -> Result<bool, ApiError> {
+        let setup = &self.setup;
+        let store = setup.data.open_flow(flow_id).map_err(internal)?;
+        let meta = store.meta().map_err(internal)?;
+        let submitted = meta
+            .params
+            .get("submitted")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        // Only reviews accepted through this node's API: a local `quorum review` belongs to
+        // whoever ran it.
+        if !submitted || meta.node != setup.name {
+            return Ok(false);
+        }
+        let resume = quorum_runtime::Resume::load(&store).map_err(internal)?;
+        if resume.replay.cancelled.is_some() {
+            return Ok(false);
+        }
+        let flow = Flow::parse(&meta.flow_yaml, std::path::Path::new(&meta.flow_name))
+            .map_err(|e| ApiError::InvalidArgument(format!("stored flow is invalid: {e}")))?;
+        let catalog = Catalog::load(&setup.personas_dir).map_err(|e| {
+            ApiError::Unavailable(format!("this node's persona catalog is invalid: {e}"))
+        })?;
+        let pack = store.load_pack().map_err(internal)?;
+        let mut backends = setup.backends.clone();
+        if let Some(m) = meta.params.get("model").and_then(|v| v.as_str()) {
+            if !m.trim().is_empty() {
+                backends.default_model = m.to_string();
+            }
+        }
+        // A request can only tighten the node's policy, never loosen it.
+        backends.sensitive = setup.backends.sensitive
+            || meta
+                .params
+                .get("sensitive")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+        setup.packs.register(flow_id, &pack);
+        let ctx = Arc::new(ReviewContext {
+            flow_id: flow_id.to_string(),
+            flow,
+            catalog,
+            pack,
+            backends,
+            verifier_model: meta
+                .params
+                .get("verifier_model")
+                .and_then(|v| v.as_str())
+                .filter(|m| !m.trim().is_empty())
+                .map(str::to_string),
+            node: setup.name.clone(),
+            max_concurrent: setup.max_concurrent,
+            started_at: meta.started_at.clone(),
+            facts: FactLog::new(store),
+            remote: setup.remote.clone(),
+            board: Some(self.board.clone()),
+        });
+        tracing::info!(
+            flow_id,
+            done = resume.replay.completed.len(),
+            "resuming an interrupted review"
+        );
+        self.start(
+            ctx,
+            Some(resume),
+            meta.target_path.clone(),
+            meta.started_at.clone(),
+        )?;
+        Ok(true)
+    }
+
+    /// Run a review (new, or resumed from its store) and keep its events for watchers.
+    fn start(
+        &self,
+        ctx: Arc<ReviewContext>,
+        resume: Option<quorum_runtime::Resume>,
+        target: String,
+        started_at: String,
+    ) -> Result<(), ApiError> {
+        let flow_id = ctx.flow_id.clone();
+        let (live, _) = broadcast::channel(1024);
+        self.flows.lock().map_err(internal)?.insert(
+            flow_id.clone(),
+            FlowState {
+                events: Vec::new(),
+                live,
+                report: None,
+                abort: None,
+                flow: ctx.flow.name.clone(),
+                target,
+                started_at,
+            },
+        );
+        let flows = self.flows.clone();
+        let id = flow_id.clone();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+        // Progress → the flow's event log (and its live watchers).
+        let pump_flows = flows.clone();
+        let pump_id = id.clone();
+        tokio::spawn(async move {
+            while let Some(p) = rx.recv().await {
+                let json = serde_json::to_string(&p).unwrap_or_default();
+                if let Ok(mut f) = pump_flows.lock() {
+                    if let Some(s) = f.get_mut(&pump_id) {
+                        s.push(progress_kind(&p), json);
+                    }
+                }
+            }
+        });
+        let task = tokio::spawn(async move {
+            let result = quorum_runtime::run_review_from(ctx, Some(tx), resume).await;
+            // Let the progress pump drain before the final event.
+            tokio::task::yield_now().await;
+            if let Ok(mut f) = flows.lock() {
+                if let Some(s) = f.get_mut(&id) {
+                    match result {
+                        Ok(report) => {
+                            let status = format!("{:?}", report.status).to_lowercase();
+                            s.report = Some(report);
+                            s.push(
+                                FINISHED_KIND,
+                                serde_json::json!({"status": status}).to_string(),
+                            );
+                        }
+                        Err(e) => {
+                            s.push(
+                                FINISHED_KIND,
+                                serde_json::json!({"status": "failed", "error": e.to_string()})
+                                    .to_string(),
+                            );
+                        }
+                    }
+                    s.abort = None;
+                }
+            }
+        });
+        if let Ok(mut f) = self.flows.lock() {
+            if let Some(s) = f.get_mut(&flow_id) {
+                if s.report.is_none() {
+                    s.abort = Some(task.abort_handle());
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn build_pack(req: &pb::SubmitReviewRequest) -> Result<ContextPack, ApiError> {
         let mut files = Vec::with_capacity(req.files.len());
         for f in &req.files {
@@ -170,7 +360,8 @@ impl ReviewApi for NodeService {
         if !opts.model.trim().is_empty() {
             backends.default_model = opts.model.clone();
         }
-        backends.sensitive = opts.sensitive;
+        // The node's own `sensitive` is a floor: a client may tighten it, never lower it.
+        backends.sensitive = setup.backends.sensitive || opts.sensitive;
         let flow_id = format!(
             "{}-{}",
             chrono::Utc::now().format("%Y%m%d-%H%M%S"),
@@ -184,8 +375,9 @@ impl ReviewApi for NodeService {
             params: serde_json::json!({
                 "submitted": true,
                 "model": backends.default_model,
-                "sensitive": opts.sensitive,
+                "sensitive": backends.sensitive,
                 "fail_on": opts.fail_on,
+                "verifier_model": opts.verifier_model,
             }),
             target_path: req.target_name.clone(),
             head_sha: req.head_sha.clone(),
@@ -212,69 +404,7 @@ impl ReviewApi for NodeService {
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
         });
-        let (live, _) = broadcast::channel(1024);
-        self.flows.lock().map_err(internal)?.insert(
-            flow_id.clone(),
-            FlowState {
-                events: Vec::new(),
-                live,
-                report: None,
-                abort: None,
-                flow: ctx.flow.name.clone(),
-                target: req.target_name.clone(),
-                started_at,
-            },
-        );
-        let flows = self.flows.clone();
-        let id = flow_id.clone();
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
-        // Progress → the flow's event log (and its live watchers).
-        let pump_flows = flows.clone();
-        let pump_id = id.clone();
-        tokio::spawn(async move {
-            while let Some(p) = rx.recv().await {
-                let json = serde_json::to_string(&p).unwrap_or_default();
-                if let Ok(mut f) = pump_flows.lock() {
-                    if let Some(s) = f.get_mut(&pump_id) {
-                        s.push(progress_kind(&p), json);
-                    }
-                }
-            }
-        });
-        let task = tokio::spawn(async move {
-            let result = quorum_runtime::run_review(ctx, Some(tx)).await;
-            // Let the progress pump drain before the final event.
-            tokio::task::yield_now().await;
-            if let Ok(mut f) = flows.lock() {
-                if let Some(s) = f.get_mut(&id) {
-                    match result {
-                        Ok(report) => {
-                            let status = format!("{:?}", report.status).to_lowercase();
-                            s.report = Some(report);
-                            s.push(
-                                FINISHED_KIND,
-                                serde_json::json!({"status": status}).to_string(),
-                            );
-                        }
-                        Err(e) => {
-                            s.push(
-                                FINISHED_KIND,
-                                serde_json::json!({"status": "failed", "error": e.to_string()})
-                                    .to_string(),
-                            );
-                        }
-                    }
-                    s.abort = None;
-                }
-            }
-        });
-        if let Ok(mut f) = self.flows.lock() {
-            if let Some(s) = f.get_mut(&flow_id) {
-                if s.report.is_none() {
-                    s.abort = Some(task.abort_handle());
-                }
-            }
-        }
+        self.start(ctx, None, req.target_name.clone(), started_at)?;
         tracing::info!(flow_id = %flow_id, target = %req.target_name, files = req.files.len(), "review submitted");
         Ok(flow_id)
     }
@@ -340,17 +470,32 @@ impl ReviewApi for NodeService {
     }
 
     async fn cancel(&self, flow_id: &str) -> Result<bool, ApiError> {
+        let running = {
+            let f = self.flows.lock().map_err(internal)?;
+            let s = f
+                .get(flow_id)
+                .ok_or_else(|| ApiError::NotFound(format!("no review {flow_id} on this node")))?;
+            s.report.is_none() && s.abort.is_some()
+        };
+        if !running {
+            return Ok(false);
+        }
+        // The conductor stops every attempt (here and on peers), records the cancellation and
+        // ends the review partial; its report is then served like any other.
+        if quorum_runtime::remote::cancel_review(flow_id, "cancelled through the API").await {
+            return Ok(true);
+        }
+        // No conductor answered (it was just finishing, or wedged): stop the task itself.
         let mut f = self.flows.lock().map_err(internal)?;
-        let s = f
-            .get_mut(flow_id)
-            .ok_or_else(|| ApiError::NotFound(format!("no review {flow_id} on this node")))?;
-        match s.abort.take() {
+        match f.get_mut(flow_id).and_then(|s| s.abort.take()) {
             Some(h) => {
                 h.abort();
-                s.push(
-                    FINISHED_KIND,
-                    serde_json::json!({"status": "cancelled"}).to_string(),
-                );
+                if let Some(s) = f.get_mut(flow_id) {
+                    s.push(
+                        FINISHED_KIND,
+                        serde_json::json!({"status": "partial", "reason": "cancelled"}).to_string(),
+                    );
+                }
                 Ok(true)
             }
             None => Ok(false),
@@ -415,6 +560,10 @@ impl ReviewApi for NodeService {
                 .sum(),
             in_flight: self.running() as u32,
             last_seen_ms: 0,
+            state: "up".into(),
+            voter: false,
+            leader: false,
+            conducting: self.running_ids(),
         }])
     }
 }

@@ -30,8 +30,27 @@ use tokio::sync::oneshot;
 /// How long a peer that could not be reached is left out of placement.
 const SUSPECT_FOR: Duration = Duration::from_secs(3);
 
-/// Same error class this many times in a row: the task is going in circles; stop retrying.
-pub const CIRCULAR_FIX_REPEATS: usize = 3;
+/// How long a peer that let a lease lapse is left out of placement (unless it delivers a
+/// result first): long enough that the retry of what it lost goes elsewhere.
+const LAPSED_NODE_AVOIDED_FOR: Duration = Duration::from_secs(60);
+
+/// Error classes that say where an attempt ran, not how the task went: they never count
+/// towards the task's attempts or its circular-fix streak.
+const PLACEMENT_CLASSES: &[&str] = &["node_lost", "refused", "lease_expired"];
+
+/// Error classes that say the model's answer was at fault: retries carry the error back to
+/// the model, so the same one again means the fixes go in circles. Infrastructure failures
+/// (timeouts, transport, rate limits) are not circular: they run out the attempts instead.
+const OUTPUT_CLASSES: &[&str] = &[
+    "malformed_output",
+    "schema_violation",
+    "tool_error",
+    "context_overflow",
+];
+
+/// A task handed back this many times for placement reasons counts further ones as failures,
+/// so a cluster that keeps losing its work still ends the review.
+const MAX_HANDBACKS: u32 = 16;
 
 pub struct FlowConductor;
 
@@ -59,6 +78,36 @@ pub enum ConductorMsg {
     Retry {
         run: usize,
     },
+    /// A remote attempt's result, as sent by `node`: counted only when `node` is where the
+    /// attempt was placed and the attempt is still live.
+    RemoteOutcome {
+        attempt: u64,
+        node: String,
+        outcome: Box<JobOutcome>,
+    },
+    /// The worker on `node` still works on `attempt`: extend its lease.
+    Renew {
+        attempt: u64,
+        node: String,
+    },
+    /// Fence remote attempts whose lease lapsed.
+    LeaseTick,
+    /// Stop the review now: every live attempt is stopped, no model call starts after the
+    /// reply, and the review ends partial with `reason`.
+    Cancel {
+        reason: String,
+        reply: ractor::RpcReplyPort<()>,
+    },
+}
+
+/// A remote attempt's lease: renewed by its worker, fenced when it lapses.
+#[derive(Debug, Clone)]
+struct Lease {
+    node: String,
+    renew_by: Instant,
+    /// However often it is renewed, an attempt past this is fenced: the worker's own deadline
+    /// should have ended it long before.
+    hard: Instant,
 }
 
 // Conductor messages never cross the network: results from other nodes arrive through the
@@ -109,9 +158,13 @@ pub struct ConductorState {
     placements: HashMap<u64, String>,
     /// Our attempts in flight per peer node.
     remote_in_flight: HashMap<String, usize>,
-    /// Peers a send just failed to reach: skipped for a while, so one unreachable node cannot
-    /// burn a task's attempts before membership declares it lost.
+    /// Peers a send just failed to reach, or that let a lease lapse, until when: skipped for a
+    /// while, so one bad node cannot burn a task's attempts before membership declares it lost.
     suspects: HashMap<String, Instant>,
+    /// Leases of live remote attempts.
+    leases: HashMap<u64, Lease>,
+    /// Why the review was cancelled, once it was.
+    cancelled: Option<String>,
     classification: Classification,
     classification_fallback: bool,
     rejected: Vec<quorum_core::task::RejectedTask>,
@@ -204,6 +257,17 @@ fn place(
         .select(needs, task.model.as_deref().or(preferred))
         .map_err(|e| AttemptError::Config(e.to_string()))?;
     Ok((sel.model, sel.replaced))
+}
+
+/// The longest a specialist attempt may run anywhere: its turns, each bounded by the call
+/// timeout, plus room for the final answer.
+fn deadline_for_specialist(ctx: &SharedContext) -> Duration {
+    let p = &ctx.flow.parameters;
+    Duration::from_secs(
+        p.call_timeout_secs
+            .max(1)
+            .saturating_mul(p.max_iterations as u64 + 2),
+    )
 }
 
 fn deadline(ctx: &SharedContext, job: &Job) -> Duration {
@@ -382,7 +446,7 @@ impl FlowConductor {
                 if state
                     .suspects
                     .get(&peer.node)
-                    .is_some_and(|t| t.elapsed() < SUSPECT_FOR)
+                    .is_some_and(|until| Instant::now() < *until)
                 {
                     continue;
                 }
@@ -437,9 +501,25 @@ impl FlowConductor {
             attempt: n,
         });
         tracing::debug!(task = %id, attempt = n, node = %node, "dispatching attempt to a peer");
+        let lease = state
+            .ctx
+            .remote
+            .as_ref()
+            .map(|r| r.lease())
+            .unwrap_or(Duration::from_secs(10));
+        let now = Instant::now();
+        let hard = now + lease + deadline_for_specialist(&state.ctx);
+        state.leases.insert(
+            attempt,
+            Lease {
+                node: node.clone(),
+                renew_by: now + lease,
+                hard,
+            },
+        );
         let sent = match (
             &state.ctx.remote,
-            RemoteAttempt::build(&state.ctx, attempt, &task, prior_error),
+            RemoteAttempt::build(&state.ctx, attempt, &task, prior_error, lease),
         ) {
             (Some(remote), Ok(req)) => remote
                 .dispatch(&node, req)
@@ -452,13 +532,148 @@ impl FlowConductor {
             // The peer never got it: a placement failure, not the task's; it does not use up
             // the task's attempts, and the peer is avoided until it proves itself again.
             tracing::warn!(node = %node, error = %e, "cannot reach peer; placing elsewhere");
-            state.suspects.insert(node.clone(), Instant::now());
+            state
+                .suspects
+                .insert(node.clone(), Instant::now() + SUSPECT_FOR);
             let err = AttemptError::NodeLost(node.clone());
             let _ = myself.send_message(ConductorMsg::Outcome {
                 attempt,
                 outcome: Box::new(JobOutcome::Specialist(Err(err))),
             });
         }
+    }
+
+    /// Count the outcome of a live attempt; an attempt no longer live is fenced and ignored.
+    async fn take_outcome(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        attempt: u64,
+        outcome: JobOutcome,
+    ) -> Result<(), ActorProcessingErr> {
+        let remote_node = state.placements.remove(&attempt);
+        state.leases.remove(&attempt);
+        let Some(run) = state.live.remove(&attempt) else {
+            tracing::info!(attempt, node = ?remote_node, "ignoring result of a fenced attempt");
+            state
+                .ctx
+                .facts
+                .event(Event::Note {
+                    message: format!("late result of fenced attempt {attempt} ignored"),
+                })
+                .await;
+            return Ok(());
+        };
+        state.actors.retain(|_, a| *a != attempt);
+        state.workers.remove(&attempt);
+        Self::on_outcome(myself, state, run, outcome).await
+    }
+
+    /// Fence every remote attempt whose lease lapsed (no result, no renewal) and place it
+    /// elsewhere; its node is avoided until it delivers again or a while has passed.
+    async fn check_leases(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.phase == Phase::Done {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let lapsed: Vec<(u64, String)> = state
+            .leases
+            .iter()
+            .filter(|(_, l)| now >= l.renew_by || now >= l.hard)
+            .map(|(a, l)| (*a, l.node.clone()))
+            .collect();
+        for (attempt, node) in lapsed {
+            state.leases.remove(&attempt);
+            state.placements.remove(&attempt);
+            if let Some(c) = state.remote_in_flight.get_mut(&node) {
+                *c = c.saturating_sub(1);
+            }
+            let Some(run) = state.live.remove(&attempt) else {
+                continue;
+            };
+            tracing::warn!(attempt, node = %node, "attempt lease lapsed; fencing it and placing it elsewhere");
+            state
+                .suspects
+                .insert(node.clone(), now + LAPSED_NODE_AVOIDED_FOR);
+            state
+                .ctx
+                .facts
+                .event(Event::Note {
+                    message: format!(
+                        "lease of attempt {attempt} ({}) on {node} lapsed; fenced and re-placed",
+                        state.runs[run].id
+                    ),
+                })
+                .await;
+            if let Some(remote) = state.ctx.remote.clone() {
+                let flow_id = state.ctx.flow_id.clone();
+                let n = node.clone();
+                tokio::spawn(async move { remote.cancel(&n, &flow_id, vec![attempt]).await });
+            }
+            let outcome = JobOutcome::Specialist(Err(AttemptError::LeaseExpired(node)));
+            Self::on_outcome(myself, state, run, outcome).await?;
+        }
+        Ok(())
+    }
+
+    /// Stop the review: what runs here is killed (its model requests are dropped), peers are
+    /// told to stop theirs, the cancellation is recorded, and the review ends partial with
+    /// what was found, judged by grounding alone and summarised without a model.
+    async fn cancel(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState, reason: String) {
+        if state.phase == Phase::Done || state.cancelled.is_some() {
+            return;
+        }
+        tracing::warn!(reason = %reason, "review cancelled");
+        state.cancelled = Some(reason.clone());
+        state.budget_spent = Some(reason.clone());
+        state.pending.clear();
+        for (_, cell) in state.workers.drain() {
+            cell.kill();
+        }
+        state.actors.clear();
+        let mut by_node: HashMap<String, Vec<u64>> = HashMap::new();
+        for (attempt, node) in state.placements.drain() {
+            by_node.entry(node).or_default().push(attempt);
+        }
+        if let Some(remote) = state.ctx.remote.clone() {
+            // Awaited (bounded), so the peers have been told by the time the cancel returns.
+            for (node, attempts) in by_node {
+                let told = remote.cancel(&node, &state.ctx.flow_id, attempts);
+                if tokio::time::timeout(Duration::from_secs(2), told)
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(node = %node, "stop request not delivered in time; its attempts are fenced");
+                }
+            }
+        }
+        state.leases.clear();
+        state.remote_in_flight.clear();
+        state.active_specialists = 0;
+        let live: Vec<usize> = state.live.drain().map(|(_, run)| run).collect();
+        for run in live {
+            let r = &mut state.runs[run];
+            r.state = TaskState::Failed;
+            r.error_classes.push("cancelled".into());
+            r.last_error = Some(reason.clone());
+        }
+        state
+            .ctx
+            .facts
+            .event(Event::Cancelled {
+                reason: reason.clone(),
+            })
+            .await;
+        if state.gated.is_none() {
+            let judged = stages::ground_only(&state.ctx, state.reported.clone());
+            state.gated = Some(dedup::merge_and_gate(
+                judged,
+                state.ctx.flow.parameters.confidence_gate,
+            ));
+        }
+        Self::finish_with_fallback_summary(myself, state).await;
     }
 
     /// A peer is gone: its attempts are fenced (a late result is ignored) and re-queued.
@@ -486,6 +701,7 @@ impl FlowConductor {
             .await;
         for attempt in lost {
             let outcome = JobOutcome::Specialist(Err(AttemptError::NodeLost(node.clone())));
+            state.leases.remove(&attempt);
             if let Some(run) = state.live.remove(&attempt) {
                 state.placements.remove(&attempt);
                 if let Some(c) = state.remote_in_flight.get_mut(&node) {
@@ -525,8 +741,10 @@ impl FlowConductor {
         r.error_classes.push(err.class().to_string());
         r.last_error = Some(err.to_string());
         let n = r.error_classes.len();
-        let circular = n >= CIRCULAR_FIX_REPEATS
-            && r.error_classes[n - CIRCULAR_FIX_REPEATS..]
+        let repeats = state.ctx.flow.parameters.circular_fix_repeats.max(2) as usize;
+        let circular = OUTPUT_CLASSES.contains(&err.class())
+            && n >= repeats
+            && r.error_classes[n - repeats..]
                 .iter()
                 .all(|c| c == &r.error_classes[n - 1]);
         tracing::warn!(task = %r.id, attempt = r.attempts, class = err.class(), error = %err, "attempt failed");
@@ -534,22 +752,18 @@ impl FlowConductor {
             r.state = TaskState::CircularFix;
             return false;
         }
-        // Losing a node is not the task's fault: it does not use up the attempt budget.
-        let budget = if err.class() == "node_lost" {
-            max_attempts + 1
-        } else {
-            max_attempts
-        };
-        if err.class() == "node_lost" {
+        // Losing a node, a refusal from a full or draining node, or a lapsed lease is not the
+        // task's fault: the attempt is handed back and does not use up the task's budget.
+        if PLACEMENT_CLASSES.contains(&err.class()) && r.handed_back < MAX_HANDBACKS {
             r.error_classes.pop();
-        }
-        if err.retryable() && r.attempts < budget {
+            r.handed_back += 1;
             r.state = TaskState::Backoff;
-            if err.class() == "node_lost" {
-                // Nothing to back off from: the work is fine, its node is gone. Re-place now.
-                let _ = myself.send_message(ConductorMsg::Retry { run });
-                return true;
-            }
+            // Nothing to back off from: the work is fine, its node is not. Re-place now.
+            let _ = myself.send_message(ConductorMsg::Retry { run });
+            return true;
+        }
+        if err.retryable() && r.attempts.saturating_sub(r.handed_back) < max_attempts {
+            r.state = TaskState::Backoff;
             let exp = 250u64.saturating_mul(1 << r.attempts.min(6));
             let jitter = rand::thread_rng().gen_range(0..=exp / 2);
             let delay = Duration::from_millis((exp + jitter).min(10_000));
@@ -604,8 +818,9 @@ impl FlowConductor {
                         task_id: r.id.clone(),
                         reason: match r.state {
                             TaskState::CircularFix => format!(
-                                "circular_fix: {} failed the same way {CIRCULAR_FIX_REPEATS} times",
-                                err.class()
+                                "circular_fix: {} failed the same way {} times in a row",
+                                err.class(),
+                                state.ctx.flow.parameters.circular_fix_repeats
                             ),
                             _ => format!("{}: {err}", err.class()),
                         },
@@ -845,6 +1060,7 @@ impl FlowConductor {
                 .await;
         }
         state.remote_in_flight.clear();
+        state.leases.clear();
         state.active_specialists = 0;
         match state.phase {
             // Nothing planned yet: there is nothing to keep.
@@ -1104,6 +1320,7 @@ impl FlowConductor {
             wall_ms: state.started.elapsed().as_millis() as u64,
             failure: state.failure.take(),
             budget: state.budget_spent.clone(),
+            cancelled: state.cancelled.clone(),
         };
         let report = assemble(&state.ctx, facts);
         let status = format!("{:?}", report.status).to_lowercase();
@@ -1155,6 +1372,8 @@ impl Actor for FlowConductor {
             placements: HashMap::new(),
             remote_in_flight: HashMap::new(),
             suspects: HashMap::new(),
+            leases: HashMap::new(),
+            cancelled: None,
             classification: Classification::default(),
             classification_fallback: false,
             rejected: Vec::new(),
@@ -1181,6 +1400,10 @@ impl Actor for FlowConductor {
                 let wall = state.ctx.flow.parameters.max_wall_secs;
                 if wall > 0 {
                     myself.send_after(Duration::from_secs(wall), || ConductorMsg::WallBudget);
+                }
+                if let Some(remote) = &state.ctx.remote {
+                    let every = (remote.lease() / 4).max(Duration::from_millis(50));
+                    myself.send_interval(every, || ConductorMsg::LeaseTick);
                 }
                 if let Some(resume) = state.resume.take() {
                     return Self::resume(&myself, state, resume).await;
@@ -1221,27 +1444,75 @@ impl Actor for FlowConductor {
                 Self::spend_budget(&myself, state, format!("wall-time budget spent ({secs}s)"))
                     .await
             }
-            ConductorMsg::Outcome { attempt, outcome } => {
-                let remote_node = state.placements.remove(&attempt);
-                let Some(run) = state.live.remove(&attempt) else {
-                    tracing::info!(attempt, node = ?remote_node, "ignoring result of a fenced attempt");
+            ConductorMsg::RemoteOutcome {
+                attempt,
+                node,
+                outcome,
+            } => {
+                if state.placements.get(&attempt) != Some(&node) {
+                    // Not where this attempt runs (any more): a late result of a fenced or
+                    // re-placed attempt, or a peer speaking for another. Recorded, not counted.
+                    tracing::info!(attempt, node = %node, "ignoring a result from a node the attempt is not placed on");
                     state
                         .ctx
                         .facts
                         .event(Event::Note {
-                            message: format!("late result of fenced attempt {attempt} ignored"),
+                            message: format!(
+                                "result of attempt {attempt} from {node} ignored (fenced or not placed there)"
+                            ),
                         })
                         .await;
                     return Ok(());
-                };
+                }
+                if let Some(c) = state.remote_in_flight.get_mut(&node) {
+                    *c = c.saturating_sub(1);
+                }
+                if outcome.error().is_some_and(|e| e.class() == "refused") {
+                    // Draining or full: leave it alone for a while rather than ask again at once.
+                    state
+                        .suspects
+                        .insert(node.clone(), Instant::now() + SUSPECT_FOR);
+                } else {
+                    // A node that delivers has proved itself again.
+                    state.suspects.remove(&node);
+                }
+                Self::take_outcome(&myself, state, attempt, *outcome).await
+            }
+            ConductorMsg::Renew { attempt, node } => {
+                if let Some(l) = state.leases.get_mut(&attempt) {
+                    if l.node == node {
+                        let lease = state
+                            .ctx
+                            .remote
+                            .as_ref()
+                            .map(|r| r.lease())
+                            .unwrap_or(Duration::from_secs(10));
+                        l.renew_by = Instant::now() + lease;
+                    }
+                }
+                Ok(())
+            }
+            ConductorMsg::LeaseTick => Self::check_leases(&myself, state).await,
+            ConductorMsg::Cancel { reason, reply } => {
+                Self::cancel(&myself, state, reason).await;
+                let _ = reply.send(());
+                Ok(())
+            }
+            ConductorMsg::Outcome { attempt, outcome } => {
+                if state.placements.contains_key(&attempt) {
+                    // Remote attempts report through RemoteOutcome, which checks the sender;
+                    // only placement failures detected here arrive as plain outcomes.
+                    if !matches!(outcome.error().map(|e| e.class()), Some("node_lost")) {
+                        return Ok(());
+                    }
+                }
+                let remote_node = state.placements.get(&attempt).cloned();
                 if let Some(node) = &remote_node {
                     if let Some(c) = state.remote_in_flight.get_mut(node) {
                         *c = c.saturating_sub(1);
                     }
                 }
-                state.actors.retain(|_, a| *a != attempt);
-                state.workers.remove(&attempt);
-                Self::on_outcome(&myself, state, run, *outcome).await
+                Self::take_outcome(&myself, state, attempt, *outcome).await
             }
             ConductorMsg::Retry { run } => {
                 if state.phase == Phase::Done {

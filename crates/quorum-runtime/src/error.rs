@@ -22,6 +22,14 @@ pub enum AttemptError {
     /// The node running the attempt was declared lost; the attempt is fenced and reassigned.
     #[error("node {0} was lost while running the attempt")]
     NodeLost(String),
+    /// The chosen node would not take the attempt (draining, or at capacity): placed elsewhere
+    /// without using up one of the task's attempts.
+    #[error("node refused the attempt: {0}")]
+    Refused(String),
+    /// A remote attempt sent neither its result nor a lease renewal in time (a dropped frame,
+    /// a dead or wedged worker): fenced and placed elsewhere.
+    #[error("attempt lease lapsed on node {0}: no result or renewal in time")]
+    LeaseExpired(String),
     /// An attempt that failed on another node, as it reported it.
     #[error("{message}")]
     Remote { class: String, message: String },
@@ -45,6 +53,8 @@ impl AttemptError {
             AttemptError::Deadline(_) => "timeout",
             AttemptError::Config(_) => "config",
             AttemptError::NodeLost(_) => "node_lost",
+            AttemptError::Refused(_) => "refused",
+            AttemptError::LeaseExpired(_) => "lease_expired",
             AttemptError::Remote { class, .. } => match class.as_str() {
                 "transport" => "transport",
                 "timeout" => "timeout",
@@ -54,6 +64,7 @@ impl AttemptError {
                 "tool_error" => "tool_error",
                 "config" => "config",
                 "node_lost" => "node_lost",
+                "refused" => "refused",
                 _ => "internal",
             },
             AttemptError::Internal(_) => "internal",

@@ -51,6 +51,10 @@ pub struct RemoteAttempt {
     pub head_sha: Option<String>,
     pub manifest: Vec<ManifestEntry>,
     pub sensitive: bool,
+    /// How long the origin waits for a result or a renewal before it fences the attempt and
+    /// places it elsewhere; the worker renews well within it while it works.
+    #[serde(default)]
+    pub lease_ms: u64,
 }
 
 impl RemoteAttempt {
@@ -59,6 +63,7 @@ impl RemoteAttempt {
         attempt: u64,
         task: &Task,
         prior_error: Option<String>,
+        lease: std::time::Duration,
     ) -> Result<RemoteAttempt, AttemptError> {
         let persona = ctx
             .catalog
@@ -93,6 +98,7 @@ impl RemoteAttempt {
                 })
                 .collect(),
             sensitive: ctx.backends.sensitive,
+            lease_ms: lease.as_millis() as u64,
         })
     }
 }
@@ -139,6 +145,20 @@ pub trait RemoteExecutor: Send + Sync + std::fmt::Debug + 'static {
     fn peers(&self) -> Vec<RemoteSlot>;
     /// Ship an attempt; the result arrives later as a message to the conductor.
     async fn dispatch(&self, node: &str, attempt: RemoteAttempt) -> Result<(), String>;
+    /// How long a shipped attempt may go without a result or a renewal before the conductor
+    /// fences it and places it elsewhere.
+    fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(10)
+    }
+    /// Ask `node` to stop these attempts of `flow_id` now (cancel, fencing). Best effort: a
+    /// node that never hears it is fenced anyway.
+    async fn cancel(&self, _node: &str, _flow_id: &str, _attempts: Vec<u64>) {}
+}
+
+/// The worker's renewal interval for a lease: a few renewals fit in every lease, so one lost
+/// renewal frame does not lapse it.
+pub fn renew_every(lease_ms: u64) -> std::time::Duration {
+    std::time::Duration::from_millis((lease_ms / 4).clamp(50, 30_000))
 }
 
 /// Worker side: rebuild the task's context from the shipped attempt and the fetched file
@@ -205,21 +225,57 @@ pub async fn run_attempt(
     }
 }
 
-/// Hand a remote attempt's outcome to the review's conductor in this process. Returns false
-/// when no such review runs here (it finished, or this is not its origin).
-pub fn deliver_result(flow_id: &str, attempt: u64, outcome: RemoteOutcome) -> bool {
+/// Hand a remote attempt's outcome, as sent by `node`, to the review's conductor in this
+/// process. Returns false when no such review runs here (it finished, or this is not its
+/// origin). The conductor accepts it only from the node the attempt was placed on.
+pub fn deliver_result(flow_id: &str, attempt: u64, node: &str, outcome: RemoteOutcome) -> bool {
     use crate::conductor::ConductorMsg;
     use crate::worker::JobOutcome;
-    let Some(cell) = ractor::registry::where_is(conductor_name(flow_id)) else {
+    let Some(conductor) = conductor_of(flow_id) else {
         return false;
     };
-    let conductor: ractor::ActorRef<ConductorMsg> = cell.into();
     conductor
-        .send_message(ConductorMsg::Outcome {
+        .send_message(ConductorMsg::RemoteOutcome {
             attempt,
+            node: node.to_string(),
             outcome: Box::new(JobOutcome::Specialist(outcome.into_result())),
         })
         .is_ok()
+}
+
+/// A worker on `node` is still working on `attempt`: extend its lease.
+pub fn deliver_renewal(flow_id: &str, attempt: u64, node: &str) -> bool {
+    use crate::conductor::ConductorMsg;
+    let Some(conductor) = conductor_of(flow_id) else {
+        return false;
+    };
+    conductor
+        .send_message(ConductorMsg::Renew {
+            attempt,
+            node: node.to_string(),
+        })
+        .is_ok()
+}
+
+/// Cancel the review `flow_id` conducted in this process: every live attempt stops, no model
+/// call starts after this returns, and the review ends partial saying why. Returns false when
+/// no such review runs here.
+pub async fn cancel_review(flow_id: &str, reason: &str) -> bool {
+    use crate::conductor::ConductorMsg;
+    let Some(conductor) = conductor_of(flow_id) else {
+        return false;
+    };
+    let reason = reason.to_string();
+    ractor::call_t!(
+        conductor,
+        |reply| ConductorMsg::Cancel { reason, reply },
+        10_000
+    )
+    .is_ok()
+}
+
+fn conductor_of(flow_id: &str) -> Option<ractor::ActorRef<crate::conductor::ConductorMsg>> {
+    ractor::registry::where_is(conductor_name(flow_id)).map(Into::into)
 }
 
 /// Tell every conductor in this process that a peer is gone.

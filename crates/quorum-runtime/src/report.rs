@@ -62,6 +62,9 @@ pub struct TaskRun {
     pub notes: Vec<String>,
     /// The node that ran the latest attempt.
     pub node: String,
+    /// Attempts handed back for placement reasons (node lost, refused, lease lapsed): they
+    /// do not count against the task's attempt budget.
+    pub handed_back: u32,
 }
 
 impl TaskRun {
@@ -82,6 +85,7 @@ impl TaskRun {
             duration_ms: 0,
             notes: Vec::new(),
             node: String::new(),
+            handed_back: 0,
         }
     }
 
@@ -108,7 +112,8 @@ impl TaskRun {
             id: self.id.clone(),
             persona: self.persona.clone(),
             status: self.state.as_str().to_string(),
-            attempts: self.attempts,
+            // Attempts handed back (node lost, refused, lease lapsed) were not the task's.
+            attempts: self.attempts.saturating_sub(self.handed_back),
             model: self.model.clone(),
             node: node.to_string(),
             tokens_in: self.stats.tokens_in,
@@ -157,6 +162,8 @@ pub struct RunFacts {
     pub failure: Option<String>,
     /// Why the flow budget stopped new work, when it did.
     pub budget: Option<String>,
+    /// Why the review was cancelled, when it was: it ends partial, whatever was done.
+    pub cancelled: Option<String>,
 }
 
 /// Derive status and build the report.
@@ -167,7 +174,9 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         .copied()
         .filter(|r| r.state != TaskState::Completed)
         .collect();
-    let (status, reason) = if let Some(f) = &facts.failure {
+    let (status, reason) = if let Some(c) = &facts.cancelled {
+        (ReviewStatus::Partial, format!("cancelled: {c}"))
+    } else if let Some(f) = &facts.failure {
         (ReviewStatus::Failed, f.clone())
     } else if ctx.pack.is_empty() {
         (
@@ -227,7 +236,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         }
     };
     let mut notes = Vec::new();
-    if let Some(b) = &facts.budget {
+    if let Some(b) = facts.budget.as_ref().filter(|_| facts.cancelled.is_none()) {
         notes.push(format!("{b}; the review kept what it had found"));
     }
     if facts.classification_fallback {

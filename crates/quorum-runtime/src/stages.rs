@@ -56,7 +56,7 @@ impl ReviewContext {
 }
 
 /// Output of a stage attempt other than the specialists'.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct StageStats {
     pub model: String,
     pub stats: CallStats,

@@ -64,7 +64,7 @@ impl RemoteExecutor for FakePeer {
         tokio::spawn(async move {
             let (flow_id, attempt) = (req.flow_id.clone(), req.attempt);
             let outcome = remote::run_attempt(req, &contents, &backends, None, &name).await;
-            remote::deliver_result(&flow_id, attempt, outcome);
+            remote::deliver_result(&flow_id, attempt, &name, outcome);
         });
         Ok(())
     }
@@ -82,6 +82,20 @@ fn context(
     peer: Option<Arc<FakePeer>>,
     flow_id: &str,
 ) -> Arc<ReviewContext> {
+    context_with(
+        local,
+        peer.map(|p| p as Arc<dyn RemoteExecutor>),
+        flow_id,
+        1,
+    )
+}
+
+fn context_with(
+    local: &ScriptedServer,
+    remote: Option<Arc<dyn RemoteExecutor>>,
+    flow_id: &str,
+    max_concurrent: usize,
+) -> Arc<ReviewContext> {
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
     Arc::new(ReviewContext {
@@ -92,10 +106,10 @@ fn context(
         backends: backends(local),
         verifier_model: None,
         node: "origin".into(),
-        max_concurrent: Some(1),
+        max_concurrent: Some(max_concurrent),
         started_at: String::new(),
         facts: FactLog::disabled(),
-        remote: peer.map(|p| p as Arc<dyn RemoteExecutor>),
+        remote,
         board: None,
     })
 }
@@ -221,7 +235,7 @@ async fn a_lost_node_s_attempts_are_reassigned_and_its_late_results_ignored() {
         .collect();
     let (fid, attempt) = (held.flow_id.clone(), held.attempt);
     let late = remote::run_attempt(held, &contents, &peer.backends, None, "sleepy").await;
-    remote::deliver_result(&fid, attempt, late);
+    remote::deliver_result(&fid, attempt, "sleepy", late);
 
     let report = review.await.unwrap();
     assert_eq!(
@@ -244,4 +258,265 @@ async fn a_lost_node_s_attempts_are_reassigned_and_its_late_results_ignored() {
             "a fenced result was counted: {f:?}"
         );
     }
+}
+
+/// A peer with a fixed behaviour for every attempt it is sent.
+#[derive(Debug)]
+enum Behaviour {
+    /// Refuse at once, as a draining or full node does.
+    Refuse,
+    /// Take the attempt and never answer nor renew (a dropped result frame, a dead worker).
+    Silent,
+}
+
+#[derive(Debug)]
+struct OddPeer {
+    name: String,
+    behaviour: Behaviour,
+    lease: Duration,
+    sent: Mutex<Vec<(String, u64)>>,
+    cancelled: Mutex<Vec<u64>>,
+}
+
+impl OddPeer {
+    fn new(name: &str, behaviour: Behaviour) -> Arc<OddPeer> {
+        Arc::new(OddPeer {
+            name: name.into(),
+            behaviour,
+            lease: Duration::from_millis(300),
+            sent: Mutex::new(Vec::new()),
+            cancelled: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl RemoteExecutor for OddPeer {
+    fn peers(&self) -> Vec<RemoteSlot> {
+        vec![RemoteSlot {
+            node: self.name.clone(),
+            capacity: 4,
+            models: vec![MODEL.into()],
+        }]
+    }
+
+    async fn dispatch(&self, _node: &str, req: RemoteAttempt) -> Result<(), String> {
+        self.sent
+            .lock()
+            .unwrap()
+            .push((req.task.id.clone(), req.attempt));
+        if let Behaviour::Refuse = self.behaviour {
+            let name = self.name.clone();
+            tokio::spawn(async move {
+                remote::deliver_result(
+                    &req.flow_id,
+                    req.attempt,
+                    &name,
+                    remote::RemoteOutcome::Err {
+                        class: "refused".into(),
+                        message: format!("node {name} is draining"),
+                    },
+                );
+            });
+        }
+        Ok(())
+    }
+
+    fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    async fn cancel(&self, _node: &str, _flow_id: &str, attempts: Vec<u64>) {
+        self.cancelled.lock().unwrap().extend(attempts);
+    }
+}
+
+fn specialist_tasks(r: &Report) -> Vec<&quorum_core::report::TaskReport> {
+    r.tasks.iter().filter(|t| t.id.starts_with('t')).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_worker_s_leases_lapse_and_its_attempts_run_elsewhere() {
+    let local = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer = OddPeer::new("silent", Behaviour::Silent);
+    let flow_id = uuid::Uuid::new_v4().to_string();
+    // No membership event ever says the peer is gone: only the lease can catch it.
+    let ctx = context_with(
+        &local,
+        Some(peer.clone() as Arc<dyn RemoteExecutor>),
+        &flow_id,
+        1,
+    );
+    let report = run(ctx).await;
+    assert_eq!(
+        report.status,
+        quorum_core::report::ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let sent = peer.sent.lock().unwrap().clone();
+    assert!(!sent.is_empty(), "nothing was placed on the silent peer");
+    for t in specialist_tasks(&report) {
+        assert_eq!(t.status, "completed", "{t:?}");
+        assert_eq!(t.node, "origin", "{t:?}");
+        assert_eq!(t.attempts, 1, "a lapsed lease cost {} an attempt", t.id);
+    }
+    // The lapsed attempts were fenced: the peer was told to stop each of them.
+    let cancelled = peer.cancelled.lock().unwrap().clone();
+    for (_, attempt) in &sent {
+        assert!(
+            cancelled.contains(attempt),
+            "attempt {attempt} was not stopped"
+        );
+    }
+    // A result that arrives after the lease lapsed is not counted.
+    let (task, attempt) = sent[0].clone();
+    assert!(!remote::deliver_result(
+        &flow_id,
+        attempt,
+        "silent",
+        remote::RemoteOutcome::Err {
+            class: "internal".into(),
+            message: format!("late {task}"),
+        }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_from_a_draining_node_cost_no_attempt() {
+    let local = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer = OddPeer::new("drainer", Behaviour::Refuse);
+    let flow_id = uuid::Uuid::new_v4().to_string();
+    // The shipped flow's attempts, unchanged: refusals must not use them up.
+    let ctx = context_with(
+        &local,
+        Some(peer.clone() as Arc<dyn RemoteExecutor>),
+        &flow_id,
+        1,
+    );
+    let report = run(ctx).await;
+    assert_eq!(
+        report.status,
+        quorum_core::report::ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    assert!(!peer.sent.lock().unwrap().is_empty());
+    for t in specialist_tasks(&report) {
+        assert_eq!(t.status, "completed", "{t:?}");
+        assert_eq!(t.attempts, 1, "a refusal cost {} an attempt", t.id);
+        assert_eq!(t.node, "origin");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_from_a_node_the_attempt_is_not_placed_on_is_ignored() {
+    let local = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer = OddPeer::new("silent", Behaviour::Silent);
+    let flow_id = uuid::Uuid::new_v4().to_string();
+    let ctx = context_with(
+        &local,
+        Some(peer.clone() as Arc<dyn RemoteExecutor>),
+        &flow_id,
+        1,
+    );
+    let review = tokio::spawn(run(ctx));
+    let mut placed = None;
+    for _ in 0..200 {
+        if let Some(p) = peer.sent.lock().unwrap().first().cloned() {
+            placed = Some(p);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (task, attempt) = placed.expect("nothing placed on the peer");
+    // Another node claims the attempt with a forged, finding-laden success.
+    let forged = remote::RemoteOutcome::Ok(quorum_runtime::stages::SpecialistOutput {
+        findings: vec![serde_json::from_value(serde_json::json!({
+            "title": "forged finding", "severity": "P0", "confidence": 1.0,
+            "category": "security", "file": "src/db.py", "line_start": 1, "line_end": 1,
+            "evidence": "import", "why_it_matters": "x", "suggested_fix": "x"
+        }))
+        .unwrap()],
+        invalid: 0,
+        iterations: 1,
+        stage: Default::default(),
+    });
+    remote::deliver_result(&flow_id, attempt, "mallory", forged);
+    let report = review.await.unwrap();
+    assert!(
+        report.findings.iter().all(|f| f.title != "forged finding"),
+        "a forged result for {task} was counted"
+    );
+    assert_eq!(report.status, quorum_core::report::ReviewStatus::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_every_attempt_and_ends_partial() {
+    use quorum_testkit::{Reply, Rule, Script};
+    // Every specialist hangs: without a cancel this review would only end at its timeouts.
+    let script = Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&code_plan())),
+        )
+        .rule(
+            Rule::new("hang")
+                .when_system(["You are "])
+                .reply(Reply::hang()),
+        );
+    let local = ScriptedServer::start(script).await.unwrap();
+    let peer = OddPeer::new("silent", Behaviour::Silent);
+    let flow_id = uuid::Uuid::new_v4().to_string();
+    let ctx = context_with(
+        &local,
+        Some(peer.clone() as Arc<dyn RemoteExecutor>),
+        &flow_id,
+        2,
+    );
+    let review = tokio::spawn(run(ctx));
+    // Wait until a specialist is running here and one was placed on the peer.
+    for _ in 0..300 {
+        let here = local.requests().iter().any(|r| {
+            r.system.contains("You are security_sentinel")
+                || r.system.contains("You are software_developer")
+                || r.system.contains("You are test_engineer")
+        });
+        if here && !peer.sent.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        !peer.sent.lock().unwrap().is_empty(),
+        "nothing placed on the peer"
+    );
+    assert!(remote::cancel_review(&flow_id, "stopped by the test").await);
+    let after_cancel = local.requests().len();
+    let report = tokio::time::timeout(Duration::from_secs(10), review)
+        .await
+        .expect("the review did not end after cancel")
+        .unwrap();
+    assert_eq!(report.status, quorum_core::report::ReviewStatus::Partial);
+    assert!(
+        report.status_reason.contains("cancelled"),
+        "{}",
+        report.status_reason
+    );
+    // The peer was told to stop what it ran, and no model request started after the cancel.
+    let sent: Vec<u64> = peer.sent.lock().unwrap().iter().map(|(_, a)| *a).collect();
+    let cancelled = peer.cancelled.lock().unwrap().clone();
+    assert!(
+        sent.iter().all(|a| cancelled.contains(a)),
+        "{sent:?} vs {cancelled:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        local.requests().len(),
+        after_cancel,
+        "a model request started after cancel"
+    );
 }

@@ -3,6 +3,7 @@
 //! ```text
 //! <root>/flows/<flow_id>/db/         the flow's sled database (see flow_store)
 //! <root>/flows/<flow_id>/meta.json   a copy of its FlowMeta, written once at creation
+//! <root>/flows/<flow_id>/cancel-requested   written by `flows cancel` while another process runs it
 //! <root>/node/                       node-level facts
 //! ```
 //!
@@ -27,7 +28,20 @@ const FLOWS_DIR: &str = "flows";
 const NODE_DIR: &str = "node";
 const DB_DIR: &str = "db";
 const META_FILE: &str = "meta.json";
+/// Beside a running flow's database: a request, from another process, to cancel it.
+const CANCEL_FILE: &str = "cancel-requested";
 const MAX_FLOW_ID_LEN: usize = 128;
+
+/// What `cancel_flow` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// Another process runs the flow; it was asked to stop.
+    Requested,
+    /// Nobody ran it; the cancellation is recorded and the flow is finished (partial).
+    Recorded,
+    /// It had already finished; nothing changed.
+    AlreadyFinished,
+}
 
 /// The root of everything the store keeps on disk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,6 +200,57 @@ impl DataDir {
                 .sum();
         }
         summary
+    }
+
+    /// Cancel a stored flow. A flow another process runs gets a cancel request beside its
+    /// database, which that process acts on; a flow nobody runs has the cancellation recorded
+    /// as facts at once (it then reads as partial and is never resumed).
+    pub fn cancel_flow(&self, flow_id: &str, reason: &str) -> Result<CancelOutcome, StoreError> {
+        let dir = self.flow_dir(flow_id)?;
+        if !dir.is_dir() {
+            return Err(StoreError::NotFound {
+                flow_id: flow_id.to_string(),
+            });
+        }
+        match FlowStore::open(&dir.join(DB_DIR)) {
+            Ok(store) => {
+                let replay = store.replay()?;
+                if replay.finished.is_some() {
+                    return Ok(CancelOutcome::AlreadyFinished);
+                }
+                store.append(&crate::Event::Cancelled {
+                    reason: reason.to_string(),
+                })?;
+                store.append(&crate::Event::FlowFinished {
+                    status: "partial".into(),
+                    reason: format!("cancelled: {reason}"),
+                })?;
+                store.flush()?;
+                Ok(CancelOutcome::Recorded)
+            }
+            Err(StoreError::Locked { .. }) => {
+                write_atomically(&dir.join(CANCEL_FILE), reason.as_bytes())?;
+                Ok(CancelOutcome::Requested)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The reason of a pending cancel request for a flow this process runs, if there is one.
+    pub fn cancel_requested(&self, flow_id: &str) -> Option<String> {
+        let dir = self.flow_dir(flow_id).ok()?;
+        std::fs::read_to_string(dir.join(CANCEL_FILE)).ok()
+    }
+
+    /// Whether another process holds the flow open (runs it) right now.
+    pub fn is_running(&self, flow_id: &str) -> bool {
+        match self.flow_dir(flow_id) {
+            Ok(dir) => matches!(
+                FlowStore::open(&dir.join(DB_DIR)),
+                Err(StoreError::Locked { .. })
+            ),
+            Err(_) => false,
+        }
     }
 
     /// Delete a stored flow. Refuses (`Locked`) while another process runs it; a corrupt flow

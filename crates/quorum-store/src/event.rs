@@ -66,6 +66,10 @@ pub enum Event {
     Note {
         message: String,
     },
+    /// The review was cancelled (by a user, through the CLI or the API): nothing more runs.
+    Cancelled {
+        reason: String,
+    },
 }
 
 /// An event as stored: its sequence number (1-based, gap-free within one store) and the wall
@@ -89,6 +93,7 @@ pub struct StoredEvent {
 /// - `attempts`: the highest attempt number seen in any attempt event;
 /// - judged and synthesis: the latest one;
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
+/// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
 ///   other events after a finish (late results) are still folded in.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Replay {
@@ -100,6 +105,8 @@ pub struct Replay {
     pub judged: Option<Vec<Judged>>,
     pub synthesis: Option<(String, Vec<String>, bool)>,
     pub finished: Option<(String, String)>,
+    /// Why the review was cancelled, when it was.
+    pub cancelled: Option<String>,
     pub last_seq: u64,
 }
 
@@ -110,6 +117,7 @@ impl Replay {
             r.last_seq = r.last_seq.max(stored.seq);
             match &stored.event {
                 Event::FlowStarted { .. } | Event::Note { .. } => {}
+                Event::Cancelled { reason } => r.cancelled = Some(reason.clone()),
                 Event::ScoutCompleted {
                     classification,
                     fallback,

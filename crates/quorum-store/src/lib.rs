@@ -17,7 +17,7 @@ pub mod flow_store;
 pub mod status;
 pub mod trace;
 
-pub use data_dir::{DataDir, NodeStore};
+pub use data_dir::{CancelOutcome, DataDir, NodeStore};
 pub use error::StoreError;
 pub use event::{Event, Replay, StoredEvent};
 pub use flow_store::{AttemptRecord, FlowMeta, FlowStore};
