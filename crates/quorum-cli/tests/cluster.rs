@@ -49,6 +49,20 @@ async fn start(
     delay_ms: u64,
     capacity: usize,
 ) -> Node {
+    let api = api.then(|| "127.0.0.1:0".to_string());
+    start_at(name, work, join, api.as_deref(), cookie, delay_ms, capacity).await
+}
+
+/// `start`, with the API on a chosen address (a node restarted on the same port).
+async fn start_at(
+    name: &str,
+    work: &Path,
+    join: &[&str],
+    api: Option<&str>,
+    cookie: &str,
+    delay_ms: u64,
+    capacity: usize,
+) -> Node {
     let server = ScriptedServer::start(six_task_script(delay_ms, false))
         .await
         .unwrap();
@@ -71,8 +85,8 @@ async fn start(
         "--deadline-ms".into(),
         "1000".into(),
     ];
-    if api {
-        args.extend(["--api".into(), "127.0.0.1:0".into()]);
+    if let Some(a) = api {
+        args.extend(["--api".into(), a.to_string()]);
     }
     for j in join {
         args.extend(["--join".into(), j.to_string()]);
@@ -423,4 +437,268 @@ async fn sigterm_drains_a_worker_its_attempt_finishes_not_lost() {
         "the drained attempt should have been finished by n2, not redone: {t}"
     );
     assert_eq!(t["attempts"], 1, "{t}");
+}
+
+/// A free loopback port for a node that must come back on the same address.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `quorum review --cluster URL` in the background; its exit code and report.
+async fn review_code(api: &str, work: &Path, out: &str) -> (i32, Option<Value>, String) {
+    let home = work.join(".home");
+    let out = work.join(out);
+    let o = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new(BIN)
+            .args([
+                "review",
+                fixture("code_project").to_str().unwrap(),
+                "--cluster",
+                api,
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+            ])
+            .current_dir(work)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("QUORUM_API_TOKEN", TOKEN)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("review hung")
+    .unwrap();
+    let report = std::fs::read_to_string(out.join("report.json"))
+        .ok()
+        .map(|s| serde_json::from_str(&s).unwrap());
+    (
+        o.status.code().unwrap_or(-1),
+        report,
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// Run the quorum binary to completion (bounded); (exit code, stdout, stderr).
+async fn quorum(work: &Path, args: &[&str]) -> (i32, String, String) {
+    let home = work.join(".home");
+    let o = tokio::time::timeout(
+        Duration::from_secs(120),
+        tokio::process::Command::new(BIN)
+            .args(args)
+            .current_dir(work)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("QUORUM_HOME", repo_root())
+            .env("QUORUM_API_TOKEN", TOKEN)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("quorum hung")
+    .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// The id of the one review `c`'s node knows, once it has one (bounded).
+async fn the_flow(c: &ApiClient) -> String {
+    for _ in 0..300 {
+        if let Some(r) = c.list().await.unwrap().into_iter().next() {
+            return r.flow_id;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no review appeared");
+}
+
+/// Wait (bounded) until `server` has seen `n` specialist requests.
+async fn specialist_requests(server: &ScriptedServer, n: usize) {
+    for _ in 0..600 {
+        if specialist_calls(server) >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the server never saw {n} specialist requests");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_the_accepting_node_restart_it_and_the_followed_review_completes_once() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let api = format!("127.0.0.1:{}", free_port());
+    let mut n1 = start_at("n1", w, &[], Some(&api), COOKIE, 400, 1).await;
+    let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 400, 1).await;
+    let c = client(&n1).await;
+    wait_alive(&c, &["n1", "n2"]).await;
+    let url = format!("http://{api}");
+    let review = {
+        let (w, url) = (w.to_path_buf(), url.clone());
+        tokio::spawn(async move { review_code(&url, &w, "out").await })
+    };
+    // Two specialist tasks are done (on either node), then the conductor's node dies.
+    let flow_id = the_flow(&c).await;
+    for _ in 0..600 {
+        if specialist_calls(&n1._server) + specialist_calls(&n2._server) >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    n1.child.kill().await.unwrap();
+    let _ = n1.child.wait().await;
+    // It comes back on the same addresses and data: the review goes on from its facts.
+    let n1 = start_at("n1", w, &[&n2.cluster], Some(&api), COOKIE, 400, 1).await;
+    let (code, report, stderr) = review.await.unwrap();
+    assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
+    let report = report.expect("no report written");
+    assert_eq!(report["flow_id"], flow_id.as_str());
+    assert_complete_once(&report);
+    // Every task's success is recorded once: nothing completed before the kill ran again.
+    let mut n1 = n1;
+    n1.child.kill().await.unwrap();
+    let _ = n1.child.wait().await;
+    let data = quorum_store::DataDir::new(&n1.data);
+    let store = data.open_flow(&flow_id).unwrap();
+    let events = store.events().unwrap();
+    assert!(events
+        .iter()
+        .any(|e| matches!(e.event, quorum_store::Event::Resumed { .. })));
+    for i in 1..=SIX_TASKS {
+        let id = format!("t{i}");
+        let succeeded = events.iter().filter(|e| matches!(&e.event, quorum_store::Event::AttemptSucceeded { task_id, .. } if *task_id == id)).count();
+        assert_eq!(succeeded, 1, "task {id} recorded {succeeded} results");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_through_the_api_stops_the_review_and_the_client_exits_3() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let n1 = start("n1", w, &[], true, COOKIE, 2000, 1).await;
+    let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 2000, 1).await;
+    let c = client(&n1).await;
+    wait_alive(&c, &["n1", "n2"]).await;
+    let api = n1.api.clone().unwrap();
+    let review = {
+        let (w, api) = (w.to_path_buf(), api.clone());
+        tokio::spawn(async move { review_code(&api, &w, "out").await })
+    };
+    let flow_id = the_flow(&c).await;
+    specialist_requests(&n2._server, 1).await;
+    let (code, out, err) = quorum(w, &["flows", "cancel", &flow_id, "--cluster", &api]).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("cancelled"), "{out}");
+    let seen = (n1._server.requests().len(), n2._server.requests().len());
+    let (code, report, stderr) = review.await.unwrap();
+    assert_eq!(code, 3, "{stderr}");
+    let report = report.expect("no report written");
+    assert_eq!(report["status"], "partial");
+    assert!(
+        report["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("cancelled"),
+        "{}",
+        report["status_reason"]
+    );
+    // No model request started anywhere after the cancel returned.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        (n1._server.requests().len(), n2._server.requests().len()),
+        seen,
+        "a model request started after the cancel"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_status_shows_every_node_with_its_state_and_role() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let n1 = start("n1", w, &[], true, COOKIE, 100, 2).await;
+    let _n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 100, 3).await;
+    let c = client(&n1).await;
+    wait_alive(&c, &["n1", "n2"]).await;
+    let api = n1.api.clone().unwrap();
+    let (code, out, err) = quorum(
+        w,
+        &["cluster", "status", "--cluster", &api, "--format", "json"],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{v}");
+    for n in nodes {
+        for key in [
+            "name",
+            "state",
+            "voter",
+            "leader",
+            "capacity",
+            "in_flight",
+            "models",
+            "conducting",
+        ] {
+            assert!(n.get(key).is_some(), "{key} missing in {n}");
+        }
+        assert_eq!(n["state"], "up", "{n}");
+        assert_eq!(n["models"], serde_json::json!([MODEL]));
+    }
+    let n2 = nodes.iter().find(|n| n["name"] == "n2").unwrap();
+    assert_eq!(n2["capacity"], 3);
+    let (code, text, _) = quorum(w, &["cluster", "status", "--cluster", &api]).await;
+    assert_eq!(code, 0);
+    assert!(text.contains("n1") && text.contains("n2"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submitted_review_interrupted_by_kill_9_resumes_by_hand() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let mut n1 = start("n1", w, &[], true, COOKIE, 400, 1).await;
+    let c = client(&n1).await;
+    let api = n1.api.clone().unwrap();
+    let review = {
+        let (w, api) = (w.to_path_buf(), api.clone());
+        tokio::spawn(async move { review_code(&api, &w, "out").await })
+    };
+    let flow_id = the_flow(&c).await;
+    specialist_requests(&n1._server, 2).await;
+    n1.child.kill().await.unwrap();
+    let _ = n1.child.wait().await;
+    review.abort();
+    // Another scripted server stands in for the node's model server.
+    let server = ScriptedServer::start(six_task_script(0, false)).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = w.join("resumed");
+    let (code, stdout, stderr) = quorum(
+        w,
+        &[
+            "resume",
+            &flow_id,
+            "--data-dir",
+            n1.data.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+    )
+    .await;
+    assert!(code == 0 || code == 1, "resume exited {code}: {stdout}{stderr}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_complete_once(&report);
 }

@@ -388,3 +388,73 @@ async fn a_corrupt_store_is_reported_not_reset() {
         "the store was reset"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flows_cancel_stops_a_review_running_in_another_process() {
+    let server = ScriptedServer::start(six_task_script(3000, false))
+        .await
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    let out = work.path().join("out");
+    let backend = format!("ollama={}", server.ollama_url());
+    let mut feed = server.subscribe();
+    let child = cmd(
+        &[
+            "review",
+            fixture("code_project").to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        work.path(),
+    )
+    .spawn()
+    .unwrap();
+    // Once a specialist is mid-call, cancel from another process.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(r) = feed.recv().await {
+            if task_of(&r).is_some() {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("no specialist started");
+    let flow_id = only_flow(&data);
+    let cancel = cmd(
+        &["flows", "cancel", &flow_id, "--data-dir", data.to_str().unwrap()],
+        work.path(),
+    )
+    .output()
+    .await
+    .unwrap();
+    let said = String::from_utf8_lossy(&cancel.stdout).to_string();
+    assert_eq!(cancel.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&cancel.stderr));
+    assert!(said.contains("cancelled"), "{said}");
+    let seen = server.requests().len();
+    let o = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the review did not stop")
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["status"], "partial");
+    assert!(report["status_reason"].as_str().unwrap().contains("cancelled"));
+    assert_eq!(server.requests().len(), seen, "a model request started after cancel");
+    // The stored review reads as finished (partial) and is not resumable.
+    let again = cmd(
+        &["flows", "cancel", &flow_id, "--data-dir", data.to_str().unwrap()],
+        work.path(),
+    )
+    .output()
+    .await
+    .unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already finished"));
+}
