@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
 use quorum_core::pack::ContextPack;
-use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::report::{report_format, Report, ReviewStatus, REPORT_FORMATS};
 use quorum_llm::BackendConfig;
 use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, FlowMeta};
@@ -171,11 +171,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         .format
         .clone()
         .unwrap_or_else(|| settings.formats.clone());
-    for f in &formats {
-        if !["md", "json", "sarif"].contains(&f.as_str()) {
-            bail!("unknown --format {f:?}: use md, json, sarif (comma-separated)");
-        }
-    }
+    settings::check_formats(&formats, "--format")?;
     if args.max_concurrent == Some(0) {
         bail!("--max-concurrent must be at least 1");
     }
@@ -582,16 +578,18 @@ pub fn trace(command: TraceCommand, common: &crate::CommonArgs) -> Result<ExitCo
 pub(crate) fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<()> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    // The merge-request formats name files relative to the repository, which a review of a
+    // subdirectory of a checkout is not the root of.
+    let repo_prefix =
+        quorum_core::pack::git_work_tree_prefix(Path::new(&report.target.path)).unwrap_or_default();
     for f in formats {
-        let (name, body) = match f.as_str() {
-            "md" => ("report.md", report.to_markdown()),
-            "json" => ("report.json", report.to_json()),
-            "sarif" => (
-                "report.sarif",
-                serde_json::to_string_pretty(&report.to_sarif()).unwrap_or_default(),
-            ),
-            _ => continue,
+        let Some(format) = report_format(f) else {
+            continue;
         };
+        let Some(body) = report.render(format.name, &repo_prefix) else {
+            continue;
+        };
+        let name = format.file_name;
         let path = out.join(name);
         // Write-then-rename so a reader never sees half a report.
         let tmp = out.join(format!(".{name}.tmp"));
@@ -620,13 +618,11 @@ pub(crate) fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
     if !report.status_reason.is_empty() {
         println!("note: {}", report.status_reason);
     }
-    let main = if formats.iter().any(|f| f == "md") {
-        "report.md"
-    } else if formats.iter().any(|f| f == "json") {
-        "report.json"
-    } else {
-        "report.sarif"
-    };
+    // The first written file in REPORT_FORMATS order: report.md when there is one.
+    let main = REPORT_FORMATS
+        .iter()
+        .find(|f| formats.iter().any(|w| w == f.name))
+        .map_or("report.md", |f| f.file_name);
     println!("report: {}", out.join(main).display());
 }
 

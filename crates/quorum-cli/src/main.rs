@@ -27,7 +27,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Review PATH on this machine and write report.md / report.json / report.sarif.
+    /// Review PATH on this machine and write the reports (report.md, .json, .sarif, ...).
     Review(ReviewArgs),
     /// Continue an interrupted review; completed tasks are never re-run.
     Resume(ResumeArgs),
@@ -199,7 +199,7 @@ pub struct ReviewArgs {
     /// Output directory (default ./quorum-out/<flow-id>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Report formats, comma-separated: md,json,sarif.
+    /// Report formats, comma-separated: md,json,sarif,rdjson,gitlab.
     #[arg(long, value_delimiter = ',')]
     pub format: Option<Vec<String>>,
     /// Exit 1 when a finding at or above this severity survives: P0|P1|P2|P3|none.

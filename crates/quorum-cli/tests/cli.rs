@@ -157,6 +157,127 @@ async fn review_writes_three_reports_and_exits_1_on_findings() {
     assert_eq!(code(&o), 0, "{}", text(&o));
 }
 
+/// `--format rdjson,gitlab` on a target that is a subdirectory of a checkout: both
+/// merge-request files, only them, one entry per finding, paths relative to the repository.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_writes_rdjson_and_gitlab_reports() {
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let target = repo.join("app");
+    copy_dir(&fixture("code_project"), &target);
+    let out = work.path().join("out");
+    let backend = format!("ollama={}", server.ollama_url());
+    let o = quorum(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--format",
+            "rdjson,gitlab",
+            "--quiet",
+        ],
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 1, "a P0 survived: {}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("review completed: 3 findings"), "{stdout}");
+    assert!(stdout.contains("report.rdjson"), "{stdout}");
+    for absent in ["report.md", "report.json", "report.sarif"] {
+        assert!(!out.join(absent).exists(), "{absent} was not asked for");
+    }
+
+    let rd: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.rdjson")).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/schemas/rdjson-DiagnosticResult.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        jsonschema::validator_for(&schema).unwrap().is_valid(&rd),
+        "report.rdjson is not valid rdjson: {rd}"
+    );
+    let mut diags: Vec<(String, String, u64)> = rd["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["location"]["path"].as_str().unwrap().to_string(),
+                d["severity"].as_str().unwrap().to_string(),
+                d["location"]["range"]["start"]["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    diags.sort();
+    assert_eq!(
+        diags,
+        [
+            ("app/src/auth.py".to_string(), "ERROR".to_string(), 15),
+            ("app/src/db.py".to_string(), "ERROR".to_string(), 53),
+            ("app/src/utils.py".to_string(), "WARNING".to_string(), 20),
+        ]
+    );
+
+    let gl: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("gl-code-quality-report.json")).unwrap(),
+    )
+    .unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/schemas/gitlab-code-quality-report.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        jsonschema::validator_for(&schema).unwrap().is_valid(&gl),
+        "not a valid code quality report: {gl}"
+    );
+    let mut issues: Vec<(String, String, u64)> = gl
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["location"]["path"].as_str().unwrap().to_string(),
+                i["severity"].as_str().unwrap().to_string(),
+                i["location"]["lines"]["begin"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    issues.sort();
+    assert_eq!(
+        issues,
+        [
+            ("app/src/auth.py".to_string(), "major".to_string(), 15),
+            ("app/src/db.py".to_string(), "critical".to_string(), 53),
+            ("app/src/utils.py".to_string(), "minor".to_string(), 20),
+        ]
+    );
+
+    // An unknown format is a usage error before anything runs, naming what is accepted.
+    let o = quorum(
+        &["review", target.to_str().unwrap(), "--format", "md,html"],
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("\"html\"") && err.contains("rdjson, gitlab"),
+        "{err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_out_dir_and_auto_model() {
     let server = ScriptedServer::start(code_review_script()).await.unwrap();

@@ -908,6 +908,17 @@ pub fn git_head_sha(start: &Path) -> Option<String> {
     find_git_dir(start).as_deref().and_then(read_head_sha)
 }
 
+/// Where `start` sits inside the git work tree containing it: '/'-separated and relative to the
+/// work tree's root ("" for the root itself), for reports that name files relative to the
+/// repository. None when `start` is not in a checkout. The path is taken as given (canonicalize
+/// it first for a symlinked checkout).
+pub fn git_work_tree_prefix(start: &Path) -> Option<String> {
+    let top = start
+        .ancestors()
+        .find(|dir| std::fs::metadata(dir.join(".git")).is_ok())?;
+    rel_path(top, start)
+}
+
 /// The git directory of the checkout containing `start`: `.git` itself, or the directory a
 /// `.git` file ("gitdir: …", worktrees and submodules) points to.
 fn find_git_dir(start: &Path) -> Option<PathBuf> {
@@ -1486,6 +1497,21 @@ mod tests {
         assert!(!pack.files.keys().any(|k| k.starts_with(".git")));
         // A subdirectory of the checkout finds the same HEAD.
         assert_eq!(snap(&dir.path().join("sub")).head_sha.as_deref(), Some(SHA));
+    }
+
+    #[test]
+    fn work_tree_prefix_locates_a_subdirectory() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_git(dir.path(), "ref: refs/heads/main\n");
+        write(dir.path(), "services/api/a.rs", b"fn a() {}\n");
+        assert_eq!(git_work_tree_prefix(dir.path()).as_deref(), Some(""));
+        let api = dir.path().join("services/api");
+        assert_eq!(git_work_tree_prefix(&api).as_deref(), Some("services/api"));
+        // A linked worktree or submodule has a `.git` file, and is its own root.
+        write(&api, ".git", b"gitdir: /elsewhere\n");
+        assert_eq!(git_work_tree_prefix(&api).as_deref(), Some(""));
+        let outside = tempfile::tempdir().unwrap();
+        assert_eq!(git_work_tree_prefix(outside.path()), None);
     }
 
     #[test]
