@@ -4,7 +4,7 @@
 use crate::exit::{incomplete, ExitCode};
 use crate::settings::{self, Settings};
 use crate::{
-    BackendArgs, Cli, Command, FlowsCommand, ModelsCommand, PersonasCommand, ReviewArgs,
+    BackendArgs, Cli, Command, FlowsCommand, ModelsCommand, PackArgs, PersonasCommand, ReviewArgs,
     TraceCommand,
 };
 use anyhow::{bail, Context, Result};
@@ -26,6 +26,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Models {
             command: ModelsCommand::List { backend, format },
         } => models_list(backend, &format).await,
+        Command::Pack(args) => pack(&args),
         Command::Resume(args) => resume(args).await,
         Command::Trace { command, common } => trace(command, &common),
         Command::Node(args) => crate::node::node(args).await,
@@ -573,6 +574,49 @@ pub fn trace(command: TraceCommand, common: &crate::CommonArgs) -> Result<ExitCo
     };
     eprintln!("quorum: exported {n} attempts");
     Ok(ExitCode::Clean)
+}
+
+/// Entries per list in `quorum pack` text output before "... and N more".
+const PACK_TEXT_LIMIT: usize = 40;
+
+/// `quorum pack PATH`: the snapshot a review would take, with the same config layering and
+/// `pack.*` settings, and a reason for everything it leaves out. No backend is touched.
+fn pack(args: &PackArgs) -> Result<ExitCode> {
+    let settings = load_settings(args.common.config.as_deref())?;
+    let target = &args.path;
+    if !target.exists() {
+        bail!(
+            "{} does not exist: pass the directory a review would read",
+            target.display()
+        );
+    }
+    if !target.is_dir() {
+        bail!(
+            "{} is not a directory: pass the directory a review would read",
+            target.display()
+        );
+    }
+    let listing = ContextPack::survey(target, &settings.pack)
+        .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?
+        .listing();
+    let body = if args.format == "json" {
+        let mut json =
+            serde_json::to_string_pretty(&listing).context("cannot encode the listing")?;
+        json.push('\n');
+        json
+    } else {
+        listing.to_text((!args.all).then_some(PACK_TEXT_LIMIT))
+    };
+    let mut stdout = std::io::stdout().lock();
+    match std::io::Write::write_all(&mut stdout, body.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout))
+    {
+        // `quorum pack . | head` is not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
+        _ => Ok(ExitCode::Clean),
+    }
 }
 
 pub(crate) fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<()> {

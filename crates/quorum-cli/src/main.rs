@@ -29,6 +29,8 @@ pub struct Cli {
 pub enum Command {
     /// Review PATH on this machine and write the reports (report.md, .json, .sarif, ...).
     Review(ReviewArgs),
+    /// Show what a review of PATH would read and leave out, without calling any model.
+    Pack(PackArgs),
     /// Continue an interrupted review; completed tasks are never re-run.
     Resume(ResumeArgs),
     /// Run a long-lived node: the review service behind the gRPC API.
@@ -128,6 +130,20 @@ pub struct NodeArgs {
     pub deadline_ms: u64,
     #[command(flatten)]
     pub backend: BackendArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PackArgs {
+    /// The directory a review would read.
+    pub path: PathBuf,
+    /// text (a summary) or json (every entry; shape in README).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+    /// List every excluded and included entry in the text output, not the first 40 of each.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -747,7 +747,7 @@ fn human_duration(ms: u64) -> String {
     format!("{} h {:02} min", secs / 3_600, (secs % 3_600) / 60)
 }
 
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let head = digits.len() % 3;
     let mut groups: Vec<&str> = Vec::new();
