@@ -4,14 +4,14 @@
 use crate::exit::{incomplete, ExitCode};
 use crate::settings::{self, Settings};
 use crate::{
-    BackendArgs, Cli, ClusterCommand, Command, FlowsCommand, ModelsCommand, PersonasCommand,
-    ReviewArgs, TraceCommand,
+    BackendArgs, Cli, ClusterCommand, Command, FlowsCommand, ModelsCommand, PackArgs,
+    PersonasCommand, ReviewArgs, TraceCommand,
 };
 use anyhow::{bail, Context, Result};
 use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
 use quorum_core::pack::ContextPack;
-use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::report::{report_format, Report, ReviewStatus, REPORT_FORMATS};
 use quorum_llm::BackendConfig;
 use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, FlowMeta};
@@ -26,6 +26,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Models {
             command: ModelsCommand::List { backend, format },
         } => models_list(backend, &format).await,
+        Command::Pack(args) => pack(&args),
         Command::Resume(args) => resume(args).await,
         Command::Trace { command, common } => trace(command, &common),
         Command::Node(args) => crate::node::node(args).await,
@@ -195,11 +196,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         .format
         .clone()
         .unwrap_or_else(|| settings.formats.clone());
-    for f in &formats {
-        if !["md", "json", "sarif"].contains(&f.as_str()) {
-            bail!("unknown --format {f:?}: use md, json, sarif (comma-separated)");
-        }
-    }
+    settings::check_formats(&formats, "--format")?;
     if args.max_concurrent == Some(0) {
         bail!("--max-concurrent must be at least 1");
     }
@@ -699,19 +696,64 @@ pub fn trace(command: TraceCommand, common: &crate::CommonArgs) -> Result<ExitCo
     Ok(ExitCode::Clean)
 }
 
+/// Entries per list in `quorum pack` text output before "... and N more".
+const PACK_TEXT_LIMIT: usize = 40;
+
+/// `quorum pack PATH`: the snapshot a review would take, with the same config layering and
+/// `pack.*` settings, and a reason for everything it leaves out. No backend is touched.
+fn pack(args: &PackArgs) -> Result<ExitCode> {
+    let settings = load_settings(args.common.config.as_deref())?;
+    let target = &args.path;
+    if !target.exists() {
+        bail!(
+            "{} does not exist: pass the directory a review would read",
+            target.display()
+        );
+    }
+    if !target.is_dir() {
+        bail!(
+            "{} is not a directory: pass the directory a review would read",
+            target.display()
+        );
+    }
+    let listing = ContextPack::survey(target, &settings.pack)
+        .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?
+        .listing();
+    let body = if args.format == "json" {
+        let mut json =
+            serde_json::to_string_pretty(&listing).context("cannot encode the listing")?;
+        json.push('\n');
+        json
+    } else {
+        listing.to_text((!args.all).then_some(PACK_TEXT_LIMIT))
+    };
+    let mut stdout = std::io::stdout().lock();
+    match std::io::Write::write_all(&mut stdout, body.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout))
+    {
+        // `quorum pack . | head` is not an error.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("cannot write to stdout")
+        }
+        _ => Ok(ExitCode::Clean),
+    }
+}
+
 pub(crate) fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<()> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("cannot create output directory {}", out.display()))?;
+    // The merge-request formats name files relative to the repository, which a review of a
+    // subdirectory of a checkout is not the root of.
+    let repo_prefix =
+        quorum_core::pack::git_work_tree_prefix(Path::new(&report.target.path)).unwrap_or_default();
     for f in formats {
-        let (name, body) = match f.as_str() {
-            "md" => ("report.md", report.to_markdown()),
-            "json" => ("report.json", report.to_json()),
-            "sarif" => (
-                "report.sarif",
-                serde_json::to_string_pretty(&report.to_sarif()).unwrap_or_default(),
-            ),
-            _ => continue,
+        let Some(format) = report_format(f) else {
+            continue;
         };
+        let Some(body) = report.render(format.name, &repo_prefix) else {
+            continue;
+        };
+        let name = format.file_name;
         let path = out.join(name);
         // Write-then-rename so a reader never sees half a report.
         let tmp = out.join(format!(".{name}.tmp"));
@@ -740,13 +782,11 @@ pub(crate) fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
     if !report.status_reason.is_empty() {
         println!("note: {}", report.status_reason);
     }
-    let main = if formats.iter().any(|f| f == "md") {
-        "report.md"
-    } else if formats.iter().any(|f| f == "json") {
-        "report.json"
-    } else {
-        "report.sarif"
-    };
+    // The first written file in REPORT_FORMATS order: report.md when there is one.
+    let main = REPORT_FORMATS
+        .iter()
+        .find(|f| formats.iter().any(|w| w == f.name))
+        .map_or("report.md", |f| f.file_name);
     println!("report: {}", out.join(main).display());
 }
 

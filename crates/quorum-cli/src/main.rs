@@ -27,8 +27,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Review PATH on this machine and write report.md / report.json / report.sarif.
+    /// Review PATH on this machine and write the reports (report.md, .json, .sarif, ...).
     Review(ReviewArgs),
+    /// Show what a review of PATH would read and leave out, without calling any model.
+    Pack(PackArgs),
     /// Continue an interrupted review; completed tasks are never re-run.
     Resume(ResumeArgs),
     /// Run a long-lived node: the review service behind the gRPC API.
@@ -162,6 +164,20 @@ pub struct NodeArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct PackArgs {
+    /// The directory a review would read.
+    pub path: PathBuf,
+    /// text (a summary) or json (every entry; shape in README).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+    /// List every excluded and included entry in the text output, not the first 40 of each.
+    #[arg(long)]
+    pub all: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct ResumeArgs {
     pub flow_id: String,
     /// Override the stored backends (the machine's servers may have moved).
@@ -230,7 +246,7 @@ pub struct ReviewArgs {
     /// Output directory (default ./quorum-out/<flow-id>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Report formats, comma-separated: md,json,sarif.
+    /// Report formats, comma-separated: md,json,sarif,rdjson,gitlab.
     #[arg(long, value_delimiter = ',')]
     pub format: Option<Vec<String>>,
     /// Exit 1 when a finding at or above this severity survives: P0|P1|P2|P3|none.

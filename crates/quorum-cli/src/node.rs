@@ -559,6 +559,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         .format
         .clone()
         .unwrap_or_else(|| settings.formats.clone());
+    settings::check_formats(&formats, "--format")?;
     let target = &args.path;
     if !target.is_dir() {
         bail!(

@@ -78,13 +78,7 @@ impl Settings {
             .try_deserialize()
             .context("invalid configuration (check the field named above)")?;
         s.fail_on_severity()?;
-        for f in &s.formats {
-            if !["md", "json", "sarif"].contains(&f.as_str()) {
-                anyhow::bail!(
-                    "invalid configuration: unknown report format {f:?} (use md, json, sarif)"
-                );
-            }
-        }
+        check_formats(&s.formats, "configuration `formats`")?;
         Ok(s)
     }
 
@@ -92,6 +86,19 @@ impl Settings {
     pub fn fail_on_severity(&self) -> Result<Option<Severity>> {
         parse_fail_on(&self.fail_on)
     }
+}
+
+/// Every name in `formats` must be a report format; `what` names where they came from.
+pub fn check_formats(formats: &[String], what: &str) -> Result<()> {
+    for f in formats {
+        if quorum_core::report::report_format(f).is_none() {
+            anyhow::bail!(
+                "unknown report format {f:?} in {what}: use {} (comma-separated)",
+                quorum_core::report::report_format_names()
+            );
+        }
+    }
+    Ok(())
 }
 
 pub fn parse_fail_on(s: &str) -> Result<Option<Severity>> {
@@ -170,6 +177,24 @@ mod tests {
         assert!(
             s.pack.exclude_secrets,
             "untouched nested keys keep defaults"
+        );
+    }
+
+    #[test]
+    fn formats_accept_every_report_format() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("quorum.toml"),
+            "formats = [\"md\", \"rdjson\", \"gitlab\"]\n",
+        )
+        .unwrap();
+        let s = Settings::load(None, dir.path()).unwrap();
+        assert_eq!(s.formats, ["md", "rdjson", "gitlab"]);
+        std::fs::write(dir.path().join("quorum.toml"), "formats = [\"pdf\"]\n").unwrap();
+        let e = Settings::load(None, dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("\"pdf\"") && e.contains("md, json, sarif, rdjson, gitlab"),
+            "{e}"
         );
     }
 

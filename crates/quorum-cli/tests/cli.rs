@@ -157,6 +157,127 @@ async fn review_writes_three_reports_and_exits_1_on_findings() {
     assert_eq!(code(&o), 0, "{}", text(&o));
 }
 
+/// `--format rdjson,gitlab` on a target that is a subdirectory of a checkout: both
+/// merge-request files, only them, one entry per finding, paths relative to the repository.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn review_writes_rdjson_and_gitlab_reports() {
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    std::fs::create_dir_all(repo.join(".git")).unwrap();
+    std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let target = repo.join("app");
+    copy_dir(&fixture("code_project"), &target);
+    let out = work.path().join("out");
+    let backend = format!("ollama={}", server.ollama_url());
+    let o = quorum(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--format",
+            "rdjson,gitlab",
+            "--quiet",
+        ],
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 1, "a P0 survived: {}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("review completed: 3 findings"), "{stdout}");
+    assert!(stdout.contains("report.rdjson"), "{stdout}");
+    for absent in ["report.md", "report.json", "report.sarif"] {
+        assert!(!out.join(absent).exists(), "{absent} was not asked for");
+    }
+
+    let rd: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.rdjson")).unwrap()).unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/schemas/rdjson-DiagnosticResult.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        jsonschema::validator_for(&schema).unwrap().is_valid(&rd),
+        "report.rdjson is not valid rdjson: {rd}"
+    );
+    let mut diags: Vec<(String, String, u64)> = rd["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["location"]["path"].as_str().unwrap().to_string(),
+                d["severity"].as_str().unwrap().to_string(),
+                d["location"]["range"]["start"]["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    diags.sort();
+    assert_eq!(
+        diags,
+        [
+            ("app/src/auth.py".to_string(), "ERROR".to_string(), 15),
+            ("app/src/db.py".to_string(), "ERROR".to_string(), 53),
+            ("app/src/utils.py".to_string(), "WARNING".to_string(), 20),
+        ]
+    );
+
+    let gl: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("gl-code-quality-report.json")).unwrap(),
+    )
+    .unwrap();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("tests/schemas/gitlab-code-quality-report.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        jsonschema::validator_for(&schema).unwrap().is_valid(&gl),
+        "not a valid code quality report: {gl}"
+    );
+    let mut issues: Vec<(String, String, u64)> = gl
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["location"]["path"].as_str().unwrap().to_string(),
+                i["severity"].as_str().unwrap().to_string(),
+                i["location"]["lines"]["begin"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    issues.sort();
+    assert_eq!(
+        issues,
+        [
+            ("app/src/auth.py".to_string(), "major".to_string(), 15),
+            ("app/src/db.py".to_string(), "critical".to_string(), 53),
+            ("app/src/utils.py".to_string(), "minor".to_string(), 20),
+        ]
+    );
+
+    // An unknown format is a usage error before anything runs, naming what is accepted.
+    let o = quorum(
+        &["review", target.to_str().unwrap(), "--format", "md,html"],
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(
+        err.contains("\"html\"") && err.contains("rdjson, gitlab"),
+        "{err}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_out_dir_and_auto_model() {
     let server = ScriptedServer::start(code_review_script()).await.unwrap();
@@ -402,4 +523,127 @@ fn write_config(dir: &Path, personas: &Path) -> String {
     )
     .unwrap();
     p.to_str().unwrap().to_string()
+}
+
+/// `quorum pack`: what a review would read, under the same config layering, without a model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pack_lists_included_and_excluded_files() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let target = w.join("target-dir");
+    let files: &[(&str, &[u8])] = &[
+        ("src/app.py", b"print('hi')\n"),
+        ("src/util.py", b"def f():\n    return 1\n"),
+        ("README.md", b"# demo\n"),
+        (".gitignore", b"*.log\n"),
+        ("debug.log", b"noise\n"),
+        (".env", b"API_KEY=hunter2\n"),
+        ("deploy/id_rsa", b"-----BEGIN OPENSSH PRIVATE KEY-----\n"),
+        ("data/big.csv", &[b'1'; 64]),
+        ("logo.png", b"\x89PNG\0\0"),
+        ("node_modules/x/index.js", b"1\n"),
+        ("vendor/lib.py", b"x = 1\n"),
+    ];
+    for (path, body) in files {
+        let p = target.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    // ./quorum.toml is a config layer for `pack` exactly as for `review`.
+    std::fs::write(
+        w.join("quorum.toml"),
+        "[pack]\nmax_file_bytes = 40\nexclude = [\"vendor/\"]\n",
+    )
+    .unwrap();
+
+    let o = quorum(&["pack", target.to_str().unwrap(), "--format", "json"], w).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("pack --format json is JSON");
+    let included: Vec<&str> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        included,
+        [".gitignore", "README.md", "src/app.py", "src/util.py"]
+    );
+    let excluded: Vec<(&str, &str)> = v["excluded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["path"].as_str().unwrap(), e["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        excluded,
+        [
+            (".env", "secret"),
+            ("data/big.csv", "too-large"),
+            ("debug.log", "ignored"),
+            ("deploy/id_rsa", "secret"),
+            ("logo.png", "binary"),
+            ("node_modules/", "always-excluded"),
+            ("vendor/", "config-glob"),
+        ]
+    );
+    let totals = &v["totals"];
+    assert_eq!(totals["files"], included.len());
+    assert_eq!(totals["excluded"], excluded.len());
+    let sum = |key: &str| -> u64 {
+        v["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f[key].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(totals["bytes"].as_u64().unwrap(), sum("bytes"));
+    assert_eq!(
+        totals["estimated_tokens"].as_u64().unwrap(),
+        sum("estimated_tokens")
+    );
+    assert_eq!(v["languages"][0]["language"], "python");
+    assert_eq!(v["languages"][0]["files"], 2);
+    assert_eq!(v["excluded_by_reason"]["secret"], 2);
+    assert!(v["root"].as_str().unwrap().ends_with("target-dir"));
+
+    // The text summary: totals, reasons, and no secret among the included files.
+    let o = quorum(&["pack", target.to_str().unwrap()], w).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("4 files"), "{out}");
+    assert!(out.contains("excluded by config glob"), "{out}");
+    let included_part = &out[out.find("\nincluded").expect("included section")..];
+    assert!(included_part.contains("src/app.py"), "{out}");
+    assert!(
+        !included_part.contains(".env") && !included_part.contains("id_rsa"),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2"), "contents are never printed");
+
+    // A missing path is a usage error, in one line.
+    let o = quorum(&["pack", w.join("nope").to_str().unwrap()], w).await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("does not exist"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pack_text_is_bounded_unless_all() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("many");
+    std::fs::create_dir_all(&target).unwrap();
+    for i in 0..45 {
+        std::fs::write(target.join(format!("f{i:02}.txt")), "x\n").unwrap();
+    }
+    let o = quorum(&["pack", target.to_str().unwrap()], work.path()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("... and 5 more"), "{out}");
+    assert!(out.contains("f39.txt") && !out.contains("f40.txt"), "{out}");
+    let o = quorum(&["pack", target.to_str().unwrap(), "--all"], work.path()).await;
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("... and") && out.contains("f44.txt"), "{out}");
 }

@@ -677,7 +677,9 @@ async fn a_submitted_review_interrupted_by_kill_9_resumes_by_hand() {
     let _ = n1.child.wait().await;
     review.abort();
     // Another scripted server stands in for the node's model server.
-    let server = ScriptedServer::start(six_task_script(0, false)).await.unwrap();
+    let server = ScriptedServer::start(six_task_script(0, false))
+        .await
+        .unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let out = w.join("resumed");
     let (code, stdout, stderr) = quorum(
@@ -697,7 +699,10 @@ async fn a_submitted_review_interrupted_by_kill_9_resumes_by_hand() {
         ],
     )
     .await;
-    assert!(code == 0 || code == 1, "resume exited {code}: {stdout}{stderr}");
+    assert!(
+        code == 0 || code == 1,
+        "resume exited {code}: {stdout}{stderr}"
+    );
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_complete_once(&report);

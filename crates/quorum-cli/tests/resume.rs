@@ -428,29 +428,58 @@ async fn flows_cancel_stops_a_review_running_in_another_process() {
     .expect("no specialist started");
     let flow_id = only_flow(&data);
     let cancel = cmd(
-        &["flows", "cancel", &flow_id, "--data-dir", data.to_str().unwrap()],
+        &[
+            "flows",
+            "cancel",
+            &flow_id,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
         work.path(),
     )
     .output()
     .await
     .unwrap();
     let said = String::from_utf8_lossy(&cancel.stdout).to_string();
-    assert_eq!(cancel.status.code(), Some(0), "{said}{}", String::from_utf8_lossy(&cancel.stderr));
+    assert_eq!(
+        cancel.status.code(),
+        Some(0),
+        "{said}{}",
+        String::from_utf8_lossy(&cancel.stderr)
+    );
     assert!(said.contains("cancelled"), "{said}");
     let seen = server.requests().len();
     let o = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
         .await
         .expect("the review did not stop")
         .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["status"], "partial");
-    assert!(report["status_reason"].as_str().unwrap().contains("cancelled"));
-    assert_eq!(server.requests().len(), seen, "a model request started after cancel");
+    assert!(report["status_reason"]
+        .as_str()
+        .unwrap()
+        .contains("cancelled"));
+    assert_eq!(
+        server.requests().len(),
+        seen,
+        "a model request started after cancel"
+    );
     // The stored review reads as finished (partial) and is not resumable.
     let again = cmd(
-        &["flows", "cancel", &flow_id, "--data-dir", data.to_str().unwrap()],
+        &[
+            "flows",
+            "cancel",
+            &flow_id,
+            "--data-dir",
+            data.to_str().unwrap(),
+        ],
         work.path(),
     )
     .output()

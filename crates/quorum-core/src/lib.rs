@@ -6,8 +6,8 @@
 //! token budget, and the report renderers.
 //!
 //! Architecture invariant: this crate knows nothing about tokio, sled, tonic, HTTP or actors.
-//! It reads the filesystem in exactly one place — [`pack::ContextPack::snapshot`] — and in the
-//! catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
+//! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
+//! and the git HEAD/work-tree lookups — and in the catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
 
 pub mod catalog;
 pub mod dedup;

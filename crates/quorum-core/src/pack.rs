@@ -15,7 +15,9 @@
 //! - a symlinked file only when its canonical target stays inside the canonical root; symlinked
 //!   directories are not descended into (their targets inside the root are walked anyway).
 //!
-//! Everything left out for a reason other than an ignore rule is listed in `skipped`.
+//! Everything left out for a reason other than an ignore rule is listed in `skipped`;
+//! [`ContextPack::survey`] also names what ignore rules, exclude globs and always-excluded
+//! directories left out (for `quorum pack`).
 //!
 //! Each file gets a language (by file name, then extension, then shebang) and a kind, decided by
 //! this rule: build manifests, lockfiles, dotfile configuration, Dockerfiles and Makefiles are
@@ -23,6 +25,10 @@
 //! HTML/CSS, Terraform and Protobuf) are `Code`; yaml/toml/json/xml/ini and similar are `Config`;
 //! prose formats (markdown, reStructuredText, plain text, LaTeX, AsciiDoc) and LICENSE-like files
 //! are `Doc`; tabular or record data (csv, tsv, jsonl, logs) and anything unrecognised are `Data`.
+
+mod survey;
+
+pub use survey::{Exclusion, ExclusionReason, PackSurvey};
 
 use crate::error::PackError;
 use serde::{Deserialize, Serialize};
@@ -148,6 +154,14 @@ impl Default for PackOptions {
     }
 }
 
+/// What [`ContextPack::survey`] needs to know about a walk beyond the pack it produced.
+#[derive(Default)]
+struct WalkTrace {
+    /// Directories the walk entered, relative to the root ("" is not recorded).
+    dirs: BTreeSet<String>,
+    excludes: Option<ignore::overrides::Override>,
+}
+
 /// One grep hit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GrepHit {
@@ -174,6 +188,25 @@ impl ContextPack {
     ///
     /// The pack's `root` is the canonical (absolute, symlink-free) form of `root`.
     pub fn snapshot(root: &Path, opts: &PackOptions) -> Result<ContextPack, PackError> {
+        Self::walk(root, opts, None)
+    }
+
+    /// The snapshot, plus a reason for every entry it left out — also those it leaves out
+    /// silently (ignore rules, `opts.exclude` globs, always-excluded directories). What
+    /// `quorum pack` prints; the decisions are the snapshot's own.
+    pub fn survey(root: &Path, opts: &PackOptions) -> Result<PackSurvey, PackError> {
+        let mut trace = WalkTrace::default();
+        let pack = Self::walk(root, opts, Some(&mut trace))?;
+        Ok(survey::explain(pack, &trace))
+    }
+
+    /// The one walk behind [`ContextPack::snapshot`]; `trace` (when given) learns which
+    /// directories it entered and the exclude globs it applied, for [`ContextPack::survey`].
+    fn walk(
+        root: &Path,
+        opts: &PackOptions,
+        mut trace: Option<&mut WalkTrace>,
+    ) -> Result<ContextPack, PackError> {
         let meta = std::fs::metadata(root).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 PackError::Missing(root.to_path_buf())
@@ -212,6 +245,9 @@ impl ContextPack {
             pattern: opts.exclude.join(", "),
             reason: e.to_string(),
         })?;
+        if let Some(t) = trace.as_deref_mut() {
+            t.excludes = Some(overrides.clone());
+        }
 
         let respect = opts.respect_gitignore;
         let mut builder = ignore::WalkBuilder::new(&canon);
@@ -264,6 +300,10 @@ impl ContextPack {
                 continue;
             };
             if file_type.is_dir() {
+                if let (Some(t), Some(rel)) = (trace.as_deref_mut(), rel_path(&canon, entry.path()))
+                {
+                    t.dirs.insert(rel);
+                }
                 continue;
             }
             let Some(rel) = rel_path(&canon, entry.path()) else {
@@ -908,6 +948,17 @@ pub fn git_head_sha(start: &Path) -> Option<String> {
     find_git_dir(start).as_deref().and_then(read_head_sha)
 }
 
+/// Where `start` sits inside the git work tree containing it: '/'-separated and relative to the
+/// work tree's root ("" for the root itself), for reports that name files relative to the
+/// repository. None when `start` is not in a checkout. The path is taken as given (canonicalize
+/// it first for a symlinked checkout).
+pub fn git_work_tree_prefix(start: &Path) -> Option<String> {
+    let top = start
+        .ancestors()
+        .find(|dir| std::fs::metadata(dir.join(".git")).is_ok())?;
+    rel_path(top, start)
+}
+
 /// The git directory of the checkout containing `start`: `.git` itself, or the directory a
 /// `.git` file ("gitdir: …", worktrees and submodules) points to.
 fn find_git_dir(start: &Path) -> Option<PathBuf> {
@@ -1486,6 +1537,21 @@ mod tests {
         assert!(!pack.files.keys().any(|k| k.starts_with(".git")));
         // A subdirectory of the checkout finds the same HEAD.
         assert_eq!(snap(&dir.path().join("sub")).head_sha.as_deref(), Some(SHA));
+    }
+
+    #[test]
+    fn work_tree_prefix_locates_a_subdirectory() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_git(dir.path(), "ref: refs/heads/main\n");
+        write(dir.path(), "services/api/a.rs", b"fn a() {}\n");
+        assert_eq!(git_work_tree_prefix(dir.path()).as_deref(), Some(""));
+        let api = dir.path().join("services/api");
+        assert_eq!(git_work_tree_prefix(&api).as_deref(), Some("services/api"));
+        // A linked worktree or submodule has a `.git` file, and is its own root.
+        write(&api, ".git", b"gitdir: /elsewhere\n");
+        assert_eq!(git_work_tree_prefix(&api).as_deref(), Some(""));
+        let outside = tempfile::tempdir().unwrap();
+        assert_eq!(git_work_tree_prefix(outside.path()), None);
     }
 
     #[test]

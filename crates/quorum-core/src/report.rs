@@ -1,5 +1,7 @@
-//! The review report: one data structure (schema_version 1, DESIGN §6) and three renderings —
-//! Markdown for people, JSON for scripts, SARIF 2.1.0 for code-scanning tools.
+//! The review report: one data structure (schema_version 1, DESIGN §6) and its renderings —
+//! Markdown for people, JSON for scripts, SARIF 2.1.0 for code-scanning tools, and two formats
+//! that put findings into merge requests: reviewdog's rdjson ([`rdjson`]) and GitLab's code
+//! quality report ([`gitlab`]). [`REPORT_FORMATS`] is the one list of them.
 
 use crate::finding::{Dropped, Finding, Severity};
 use crate::task::{Classification, RejectedTask};
@@ -8,7 +10,57 @@ use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+pub mod gitlab;
+pub mod rdjson;
+
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// One report file quorum can write: its name in `--format` and config `formats`, and the file
+/// it is written to in the output directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReportFormat {
+    pub name: &'static str,
+    pub file_name: &'static str,
+}
+
+/// Every report format, in the order they are listed and written.
+pub const REPORT_FORMATS: &[ReportFormat] = &[
+    ReportFormat {
+        name: "md",
+        file_name: "report.md",
+    },
+    ReportFormat {
+        name: "json",
+        file_name: "report.json",
+    },
+    ReportFormat {
+        name: "sarif",
+        file_name: "report.sarif",
+    },
+    ReportFormat {
+        name: "rdjson",
+        file_name: "report.rdjson",
+    },
+    ReportFormat {
+        name: "gitlab",
+        // GitLab's documented artifact name, so `artifacts:reports:codequality` finds it as-is.
+        file_name: "gl-code-quality-report.json",
+    },
+];
+
+/// The format called `name` ("md", "sarif", "gitlab", ...), or None for an unknown name.
+pub fn report_format(name: &str) -> Option<ReportFormat> {
+    REPORT_FORMATS.iter().copied().find(|f| f.name == name)
+}
+
+/// "md, json, sarif, rdjson, gitlab": for messages that say what is accepted.
+pub fn report_format_names() -> String {
+    REPORT_FORMATS
+        .iter()
+        .map(|f| f.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Terminal status of a review.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +178,22 @@ impl Report {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// The text of the report file for `format` (a [`ReportFormat::name`]), or None for an
+    /// unknown format. `repo_prefix` is the target's directory relative to the root of the
+    /// repository it sits in ("" when it is the root or not in a repository): the merge-request
+    /// formats name files relative to the repository, the others relative to the target.
+    pub fn render(&self, format: &str, repo_prefix: &str) -> Option<String> {
+        let pretty = |v: Value| serde_json::to_string_pretty(&v).unwrap_or_default();
+        Some(match format {
+            "md" => self.to_markdown(),
+            "json" => self.to_json(),
+            "sarif" => pretty(self.to_sarif()),
+            "rdjson" => pretty(self.to_rdjson(repo_prefix)),
+            "gitlab" => pretty(self.to_gitlab_code_quality(repo_prefix)),
+            _ => return None,
+        })
     }
 
     /// report.md: summary, findings by area and severity, action items, methodology.
@@ -494,6 +562,13 @@ fn normalize_slashes(p: &str) -> String {
 
 /// A target-relative, percent-encoded URI for a finding's file, or None when it names nothing.
 fn relative_uri(file: &str, target_root: &str) -> Option<String> {
+    // ':' is encoded too, so "C:/x" cannot be read as a URI scheme.
+    relative_path(file, target_root).map(|rel| percent_encode(&rel, b"/"))
+}
+
+/// A finding's file as a '/'-separated path relative to the target root (an absolute path
+/// under the root loses the root; "." and empty segments go), or None when it names nothing.
+fn relative_path(file: &str, target_root: &str) -> Option<String> {
     let file = normalize_slashes(file);
     let root = target_root.trim_end_matches('/');
     let rel = if !root.is_empty() && file.starts_with(&format!("{root}/")) {
@@ -508,8 +583,7 @@ fn relative_uri(file: &str, target_root: &str) -> Option<String> {
     if segments.is_empty() {
         return None;
     }
-    // ':' is encoded too, so "C:/x" cannot be read as a URI scheme.
-    Some(percent_encode(&segments.join("/"), b"/"))
+    Some(segments.join("/"))
 }
 
 /// `file:///abs/path/` for an absolute target path (POSIX or drive-letter), else None.
@@ -527,6 +601,22 @@ fn base_file_uri(target_root: &str) -> Option<String> {
         return None;
     };
     Some(format!("file://{}/", percent_encode(&path, b"/:")))
+}
+
+/// A finding's file relative to the repository root: `repo_prefix` (the target's directory
+/// inside its repository, "" for the root) joined with its target-relative path. None when the
+/// finding names no file.
+fn repo_path(f: &Finding, target_root: &str, repo_prefix: &str) -> Option<String> {
+    let rel = relative_path(f.file.as_deref()?, target_root)?;
+    let prefix: Vec<&str> = repo_prefix
+        .split(['/', '\\'])
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect();
+    if prefix.is_empty() {
+        Some(rel)
+    } else {
+        Some(format!("{}/{rel}", prefix.join("/")))
+    }
 }
 
 fn percent_encode(s: &str, keep: &[u8]) -> String {
@@ -657,7 +747,7 @@ fn human_duration(ms: u64) -> String {
     format!("{} h {:02} min", secs / 3_600, (secs % 3_600) / 60)
 }
 
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let head = digits.len() % 3;
     let mut groups: Vec<&str> = Vec::new();
@@ -1463,6 +1553,35 @@ mod tests {
             run["originalUriBaseIds"]["%SRCROOT%"]["uri"],
             "file:///srv/my%20repo/"
         );
+    }
+
+    #[test]
+    fn every_format_renders_and_unknown_ones_do_not() {
+        let r = report();
+        let mut files = BTreeSet::new();
+        for f in REPORT_FORMATS {
+            let body = r
+                .render(f.name, "")
+                .unwrap_or_else(|| panic!("{} renders", f.name));
+            assert!(files.insert(f.file_name), "one file per format");
+            if f.name == "md" {
+                assert!(body.starts_with("# quorum review"));
+            } else {
+                serde_json::from_str::<Value>(&body)
+                    .unwrap_or_else(|e| panic!("{} is JSON: {e}", f.name));
+            }
+        }
+        assert_eq!(
+            r.render("rdjson", "").unwrap(),
+            serde_json::to_string_pretty(&r.to_rdjson("")).unwrap()
+        );
+        assert!(r.render("html", "").is_none());
+        assert!(report_format("MD").is_none(), "names are exact");
+        assert_eq!(
+            report_format("gitlab").map(|f| f.file_name),
+            Some("gl-code-quality-report.json")
+        );
+        assert_eq!(report_format_names(), "md, json, sarif, rdjson, gitlab");
     }
 
     #[test]
