@@ -19,6 +19,7 @@ pub mod models;
 pub mod pack;
 pub mod parse;
 pub mod report;
+pub mod schedule;
 pub mod schema;
 pub mod task;
 pub mod weaver;

@@ -1,0 +1,995 @@
+//! The conductor's scheduling core: a pure state machine over task attempts.
+//!
+//! Everything a review must get right under faults lives here — where each attempt runs
+//! (placement by load), leases on remote attempts, fencing of late and forged results, retries
+//! with backoff, hand-backs for placement failures (a lost or refusing node, a lapsed lease —
+//! never charged to the task), circular-fix detection, and stopping (budget, cancel). It takes
+//! events in and returns commands out; it does no I/O and has no clock of its own (every step is
+//! given `now_ms`), so the same inputs always give the same outputs. The `FlowConductor` actor
+//! drives it; `tests/schedule_sim.rs` runs it under seeded faults.
+//!
+//! Attempt ids carry the review's epoch in their high bits, so ids never repeat across resumes
+//! or takeovers and a result from an earlier epoch can never match a live attempt.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// Unique per review and epoch: `epoch << 40 | sequence`.
+pub type AttemptId = u64;
+/// The caller's handle for a task (the conductor uses its run index).
+pub type TaskKey = usize;
+
+/// Error classes that say where an attempt ran, not how the task went: handed back, never
+/// charged to the task's attempts or its circular-fix streak.
+pub const PLACEMENT_CLASSES: &[&str] = &["node_lost", "refused", "lease_expired"];
+
+/// Error classes that say the model's answer was at fault: retries carry the error back to the
+/// model, so the same class again means the fixes go in circles. Infrastructure failures
+/// (timeouts, transport, rate limits) are not circular: they run out the attempts instead.
+pub const OUTPUT_CLASSES: &[&str] = &[
+    "malformed_output",
+    "schema_violation",
+    "tool_error",
+    "context_overflow",
+];
+
+/// Where an attempt runs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Place {
+    Local,
+    Peer(String),
+}
+
+impl Place {
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Place::Local => None,
+            Place::Peer(n) => Some(n),
+        }
+    }
+}
+
+/// Tunables, all from the flow and the cluster's timings.
+#[derive(Debug, Clone)]
+pub struct SchedulerParams {
+    /// Attempts per specialist task, first try included.
+    pub task_attempts: u32,
+    /// Attempts per stage run (scout, planner, verifier, synthesizer).
+    pub stage_attempts: u32,
+    /// The same output-error class this many times in a row stops the task (circular fix).
+    pub circular_fix_repeats: u32,
+    /// Specialist attempts this node runs at once.
+    pub local_capacity: usize,
+    /// A remote attempt with no result and no renewal for this long is fenced and re-placed.
+    pub lease_ms: u64,
+    /// However often renewed, a remote attempt older than this (plus one lease) is fenced.
+    pub attempt_ms: u64,
+    /// A peer that could not be reached, or refused, is left out of placement this long.
+    pub suspect_ms: u64,
+    /// A peer that let a lease lapse is left out this long (unless it delivers first).
+    pub lapsed_avoid_ms: u64,
+    /// Hand-backs beyond this count as failures, so a cluster that keeps losing work still ends.
+    pub max_handbacks: u32,
+    pub backoff_base_ms: u64,
+    pub backoff_cap_ms: u64,
+}
+
+impl Default for SchedulerParams {
+    fn default() -> Self {
+        SchedulerParams {
+            task_attempts: 3,
+            stage_attempts: 3,
+            circular_fix_repeats: 2,
+            local_capacity: 4,
+            lease_ms: 10_000,
+            attempt_ms: 3_000_000,
+            suspect_ms: 3_000,
+            lapsed_avoid_ms: 60_000,
+            max_handbacks: 16,
+            backoff_base_ms: 250,
+            backoff_cap_ms: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskStatus {
+    Pending,
+    Running,
+    Backoff,
+    Completed,
+    Failed,
+    CircularFix,
+}
+
+impl TaskStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::CircularFix
+        )
+    }
+}
+
+/// What the scheduler knows of one task.
+#[derive(Debug, Clone)]
+pub struct TaskView {
+    pub status: TaskStatus,
+    /// Attempts started, hand-backs included.
+    pub started: u32,
+    /// Attempts handed back for placement reasons.
+    pub handed_back: u32,
+    pub error_classes: Vec<String>,
+    pub last_error: Option<String>,
+    /// May run on a peer (specialists); stage runs stay on this node.
+    pub placeable: bool,
+    /// A stage run: not bounded by the specialist capacity, its own attempt budget.
+    pub stage: bool,
+}
+
+impl TaskView {
+    /// Attempts charged to the task.
+    pub fn charged(&self) -> u32 {
+        self.started.saturating_sub(self.handed_back)
+    }
+}
+
+/// How an attempt ended, as its worker says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttemptResult {
+    Success,
+    Failure {
+        class: String,
+        message: String,
+        retryable: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// A task to run (a planned specialist task, or a stage run).
+    AddTask {
+        key: TaskKey,
+        stage: bool,
+        placeable: bool,
+    },
+    /// A peer is up (joined, rejoined, or its advert changed).
+    PeerUp { node: String, capacity: usize },
+    /// A peer is shutting down: it finishes what it runs and is never chosen again.
+    PeerDraining { node: String },
+    /// Membership declared a peer lost: its attempts are fenced and handed back.
+    PeerLost { node: String },
+    /// An attempt's result, as delivered by `from`.
+    Outcome {
+        attempt: AttemptId,
+        from: Place,
+        result: AttemptResult,
+    },
+    /// The attempt never reached its peer.
+    SendFailed { attempt: AttemptId },
+    /// The worker on `from` still works on `attempt`.
+    Renew { attempt: AttemptId, from: String },
+    /// A task's backoff is over.
+    RetryDue { key: TaskKey },
+    /// Time passed: leases are checked.
+    Tick,
+    /// Stop everything: no attempt starts after this; live ones are stopped; unfinished tasks
+    /// fail with `class` (`budget_exhausted`, `cancelled`).
+    StopAll { class: String, reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Run attempt number `attempt_no` of `key` at `place`.
+    Start {
+        attempt: AttemptId,
+        key: TaskKey,
+        place: Place,
+        attempt_no: u32,
+    },
+    /// Stop a live (or just fenced) attempt: kill the local worker, ask the peer to abort.
+    Stop { attempt: AttemptId, place: Place },
+    /// Deliver `RetryDue { key }` after `delay_ms`.
+    RetryAfter { key: TaskKey, delay_ms: u64 },
+    /// Count this attempt's result: the task is completed.
+    Succeeded { attempt: AttemptId, key: TaskKey },
+    /// The attempt failed and is charged to the task; `terminal` says the task will not be
+    /// tried again (and with which status).
+    Failed {
+        attempt: AttemptId,
+        key: TaskKey,
+        class: String,
+        message: String,
+        terminal: Option<TaskStatus>,
+    },
+    /// The attempt is given back (placement failure); the task runs again, uncharged.
+    HandedBack {
+        attempt: AttemptId,
+        key: TaskKey,
+        class: String,
+        message: String,
+    },
+    /// A result that is not counted: fenced, late, duplicated, or from the wrong node.
+    Ignored {
+        attempt: AttemptId,
+        from: Place,
+        why: &'static str,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Live {
+    key: TaskKey,
+    place: Place,
+    renew_by: u64,
+    hard: u64,
+}
+
+#[derive(Debug, Clone)]
+struct PeerView {
+    capacity: usize,
+    draining: bool,
+    avoid_until: u64,
+    live: usize,
+}
+
+/// The scheduling state of one review's attempts.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    params: SchedulerParams,
+    epoch: u64,
+    seq: u64,
+    tasks: BTreeMap<TaskKey, TaskView>,
+    pending: VecDeque<TaskKey>,
+    live: BTreeMap<AttemptId, Live>,
+    peers: BTreeMap<String, PeerView>,
+    local_live: usize,
+    stopped: Option<(String, String)>,
+    jitter: u64,
+}
+
+impl Scheduler {
+    /// `epoch` fences everything an earlier conductor of the same review started; `seed`
+    /// drives the backoff jitter (so a simulation replays exactly).
+    pub fn new(params: SchedulerParams, epoch: u64, seed: u64) -> Scheduler {
+        Scheduler {
+            params,
+            epoch,
+            seq: 0,
+            tasks: BTreeMap::new(),
+            pending: VecDeque::new(),
+            live: BTreeMap::new(),
+            peers: BTreeMap::new(),
+            local_live: 0,
+            stopped: None,
+            jitter: seed | 1,
+        }
+    }
+
+    pub fn params(&self) -> &SchedulerParams {
+        &self.params
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The epoch an attempt id was issued in.
+    pub fn epoch_of(attempt: AttemptId) -> u64 {
+        attempt >> 40
+    }
+
+    pub fn task(&self, key: TaskKey) -> Option<&TaskView> {
+        self.tasks.get(&key)
+    }
+
+    /// Attempts in flight: (attempt, task, place).
+    pub fn live(&self) -> impl Iterator<Item = (AttemptId, TaskKey, &Place)> {
+        self.live.iter().map(|(a, l)| (*a, l.key, &l.place))
+    }
+
+    /// Where a live attempt runs.
+    pub fn place_of(&self, attempt: AttemptId) -> Option<&Place> {
+        self.live.get(&attempt).map(|l| &l.place)
+    }
+
+    /// Live specialist attempts per peer, for load reporting.
+    pub fn peer_load(&self, node: &str) -> usize {
+        self.peers.get(node).map(|p| p.live).unwrap_or(0)
+    }
+
+    /// Every task of the given kind has ended and nothing of that kind is live.
+    pub fn all_terminal(&self, stage: bool) -> bool {
+        let none_live = !self
+            .live
+            .values()
+            .any(|l| self.tasks.get(&l.key).is_some_and(|t| t.stage == stage));
+        none_live
+            && self
+                .tasks
+                .values()
+                .filter(|t| t.stage == stage)
+                .all(|t| t.status.is_terminal())
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stopped.is_some()
+    }
+
+    /// Feed one event; get the commands it calls for, in order.
+    pub fn step(&mut self, now_ms: u64, input: Input) -> Vec<Command> {
+        let mut out = Vec::new();
+        match input {
+            Input::AddTask {
+                key,
+                stage,
+                placeable,
+            } => {
+                self.tasks.insert(
+                    key,
+                    TaskView {
+                        status: TaskStatus::Pending,
+                        started: 0,
+                        handed_back: 0,
+                        error_classes: Vec::new(),
+                        last_error: None,
+                        placeable: placeable && !stage,
+                        stage,
+                    },
+                );
+                if self.stopped.is_some() {
+                    self.fail_unfinished(&mut out);
+                } else {
+                    self.pending.push_back(key);
+                }
+            }
+            Input::PeerUp { node, capacity } => {
+                let p = self.peers.entry(node).or_insert(PeerView {
+                    capacity,
+                    draining: false,
+                    avoid_until: 0,
+                    live: 0,
+                });
+                p.capacity = capacity;
+                p.draining = false;
+            }
+            Input::PeerDraining { node } => {
+                if let Some(p) = self.peers.get_mut(&node) {
+                    p.draining = true;
+                }
+            }
+            Input::PeerLost { node } => {
+                let lost: Vec<AttemptId> = self
+                    .live
+                    .iter()
+                    .filter(|(_, l)| l.place.node() == Some(node.as_str()))
+                    .map(|(a, _)| *a)
+                    .collect();
+                for attempt in lost {
+                    if let Some(l) = self.take_live(attempt) {
+                        out.push(Command::Stop {
+                            attempt,
+                            place: l.place.clone(),
+                        });
+                        self.fail(
+                            now_ms,
+                            attempt,
+                            l,
+                            "node_lost",
+                            format!("node {node} was lost while running the attempt"),
+                            true,
+                            &mut out,
+                        );
+                    }
+                }
+                self.peers.remove(&node);
+            }
+            Input::Outcome {
+                attempt,
+                from,
+                result,
+            } => match self.live.get(&attempt) {
+                None => out.push(Command::Ignored {
+                    attempt,
+                    from,
+                    why: "not live (fenced, finished, or from an earlier epoch)",
+                }),
+                Some(l) if l.place != from => out.push(Command::Ignored {
+                    attempt,
+                    from,
+                    why: "from a node the attempt is not placed on",
+                }),
+                Some(_) => {
+                    let Some(l) = self.take_live(attempt) else {
+                        return out;
+                    };
+                    if let Some(node) = l.place.node() {
+                        if let Some(p) = self.peers.get_mut(node) {
+                            match &result {
+                                AttemptResult::Failure { class, .. } if class == "refused" => {
+                                    p.avoid_until = now_ms + self.params.suspect_ms;
+                                }
+                                // A node that delivers has proved itself again.
+                                _ => p.avoid_until = 0,
+                            }
+                        }
+                    }
+                    match result {
+                        AttemptResult::Success => {
+                            if let Some(t) = self.tasks.get_mut(&l.key) {
+                                t.status = TaskStatus::Completed;
+                            }
+                            out.push(Command::Succeeded {
+                                attempt,
+                                key: l.key,
+                            });
+                        }
+                        AttemptResult::Failure {
+                            class,
+                            message,
+                            retryable,
+                        } => self.fail(now_ms, attempt, l, &class, message, retryable, &mut out),
+                    }
+                }
+            },
+            Input::SendFailed { attempt } => {
+                if let Some(l) = self.take_live(attempt) {
+                    let node = l.place.node().unwrap_or_default().to_string();
+                    if let Some(p) = self.peers.get_mut(&node) {
+                        p.avoid_until = now_ms + self.params.suspect_ms;
+                    }
+                    self.fail(
+                        now_ms,
+                        attempt,
+                        l,
+                        "node_lost",
+                        format!("node {node} could not be reached"),
+                        true,
+                        &mut out,
+                    );
+                }
+            }
+            Input::Renew { attempt, from } => {
+                let lease = self.params.lease_ms;
+                if let Some(l) = self.live.get_mut(&attempt) {
+                    if l.place.node() == Some(from.as_str()) {
+                        l.renew_by = now_ms + lease;
+                    }
+                }
+            }
+            Input::RetryDue { key } => {
+                if self.stopped.is_none() {
+                    if let Some(t) = self.tasks.get_mut(&key) {
+                        if t.status == TaskStatus::Backoff {
+                            t.status = TaskStatus::Pending;
+                            // A retried task goes ahead of never-started ones.
+                            self.pending.push_front(key);
+                        }
+                    }
+                }
+            }
+            Input::Tick => {
+                let lapsed: Vec<AttemptId> = self
+                    .live
+                    .iter()
+                    .filter(|(_, l)| {
+                        l.place != Place::Local && (now_ms >= l.renew_by || now_ms >= l.hard)
+                    })
+                    .map(|(a, _)| *a)
+                    .collect();
+                for attempt in lapsed {
+                    if let Some(l) = self.take_live(attempt) {
+                        let node = l.place.node().unwrap_or_default().to_string();
+                        if let Some(p) = self.peers.get_mut(&node) {
+                            p.avoid_until = now_ms + self.params.lapsed_avoid_ms;
+                        }
+                        out.push(Command::Stop {
+                            attempt,
+                            place: l.place.clone(),
+                        });
+                        self.fail(
+                            now_ms,
+                            attempt,
+                            l,
+                            "lease_expired",
+                            format!(
+                                "attempt lease lapsed on node {node}: no result or renewal in time"
+                            ),
+                            true,
+                            &mut out,
+                        );
+                    }
+                }
+            }
+            Input::StopAll { class, reason } => {
+                if self.stopped.is_none() {
+                    self.stopped = Some((class, reason));
+                    self.pending.clear();
+                    let live: Vec<AttemptId> = self.live.keys().copied().collect();
+                    for attempt in live {
+                        if let Some(l) = self.take_live(attempt) {
+                            out.push(Command::Stop {
+                                attempt,
+                                place: l.place,
+                            });
+                        }
+                    }
+                    self.fail_unfinished(&mut out);
+                }
+            }
+        }
+        self.pump(now_ms, &mut out);
+        out
+    }
+
+    /// Every task that has not ended fails with the stop's class.
+    fn fail_unfinished(&mut self, out: &mut Vec<Command>) {
+        let Some((class, reason)) = self.stopped.clone() else {
+            return;
+        };
+        for (key, t) in self.tasks.iter_mut() {
+            if !t.status.is_terminal() {
+                t.status = TaskStatus::Failed;
+                t.error_classes.push(class.clone());
+                t.last_error = Some(reason.clone());
+                out.push(Command::Failed {
+                    attempt: 0,
+                    key: *key,
+                    class: class.clone(),
+                    message: reason.clone(),
+                    terminal: Some(TaskStatus::Failed),
+                });
+            }
+        }
+    }
+
+    fn take_live(&mut self, attempt: AttemptId) -> Option<Live> {
+        let l = self.live.remove(&attempt)?;
+        match &l.place {
+            Place::Local => {
+                if !self.tasks.get(&l.key).is_some_and(|t| t.stage) {
+                    self.local_live = self.local_live.saturating_sub(1);
+                }
+            }
+            Place::Peer(n) => {
+                if let Some(p) = self.peers.get_mut(n) {
+                    p.live = p.live.saturating_sub(1);
+                }
+            }
+        }
+        Some(l)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fail(
+        &mut self,
+        now_ms: u64,
+        attempt: AttemptId,
+        l: Live,
+        class: &str,
+        message: String,
+        retryable: bool,
+        out: &mut Vec<Command>,
+    ) {
+        let p = &self.params;
+        let Some(t) = self.tasks.get_mut(&l.key) else {
+            return;
+        };
+        if PLACEMENT_CLASSES.contains(&class) && t.handed_back < p.max_handbacks {
+            t.handed_back += 1;
+            t.status = TaskStatus::Pending;
+            self.pending.push_front(l.key);
+            out.push(Command::HandedBack {
+                attempt,
+                key: l.key,
+                class: class.to_string(),
+                message,
+            });
+            return;
+        }
+        t.error_classes.push(class.to_string());
+        t.last_error = Some(message.clone());
+        let repeats = p.circular_fix_repeats.max(2) as usize;
+        let n = t.error_classes.len();
+        let circular = OUTPUT_CLASSES.contains(&class)
+            && n >= repeats
+            && t.error_classes[n - repeats..].iter().all(|c| c == class);
+        let budget = if t.stage {
+            p.stage_attempts
+        } else {
+            p.task_attempts
+        };
+        let terminal = if circular {
+            Some(TaskStatus::CircularFix)
+        } else if retryable && t.charged() < budget && self.stopped.is_none() {
+            None
+        } else {
+            Some(TaskStatus::Failed)
+        };
+        match terminal {
+            Some(s) => t.status = s,
+            None => {
+                t.status = TaskStatus::Backoff;
+                let exp = p.backoff_base_ms.saturating_mul(1 << t.charged().min(6));
+                self.jitter = splitmix(self.jitter);
+                let jitter = self.jitter % (exp / 2 + 1);
+                out.push(Command::RetryAfter {
+                    key: l.key,
+                    delay_ms: exp.saturating_add(jitter).min(p.backoff_cap_ms),
+                });
+            }
+        }
+        let _ = now_ms;
+        out.push(Command::Failed {
+            attempt,
+            key: l.key,
+            class: class.to_string(),
+            message,
+            terminal,
+        });
+    }
+
+    /// Where the next specialist attempt goes: the least-loaded place with room; ties go to
+    /// this node, whose pack needs no transfer.
+    fn choose(&self, now_ms: u64, placeable: bool) -> Option<Place> {
+        let cap = self.params.local_capacity.max(1);
+        let mut best: Option<(f64, Place)> =
+            (self.local_live < cap).then(|| (self.local_live as f64 / cap as f64, Place::Local));
+        if placeable {
+            for (node, p) in &self.peers {
+                if p.draining || p.capacity == 0 || p.live >= p.capacity || now_ms < p.avoid_until {
+                    continue;
+                }
+                let load = p.live as f64 / p.capacity as f64;
+                if best.as_ref().is_none_or(|(b, _)| load < *b) {
+                    best = Some((load, Place::Peer(node.clone())));
+                }
+            }
+        }
+        best.map(|(_, place)| place)
+    }
+
+    fn pump(&mut self, now_ms: u64, out: &mut Vec<Command>) {
+        if self.stopped.is_some() {
+            return;
+        }
+        let mut deferred = VecDeque::new();
+        while let Some(key) = self.pending.pop_front() {
+            let Some(t) = self.tasks.get(&key) else {
+                continue;
+            };
+            if t.status != TaskStatus::Pending {
+                continue;
+            }
+            let place = if t.stage {
+                Some(Place::Local)
+            } else {
+                self.choose(now_ms, t.placeable)
+            };
+            let Some(place) = place else {
+                // Nowhere has room: keep it (and everything behind it) queued, in order.
+                deferred.push_back(key);
+                deferred.extend(self.pending.drain(..));
+                break;
+            };
+            let stage = t.stage;
+            self.seq += 1;
+            let attempt = (self.epoch << 40) | self.seq;
+            let Some(t) = self.tasks.get_mut(&key) else {
+                continue;
+            };
+            t.status = TaskStatus::Running;
+            t.started += 1;
+            let attempt_no = t.started;
+            match &place {
+                Place::Local => {
+                    if !stage {
+                        self.local_live += 1;
+                    }
+                }
+                Place::Peer(n) => {
+                    if let Some(p) = self.peers.get_mut(n) {
+                        p.live += 1;
+                    }
+                }
+            }
+            self.live.insert(
+                attempt,
+                Live {
+                    key,
+                    place: place.clone(),
+                    renew_by: now_ms.saturating_add(self.params.lease_ms),
+                    hard: now_ms
+                        .saturating_add(self.params.lease_ms)
+                        .saturating_add(self.params.attempt_ms),
+                },
+            );
+            out.push(Command::Start {
+                attempt,
+                key,
+                place,
+                attempt_no,
+            });
+        }
+        self.pending = deferred;
+    }
+}
+
+/// One step of splitmix64: a tiny, well-mixed generator for the backoff jitter.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sched() -> Scheduler {
+        Scheduler::new(
+            SchedulerParams {
+                local_capacity: 1,
+                lease_ms: 100,
+                ..SchedulerParams::default()
+            },
+            1,
+            7,
+        )
+    }
+
+    fn starts(cmds: &[Command]) -> Vec<(AttemptId, TaskKey, Place)> {
+        cmds.iter()
+            .filter_map(|c| match c {
+                Command::Start {
+                    attempt,
+                    key,
+                    place,
+                    ..
+                } => Some((*attempt, *key, place.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn least_loaded_place_wins_and_ties_stay_local() {
+        let mut s = sched();
+        s.step(
+            0,
+            Input::PeerUp {
+                node: "p".into(),
+                capacity: 2,
+            },
+        );
+        let mut placed = Vec::new();
+        for key in 0..3 {
+            placed.extend(starts(&s.step(
+                0,
+                Input::AddTask {
+                    key,
+                    stage: false,
+                    placeable: true,
+                },
+            )));
+        }
+        let places: Vec<Place> = placed.into_iter().map(|(_, _, p)| p).collect();
+        assert_eq!(
+            places,
+            vec![
+                Place::Local,
+                Place::Peer("p".into()),
+                Place::Peer("p".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_draining_peer_is_never_chosen_and_a_refusal_costs_nothing() {
+        let mut s = sched();
+        s.step(
+            0,
+            Input::PeerUp {
+                node: "d".into(),
+                capacity: 4,
+            },
+        );
+        let first = starts(&s.step(
+            0,
+            Input::AddTask {
+                key: 0,
+                stage: false,
+                placeable: true,
+            },
+        ));
+        let second = starts(&s.step(
+            0,
+            Input::AddTask {
+                key: 1,
+                stage: false,
+                placeable: true,
+            },
+        ));
+        assert_eq!(first[0].2, Place::Local);
+        let (a, _, p) = second[0].clone();
+        assert_eq!(p, Place::Peer("d".into()));
+        s.step(0, Input::PeerDraining { node: "d".into() });
+        let cmds = s.step(
+            1,
+            Input::Outcome {
+                attempt: a,
+                from: p,
+                result: AttemptResult::Failure {
+                    class: "refused".into(),
+                    message: "draining".into(),
+                    retryable: true,
+                },
+            },
+        );
+        assert!(cmds.iter().any(|c| matches!(c, Command::HandedBack { .. })));
+        assert!(starts(&cmds).is_empty(), "re-placed on the draining node");
+        assert_eq!(s.task(1).unwrap().charged(), 0);
+    }
+
+    #[test]
+    fn results_count_only_from_the_placed_node_and_only_once() {
+        let mut s = sched();
+        s.step(
+            0,
+            Input::PeerUp {
+                node: "p".into(),
+                capacity: 1,
+            },
+        );
+        s.step(
+            0,
+            Input::AddTask {
+                key: 0,
+                stage: false,
+                placeable: true,
+            },
+        );
+        let st = starts(&s.step(
+            0,
+            Input::AddTask {
+                key: 1,
+                stage: false,
+                placeable: true,
+            },
+        ));
+        let (a, _, p) = st[0].clone();
+        let forged = s.step(
+            1,
+            Input::Outcome {
+                attempt: a,
+                from: Place::Peer("m".into()),
+                result: AttemptResult::Success,
+            },
+        );
+        assert!(matches!(forged[0], Command::Ignored { .. }));
+        let ok = s.step(
+            2,
+            Input::Outcome {
+                attempt: a,
+                from: p.clone(),
+                result: AttemptResult::Success,
+            },
+        );
+        assert!(matches!(ok[0], Command::Succeeded { .. }));
+        let dup = s.step(
+            3,
+            Input::Outcome {
+                attempt: a,
+                from: p,
+                result: AttemptResult::Success,
+            },
+        );
+        assert!(matches!(dup[0], Command::Ignored { .. }));
+    }
+
+    #[test]
+    fn a_lapsed_lease_is_fenced_and_re_placed_elsewhere() {
+        let mut s = sched();
+        s.step(
+            0,
+            Input::PeerUp {
+                node: "p".into(),
+                capacity: 1,
+            },
+        );
+        s.step(
+            0,
+            Input::AddTask {
+                key: 0,
+                stage: false,
+                placeable: true,
+            },
+        );
+        let st = starts(&s.step(
+            0,
+            Input::AddTask {
+                key: 1,
+                stage: false,
+                placeable: true,
+            },
+        ));
+        let (a, _, _) = st[0].clone();
+        s.step(
+            50,
+            Input::Renew {
+                attempt: a,
+                from: "p".into(),
+            },
+        );
+        assert!(s.step(120, Input::Tick).is_empty(), "renewed lease lapsed");
+        let cmds = s.step(151, Input::Tick);
+        assert!(cmds
+            .iter()
+            .any(|c| matches!(c, Command::Stop { attempt, .. } if *attempt == a)));
+        assert!(cmds
+            .iter()
+            .any(|c| matches!(c, Command::HandedBack { class, .. } if class == "lease_expired")));
+    }
+
+    #[test]
+    fn the_same_output_error_twice_is_circular_and_infrastructure_errors_are_not() {
+        for (class, want) in [
+            ("malformed_output", TaskStatus::CircularFix),
+            ("timeout", TaskStatus::Failed),
+        ] {
+            let mut s = sched();
+            let mut st = starts(&s.step(
+                0,
+                Input::AddTask {
+                    key: 0,
+                    stage: false,
+                    placeable: false,
+                },
+            ));
+            let mut now = 0;
+            loop {
+                let (a, _, p) = st[0].clone();
+                now += 1;
+                let cmds = s.step(
+                    now,
+                    Input::Outcome {
+                        attempt: a,
+                        from: p,
+                        result: AttemptResult::Failure {
+                            class: class.into(),
+                            message: "x".into(),
+                            retryable: true,
+                        },
+                    },
+                );
+                if s.task(0).unwrap().status.is_terminal() {
+                    break;
+                }
+                assert!(cmds.iter().any(|c| matches!(c, Command::RetryAfter { .. })));
+                st = starts(&s.step(now + 1, Input::RetryDue { key: 0 }));
+            }
+            let t = s.task(0).unwrap();
+            assert_eq!(t.status, want, "{class}");
+            let expected = if want == TaskStatus::CircularFix {
+                2
+            } else {
+                3
+            };
+            assert_eq!(t.charged(), expected, "{class}");
+        }
+    }
+
+    #[test]
+    fn attempt_ids_carry_the_epoch() {
+        let mut s = Scheduler::new(SchedulerParams::default(), 3, 1);
+        let st = starts(&s.step(
+            0,
+            Input::AddTask {
+                key: 0,
+                stage: true,
+                placeable: false,
+            },
+        ));
+        assert_eq!(Scheduler::epoch_of(st[0].0), 3);
+    }
+}
