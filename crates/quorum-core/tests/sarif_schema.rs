@@ -67,6 +67,7 @@ fn finding(
         reporters: vec![reporter("security-auditor"), reporter("backend-reviewer")],
         anchor: anchor.into(),
         promoted: false,
+        notes: Vec::new(),
     }
 }
 
