@@ -281,7 +281,7 @@ pub async fn tool_loop(
             );
         }
         stats.elided_results = history.elided();
-        let mut req = spec.request(history.messages().to_vec(), None);
+        let mut req = spec.request(history.messages(), None);
         if last {
             req.json_schema = Some(schema.clone());
             if turn > 1 {
@@ -295,7 +295,7 @@ pub async fn tool_loop(
         let resp = match client.chat(&req).await {
             Ok(r) => r,
             Err(e) => {
-                stats.transcript.extend(history.into_messages());
+                stats.transcript.extend(history.messages());
                 return Err(e.into());
             }
         };
@@ -343,7 +343,7 @@ pub async fn tool_loop(
             }
         }
         history.push(ChatMessage::assistant(&resp.content));
-        stats.transcript.extend(history.into_messages());
+        stats.transcript.extend(history.messages());
         stats.output = resp.content.clone();
         return Ok(LoopOutcome {
             final_text: resp.content,

@@ -3,10 +3,11 @@
 //! The conversation is the system prompt (never cut), the fitted task prompt, and the turns the
 //! loop adds: assistant tool calls and tool results. When it passes [`COMPACT_AT`] of the input
 //! budget, the oldest tool results are replaced by a short visible note of what was read
-//! ("[earlier result of file_read src/app.py lines 1-80 elided to fit the context window]"),
-//! oldest first and the newest last; if the newest result alone still does not fit, it is cut
-//! at a line boundary (keeping its delimiters) with a visible notice. Which result goes first
-//! is deterministic, so the same conversation always compacts the same way.
+//! ("[earlier result of file_read src/app.py lines 1-80 elided to fit the context window]");
+//! when the notes and calls themselves pile up, the oldest whole turns are folded into one note
+//! on the task prompt; if the newest result alone still does not fit, it is cut at a line
+//! boundary (keeping its delimiters) with a visible notice. The order is deterministic, so the
+//! same conversation always compacts the same way.
 
 use quorum_core::weaver::{estimate_tokens, truncate_excerpt};
 use quorum_llm::ChatMessage;
@@ -19,14 +20,17 @@ pub const COMPACT_AT: f64 = 0.8;
 /// Role, separators and template tokens each message costs beyond its text.
 const MESSAGE_OVERHEAD_TOKENS: u32 = 4;
 
+/// What a tool call costs beyond its name and arguments: its id, type and wrapper (on the
+/// OpenAI wire `{"id":..,"type":"function","function":{..}}`, in a chat template its tags).
+const TOOL_CALL_OVERHEAD_TOKENS: u32 = 20;
+
 /// A newest result cut shorter than this is elided outright: a few lines say nothing.
 const MIN_USEFUL_RESULT_CHARS: usize = 400;
 
 /// One tool result in the conversation.
 #[derive(Debug, Clone)]
 struct ResultEntry {
-    /// Index of its message.
-    index: usize,
+    message: ChatMessage,
     /// What was read, for the elision note ("file_read src/app.py lines 1-80").
     what: String,
     /// Text around the result that survives elision (a text tool call's "Result of ..." lead
@@ -36,11 +40,24 @@ struct ResultEntry {
     elided: bool,
 }
 
+/// One turn of the loop: the assistant's message and the results it got back.
+#[derive(Debug, Clone)]
+struct Turn {
+    assistant: ChatMessage,
+    results: Vec<ResultEntry>,
+}
+
+/// Descriptions a folded-turns note lists before it only counts.
+const MAX_FOLDED_LISTED: usize = 12;
+
 /// The conversation of one tool loop.
 #[derive(Debug, Clone)]
 pub struct History {
-    messages: Vec<ChatMessage>,
-    results: Vec<ResultEntry>,
+    system: ChatMessage,
+    user: ChatMessage,
+    turns: Vec<Turn>,
+    /// What the turns folded into the task prompt's note had read, oldest first.
+    folded: Vec<String>,
     elided: u32,
 }
 
@@ -49,7 +66,11 @@ pub fn message_tokens(m: &ChatMessage) -> u32 {
     let calls: u32 = m
         .tool_calls
         .iter()
-        .map(|c| estimate_tokens(&c.name) + estimate_tokens(&c.arguments.to_string()))
+        .map(|c| {
+            estimate_tokens(&c.name)
+                + estimate_tokens(&c.arguments.to_string())
+                + TOOL_CALL_OVERHEAD_TOKENS
+        })
         .sum();
     estimate_tokens(&m.content)
         .saturating_add(calls)
@@ -92,18 +113,45 @@ pub fn describe_call(name: &str, args: &Value) -> String {
 impl History {
     pub fn new(system: &str, user: &str) -> History {
         History {
-            messages: vec![ChatMessage::system(system), ChatMessage::user(user)],
-            results: Vec::new(),
+            system: ChatMessage::system(system),
+            user: ChatMessage::user(user),
+            turns: Vec::new(),
+            folded: Vec::new(),
             elided: 0,
         }
     }
 
-    pub fn messages(&self) -> &[ChatMessage] {
-        &self.messages
+    /// The conversation as it is sent: system, task prompt (with the note of folded turns),
+    /// then every turn's assistant message and results.
+    pub fn messages(&self) -> Vec<ChatMessage> {
+        let mut out = vec![self.system.clone(), self.user.clone()];
+        if let Some(note) = self.folded_note() {
+            out[1].content.push_str(&note);
+        }
+        for t in &self.turns {
+            out.push(t.assistant.clone());
+            out.extend(t.results.iter().map(|r| r.message.clone()));
+        }
+        out
     }
 
-    pub fn into_messages(self) -> Vec<ChatMessage> {
-        self.messages
+    fn folded_note(&self) -> Option<String> {
+        if self.folded.is_empty() {
+            return None;
+        }
+        let listed = self.folded.len().min(MAX_FOLDED_LISTED);
+        let mut note = format!(
+            "\n\n[earlier tool calls elided to fit the context window: {}",
+            self.folded[self.folded.len() - listed..].join("; ")
+        );
+        if self.folded.len() > listed {
+            note.push_str(&format!(
+                " (and {} before them)",
+                self.folded.len() - listed
+            ));
+        }
+        note.push(']');
+        Some(note)
     }
 
     /// Tool results replaced by a note so far.
@@ -111,12 +159,16 @@ impl History {
         self.elided
     }
 
+    /// A new turn: the assistant's message (usually carrying tool calls).
     pub fn push(&mut self, m: ChatMessage) {
-        self.messages.push(m);
+        self.turns.push(Turn {
+            assistant: m,
+            results: Vec::new(),
+        });
     }
 
-    /// A tool result, with what it read (for its elision note). `lead` and `tail` are kept when
-    /// the result is elided; `body` is what may be elided or cut.
+    /// A tool result of the current turn, with what it read (for its elision note). `lead` and
+    /// `tail` are kept when the result is elided; `body` is what may be elided or cut.
     pub fn push_result(
         &mut self,
         make: impl FnOnce(String) -> ChatMessage,
@@ -125,71 +177,90 @@ impl History {
         body: &str,
         tail: &str,
     ) {
-        self.results.push(ResultEntry {
-            index: self.messages.len(),
+        if self.turns.is_empty() {
+            self.push(ChatMessage::assistant(""));
+        }
+        let entry = ResultEntry {
+            message: make(format!("{lead}{body}{tail}")),
             what,
             lead: lead.to_string(),
             tail: tail.to_string(),
             elided: false,
-        });
-        self.messages.push(make(format!("{lead}{body}{tail}")));
+        };
+        if let Some(t) = self.turns.last_mut() {
+            t.results.push(entry);
+        }
     }
 
     /// Estimated tokens of the whole conversation.
     pub fn tokens(&self) -> u32 {
-        self.messages.iter().map(message_tokens).sum()
+        self.messages().iter().map(message_tokens).sum()
     }
 
-    /// Bring the conversation to at most `limit` tokens, eliding the oldest tool results first
-    /// and cutting the newest last. Returns whether anything changed. When even that is not
-    /// enough (the fitted prompt alone is over), it stops: the system prompt is never cut.
+    /// Bring the conversation to at most `limit` tokens: elide tool results oldest first, then
+    /// fold whole old turns into one note on the task prompt, then cut the newest result and
+    /// finally elide it. Returns whether anything changed. The system and task prompts are
+    /// never cut: when they alone are over, it stops.
     pub fn fit(&mut self, limit: u32) -> bool {
         let mut changed = false;
         while self.tokens() > limit {
-            let open: Vec<usize> = (0..self.results.len())
-                .filter(|&i| !self.results[i].elided)
-                .collect();
-            match open.as_slice() {
-                [] => break,
-                [only] => {
-                    let i = *only;
-                    let excess = self.tokens() - limit;
-                    if !self.cut(i, excess) {
-                        self.elide(i);
-                    }
-                    changed = true;
-                    // Cutting is the last step; whatever is left is the fitted prompt.
-                    if self.tokens() > limit && !self.results[i].elided {
-                        self.elide(i);
-                    }
-                    break;
+            let newest = self
+                .turns
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(t, turn)| turn.results.len().checked_sub(1).map(|r| (t, r)));
+            let oldest_open = self.turns.iter().enumerate().find_map(|(t, turn)| {
+                turn.results
+                    .iter()
+                    .position(|r| !r.elided)
+                    .map(|r| (t, r))
+                    .filter(|&at| Some(at) != newest)
+            });
+            if let Some((t, r)) = oldest_open {
+                self.elide(t, r);
+            } else if self.turns.len() > 1 {
+                let turn = self.turns.remove(0);
+                self.folded.extend(turn.results.into_iter().map(|r| r.what));
+            } else if let Some((t, r)) = newest.filter(|&(t, r)| !self.turns[t].results[r].elided) {
+                let excess = self.tokens() - limit;
+                if !self.cut(t, r, excess) || self.tokens() > limit {
+                    self.elide(t, r);
                 }
-                [oldest, ..] => {
-                    self.elide(*oldest);
-                    changed = true;
-                }
+                changed = true;
+                break;
+            } else {
+                break;
             }
+            changed = true;
         }
         changed
     }
 
-    fn elide(&mut self, i: usize) {
-        let e = &mut self.results[i];
+    fn elide(&mut self, t: usize, r: usize) {
+        let e = &mut self.turns[t].results[r];
+        if e.elided {
+            return;
+        }
         e.elided = true;
-        let note = format!(
+        e.message.content = format!(
             "{}[earlier result of {} elided to fit the context window]{}",
             e.lead, e.what, e.tail
         );
-        self.messages[e.index].content = note;
         self.elided += 1;
     }
 
-    /// Cut result `i` by about `excess` tokens at a line boundary; false when too little would
+    /// Cut a result by about `excess` tokens at a line boundary; false when too little would
     /// be left to be worth keeping.
-    fn cut(&mut self, i: usize, excess: u32) -> bool {
-        let e = &self.results[i];
-        let content = &self.messages[e.index].content;
-        let body = &content[e.lead.len()..content.len() - e.tail.len()];
+    fn cut(&mut self, t: usize, r: usize, excess: u32) -> bool {
+        let e = &mut self.turns[t].results[r];
+        let content = &e.message.content;
+        let Some(body) = content
+            .strip_prefix(e.lead.as_str())
+            .and_then(|b| b.strip_suffix(e.tail.as_str()))
+        else {
+            return false;
+        };
         let chars = body.chars().count();
         // Room for the cut notice and the re-closed delimiter.
         let keep = chars.saturating_sub(excess as usize * 4 + 120);
@@ -197,8 +268,7 @@ impl History {
             return false;
         }
         let cut = truncate_excerpt(body, keep).into_owned();
-        let text = format!("{}{cut}{}", e.lead, e.tail);
-        self.messages[e.index].content = text;
+        e.message.content = format!("{}{cut}{}", e.lead, e.tail);
         true
     }
 }
@@ -261,7 +331,8 @@ mod tests {
         let limit = h.tokens() / 2;
         assert!(h.fit(limit));
         assert!(h.tokens() <= limit, "{} > {limit}", h.tokens());
-        let c = &h.messages()[2].content;
+        let m = h.messages();
+        let c = &m[3].content;
         assert!(c.starts_with("Result of file_read:\n<<<BEGIN UNTRUSTED src/app.py>>>\n"));
         assert!(c.contains("[truncated: "), "{c}");
         assert!(
@@ -269,6 +340,51 @@ mod tests {
             "{c}"
         );
         assert_eq!(h.elided(), 0);
+    }
+
+    #[test]
+    fn old_turns_fold_into_one_note_when_notes_pile_up() {
+        let mut h = History::new("system", "task");
+        for turn in 0..10 {
+            h.push(ChatMessage::assistant_with_tool_calls(
+                "",
+                vec![quorum_llm::ToolCall {
+                    id: format!("c{turn}"),
+                    name: "file_read".into(),
+                    arguments: json!({"path": format!("src/f{turn}.py")}),
+                }],
+            ));
+            h.push_result(
+                |c| ChatMessage::tool_result(format!("c{turn}"), "file_read", c),
+                format!("file_read src/f{turn}.py"),
+                "",
+                &file(30),
+                "",
+            );
+        }
+        let limit = 400;
+        assert!(h.fit(limit));
+        assert!(h.tokens() <= limit, "{}", h.tokens());
+        let m = h.messages();
+        assert_eq!(m[0].content, "system");
+        assert!(m[1]
+            .content
+            .starts_with("task\n\n[earlier tool calls elided to fit"));
+        assert!(
+            m[1].content.contains("file_read src/f0.py"),
+            "{}",
+            m[1].content
+        );
+        // What is left is well formed: each tool result follows the call it answers.
+        for (i, msg) in m.iter().enumerate() {
+            if let Some(id) = &msg.tool_call_id {
+                assert!(m[..i]
+                    .iter()
+                    .rev()
+                    .find(|p| !p.tool_calls.is_empty())
+                    .is_some_and(|p| p.tool_calls.iter().any(|c| &c.id == id)));
+            }
+        }
     }
 
     #[test]
@@ -283,7 +399,7 @@ mod tests {
         );
         let t = h.tokens();
         assert!(!h.fit(t));
-        assert_eq!(h.messages()[2].content, "a\nb\n");
+        assert_eq!(h.messages()[3].content, "a\nb\n");
     }
 
     #[test]

@@ -473,7 +473,22 @@ pub fn specialist_prompt_in(
     }
     // Tool definitions travel with every request and take context too.
     let tool_json = serde_json::to_string(&crate::tools::specs(&task.tools)).unwrap_or_default();
-    let fitted = budget.fit(&format!("{system}{tool_json}"), &slots);
+    let fixed = format!("{system}{tool_json}");
+    // With tools, the loop's history needs room too: the excerpts get half of what the system
+    // prompt leaves below the compaction threshold (the seed's split of retrieved context
+    // against conversation history), so the first turn does not start over it.
+    let fit_budget = if task.tools.is_empty() {
+        budget
+    } else {
+        let sys = weaver::estimate_tokens(&fixed);
+        let compact_at = (budget.input_tokens() as f64 * crate::history::COMPACT_AT) as u32;
+        let room = compact_at.saturating_sub(sys);
+        ContextBudget {
+            context_tokens: budget.output_tokens + sys + room / 2,
+            output_tokens: budget.output_tokens,
+        }
+    };
+    let fitted = fit_budget.fit(&fixed, &slots);
     let mut user = String::with_capacity(fitted.iter().map(|s| s.len()).sum::<usize>() + 64);
     for (i, s) in fitted.iter().enumerate() {
         if i == 1 {
