@@ -322,7 +322,7 @@ mod tests {
         let mut h = History::new("system", "task");
         let body = file(400);
         h.push_result(
-            |c| ChatMessage::user(c),
+            ChatMessage::user,
             describe_call("file_read", &json!({"path": "src/app.py"})),
             "Result of file_read:\n",
             &body,
@@ -390,13 +390,7 @@ mod tests {
     #[test]
     fn a_conversation_that_fits_is_left_alone() {
         let mut h = History::new("system", "task");
-        h.push_result(
-            |c| ChatMessage::user(c),
-            "file_tree".into(),
-            "",
-            "a\nb\n",
-            "",
-        );
+        h.push_result(ChatMessage::user, "file_tree".into(), "", "a\nb\n", "");
         let t = h.tokens();
         assert!(!h.fit(t));
         assert_eq!(h.messages()[3].content, "a\nb\n");

@@ -240,18 +240,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::civil_from_days;
-
-    #[test]
-    fn civil_dates_match_known_days() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
-    }
-}
-
 /// llama-server's answer to a request larger than its window (HTTP 400), as of b5000+.
 pub(crate) fn context_exceeded(n_prompt_tokens: u64, n_ctx: u64) -> String {
     json!({"error": {
@@ -272,4 +260,16 @@ pub(crate) fn llama_props(n_ctx: u64) -> Value {
         "model_path": "models/scripted.gguf",
         "build_info": "b5000-scripted",
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::civil_from_days;
+
+    #[test]
+    fn civil_dates_match_known_days() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+    }
 }
