@@ -105,7 +105,10 @@ impl LlmClient {
     }
 
     /// After an overflow answer to `req`: the window the server stated when it is below the one
-    /// the request was built for, else half of that one. Never raises a known window.
+    /// the request was built for; when the request was already built for the stated window (the
+    /// estimate of its tokens was short), three quarters of it, never below half the stated
+    /// window (which is a fact); when the server stated nothing, half. Never raises a known
+    /// window.
     fn lower_window(&self, req: &ChatRequest, stated: Option<u32>) -> u32 {
         let used = req
             .num_ctx
@@ -118,7 +121,8 @@ impl LlmClient {
             });
         let next = match stated {
             Some(n) if n < used => n,
-            _ => used / 2,
+            Some(n) => (used / 4 * 3).max(n / 2),
+            None => used / 2,
         }
         .max(MIN_CONTEXT_WINDOW);
         let next = self

@@ -522,6 +522,21 @@ pub async fn specialist(
     } else {
         specialist_prompt_in(ctx, task, prior_error, budget)?
     };
+    // The system prompt is never cut: when it and the tool definitions alone exceed the
+    // model's window, no request can succeed, and the operator has to give the model a larger
+    // window. Said once, clearly, instead of sending requests the server must refuse.
+    let fixed = weaver::estimate_tokens(&system)
+        + weaver::estimate_tokens(
+            &serde_json::to_string(&crate::tools::specs(&task.tools)).unwrap_or_default(),
+        );
+    if fixed > budget.context_tokens {
+        return Err(AttemptError::Config(format!(
+            "the instructions of persona {} need about {fixed} tokens, more than the {} of \
+             model {model}'s context window: serve it with a larger one (llama-server -c, vLLM \
+             --max-model-len, Ollama num_ctx via the flow's context_tokens)",
+            task.persona, budget.context_tokens
+        )));
+    }
     let spec = ctx.call_spec(budget, &model);
     let p = &ctx.flow.parameters;
     let limits = agent::LoopLimits {

@@ -210,10 +210,12 @@ async fn an_unadvertised_window_is_learned_from_the_refusal_and_retried_smaller(
 /// `context_overflow` and retried with a smaller window.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_backends_overflow_answer_is_retried_with_a_smaller_window() {
+    // llama-server's body as a server started with -c 6144 sends it (its default 2560 slot
+    // cannot hold a specialist's instructions at all; see the test above).
     let bodies = [
         (
             400,
-            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3012,"n_ctx":2560}}"#,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":7012,"n_ctx":6144}}"#,
         ),
         (
             400,
@@ -473,4 +475,40 @@ async fn the_verifier_budget_counts_grounded_findings_only() {
         .findings
         .iter()
         .all(|f| f.verdict == Verdict::Confirmed));
+}
+
+/// llama-server's default 2560-token slot: smaller than a specialist's instructions, which are
+/// never cut. The scout's refused first request teaches the window; the specialist tasks then
+/// fail at once with one line saying what to do, without sending requests the server must refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_window_smaller_than_the_instructions_fails_fast_and_says_what_to_do() {
+    let server = ScriptedServer::start(greedy_script().context_window(2560))
+        .await
+        .unwrap();
+    let report = review(context(&server, BackendKind::Ollama, |_| {})).await;
+    let reqs = server.requests();
+    // The scout was refused at the flow's 8192, then fitted to 2560 and answered.
+    assert_eq!(reqs[0].rule.as_deref(), Some(CONTEXT_WINDOW_RULE));
+    let scout = report.tasks.iter().find(|t| t.id == "scout").unwrap();
+    assert_eq!(scout.status, "completed", "{:?}", scout.error);
+    for t in report
+        .tasks
+        .iter()
+        .filter(|t| t.persona == "security_sentinel")
+    {
+        assert_eq!(t.status, "failed");
+        assert_eq!(t.error_class.as_deref(), Some("config"));
+        let e = t.error.as_deref().unwrap_or_default();
+        assert!(e.contains("2560") && e.contains("larger one"), "{e}");
+    }
+    assert!(
+        !reqs.iter().any(specialist),
+        "no specialist request could fit"
+    );
+    assert_eq!(
+        report.status,
+        ReviewStatus::Failed,
+        "{}",
+        report.status_reason
+    );
 }
