@@ -128,7 +128,8 @@ fn verdict_rank(v: Verdict) -> u8 {
         Verdict::Confirmed => 0,
         Verdict::Plausible => 1,
         Verdict::Unverifiable => 2,
-        Verdict::Hallucinated => 3,
+        Verdict::Unverified => 3,
+        Verdict::Hallucinated => 4,
     }
 }
 
@@ -186,15 +187,19 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         reporters: reporters.into_iter().collect(),
         anchor: key,
         promoted: false,
+        notes: best.notes.clone(),
     };
     Some((finding, personas.len()))
 }
 
-/// Sort (severity, file, first line, anchor; located before unlocated) and assign ids.
+/// Sort (checked before UNVERIFIED, then severity, file, first line, anchor; located before
+/// unlocated) and assign ids. A finding nobody could check is listed after every checked one,
+/// whatever its severity, so the top of the report is what verification stood behind.
 fn number(mut findings: Vec<Finding>, prefix: &str) -> Vec<Finding> {
     findings.sort_by(|a, b| {
-        a.severity
-            .cmp(&b.severity)
+        (a.verdict == Verdict::Unverified)
+            .cmp(&(b.verdict == Verdict::Unverified))
+            .then_with(|| a.severity.cmp(&b.severity))
             .then_with(|| a.file.is_none().cmp(&b.file.is_none()))
             .then_with(|| a.file.cmp(&b.file))
             .then_with(|| a.line_start.is_none().cmp(&b.line_start.is_none()))
@@ -251,6 +256,7 @@ mod tests {
             verdict,
             reason: format!("{persona} says {}", verdict.as_str()),
             deterministic: false,
+            notes: Vec::new(),
         }
     }
 
@@ -290,6 +296,43 @@ mod tests {
         assert_eq!(a("./src/auth.rs"), "src/auth.rs:L1");
         assert_eq!(a("././src/auth.rs"), "src/auth.rs:L1");
         assert_eq!(a(" src\\auth.rs "), "src/auth.rs:L1");
+    }
+
+    #[test]
+    fn unverified_findings_are_kept_marked_after_checked_ones_with_their_notes() {
+        let mut critical = raw(Some("src/a.rs"), Some(1), Some("a"));
+        critical.severity = Severity::P0;
+        let minor = {
+            let mut m = raw(Some("src/b.rs"), Some(9), Some("b"));
+            m.severity = Severity::P3;
+            m
+        };
+        let mut unverified = judged("p", "t1", critical, Verdict::Unverified, 0.9);
+        unverified.notes = vec!["not verified: the verifier call failed".into()];
+        let g = merge_and_gate(
+            vec![
+                unverified,
+                judged("q", "t2", minor, Verdict::Plausible, 0.9),
+            ],
+            0.5,
+        );
+        assert!(g.dropped.is_empty());
+        assert_eq!(g.findings.len(), 2);
+        // The checked P3 comes before the unverified P0.
+        assert_eq!(g.findings[0].verdict, Verdict::Plausible);
+        assert_eq!(g.findings[1].verdict, Verdict::Unverified);
+        assert_eq!(g.findings[1].id, "F002");
+        assert_eq!(
+            g.findings[1].notes,
+            vec!["not verified: the verifier call failed".to_string()]
+        );
+        let json = serde_json::to_value(&g.findings[1]).unwrap();
+        assert_eq!(json["verdict"], "UNVERIFIED");
+        // An empty notes list stays out of report.json (schema_version 1 unchanged).
+        assert!(serde_json::to_value(&g.findings[0])
+            .unwrap()
+            .get("notes")
+            .is_none());
     }
 
     #[test]

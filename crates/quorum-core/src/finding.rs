@@ -46,6 +46,11 @@ impl fmt::Display for Severity {
 }
 
 /// The verifier's judgment of one finding.
+///
+/// `Unverifiable` is a judgment (the claim cannot be checked from the source); `Unverified`
+/// says no judgment was made: the finding was grounded but its verification could not run
+/// (the verifier failed, the budget was spent, its answer was unreadable). Unverified findings
+/// stay in the report's `findings`, marked, after the checked ones, with the reason in `notes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Verdict {
@@ -53,6 +58,7 @@ pub enum Verdict {
     Plausible,
     Hallucinated,
     Unverifiable,
+    Unverified,
 }
 
 impl Verdict {
@@ -63,6 +69,7 @@ impl Verdict {
             "PLAUSIBLE" | "LIKELY" | "POSSIBLE" => Verdict::Plausible,
             "HALLUCINATED" | "FALSE" | "INVALID" | "REFUTED" => Verdict::Hallucinated,
             "UNVERIFIABLE" | "UNKNOWN" | "UNDECIDABLE" => Verdict::Unverifiable,
+            "UNVERIFIED" => Verdict::Unverified,
             _ => return None,
         })
     }
@@ -73,6 +80,7 @@ impl Verdict {
             Verdict::Plausible => "PLAUSIBLE",
             Verdict::Hallucinated => "HALLUCINATED",
             Verdict::Unverifiable => "UNVERIFIABLE",
+            Verdict::Unverified => "UNVERIFIED",
         }
     }
 }
@@ -125,6 +133,10 @@ pub struct Judged {
     pub reason: String,
     /// True when the verdict came from deterministic grounding alone, without a model call.
     pub deterministic: bool,
+    /// What the engine changed or could not do, for the reader (corrected lines, why a
+    /// verification did not run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A surviving finding in the report (DESIGN §6 `findings[]`).
@@ -149,6 +161,10 @@ pub struct Finding {
     /// reported the same anchor.
     #[serde(default)]
     pub promoted: bool,
+    /// What the engine changed or could not do (lines corrected by grounding, a verification
+    /// that did not run). Absent from report.json when empty; schema_version 1 readers ignore it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A finding that did not survive (DESIGN §6 `dropped[]`).

@@ -57,8 +57,15 @@ pub struct FlowParams {
     pub max_iterations: u32,
     /// Output-token bound of every model call.
     pub max_output_tokens: u32,
-    /// Context window assumed for prompt budgeting (tokens).
+    /// Context window assumed for prompt budgeting (tokens). A model whose server states (or,
+    /// by refusing a request, shows) a smaller window is budgeted to that one instead.
     pub context_tokens: u32,
+    /// Tool calls executed per model turn; further calls of the same turn are answered
+    /// "not run", so one greedy turn cannot flood the conversation.
+    pub max_tool_calls_per_turn: u32,
+    /// Longest tool result fed back to the model (tokens), cut at a line boundary with a
+    /// visible notice.
+    pub max_tool_result_tokens: u32,
     /// Extra planner calls when the first plan yields zero valid tasks.
     pub planner_retries: u32,
     /// Attempts per specialist task (first try included).
@@ -67,7 +74,7 @@ pub struct FlowParams {
     /// previous error) are not fixing anything: the task stops as `circular_fix` before its
     /// attempts run out. At least 2 and at most `task_attempts` (when that is above 1).
     pub circular_fix_repeats: u32,
-    /// Maximum findings a verifier checks with a model; beyond it grounding alone decides.
+    /// Grounded findings a verifier checks with a model; the rest are reported UNVERIFIED.
     pub max_verifications: usize,
     /// Per-call model timeout (seconds).
     pub call_timeout_secs: u64,
@@ -88,6 +95,8 @@ impl Default for FlowParams {
             max_iterations: 8,
             max_output_tokens: 2048,
             context_tokens: 8192,
+            max_tool_calls_per_turn: 4,
+            max_tool_result_tokens: 2000,
             planner_retries: 1,
             task_attempts: 3,
             circular_fix_repeats: 2,
@@ -228,6 +237,13 @@ impl Flow {
                 path,
                 "parameters.context_tokens",
                 "need max_output_tokens >= 64 and context_tokens >= 2 x max_output_tokens",
+            ));
+        }
+        if p.max_tool_calls_per_turn == 0 || p.max_tool_result_tokens < 64 {
+            return Err(invalid(
+                path,
+                "parameters.max_tool_calls_per_turn",
+                "need max_tool_calls_per_turn >= 1 and max_tool_result_tokens >= 64",
             ));
         }
         let mut ids = BTreeSet::new();

@@ -8,11 +8,15 @@
 //! - no file: UNVERIFIABLE ("no location given");
 //! - a file the pack does not hold (after [`ContextPack::resolve`]'s normalisation): HALLUCINATED;
 //! - lines given: a reversed range is swapped (models do that); line 0 or a line past the end of
-//!   the file is HALLUCINATED; then the evidence must occur within [`EVIDENCE_WINDOW`] lines of the
-//!   range. Empty evidence with valid lines is GROUNDED: the location alone is checkable, and
-//!   whether the claim holds there is the LLM verifier's call;
-//! - no lines: the evidence must occur somewhere in the file; with no evidence either, the finding
-//!   is UNVERIFIABLE.
+//!   the file is HALLUCINATED;
+//! - evidence is required: a quote with fewer than [`MIN_EVIDENCE_CHARS`] non-whitespace
+//!   characters — none at all, "x", "}" — is UNVERIFIABLE, unless it is a whole line of the file
+//!   of at least [`MIN_WHOLE_LINE_CHARS`] ("pass", "break;"): a location alone proves nothing;
+//! - lines given: the evidence must occur within the cited lines, or within [`EVIDENCE_WINDOW`]
+//!   lines of them — then the lines are corrected to where the quote is, and the finding carries
+//!   a note saying so; further away it is HALLUCINATED;
+//! - no lines: the evidence must occur somewhere in the file, and the lines where it does are
+//!   filled in (with a note).
 //!
 //! Evidence is compared with all whitespace removed, after undoing what models do to quotes:
 //! surrounding backticks or quotes, code fences, "12 | " / "12: " line-number prefixes (the text
@@ -24,8 +28,19 @@ use crate::finding::{RawFinding, Verdict};
 use crate::pack::{ContextPack, PackFile};
 use std::fmt::Write as _;
 
-/// Lines of slack around the cited range when searching for the evidence.
-pub const EVIDENCE_WINDOW: u32 = 5;
+/// Lines of slack around the cited range when searching for the evidence: models miscount by a
+/// line or two, rarely more; a quote further away is about other code.
+pub const EVIDENCE_WINDOW: u32 = 3;
+
+/// Lines of context around the (corrected) range in the excerpt the verifier sees.
+pub const EXCERPT_CONTEXT: u32 = 5;
+
+/// Fewest non-whitespace characters a quote needs to say where it is: "x" or "}" occurs
+/// everywhere.
+pub const MIN_EVIDENCE_CHARS: usize = 8;
+
+/// A shorter quote still counts when it is a whole line of the file at least this long.
+pub const MIN_WHOLE_LINE_CHARS: usize = 4;
 
 /// Elided evidence fragments shorter than this (whitespace excluded) are not checked: "}" or
 /// "//" between two "..." says nothing about where the code is.
@@ -38,8 +53,14 @@ pub const MAX_EXCERPT_LINES: u32 = 80;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Grounding {
     /// Location and evidence check out; `excerpt` is the cited code (numbered lines, with the
-    /// window around it) for the LLM verifier.
-    Grounded { excerpt: String },
+    /// window around it) for the LLM verifier. `corrected` holds the lines where the quote
+    /// really is when they differ from the cited ones (or none were cited), and `note` says so
+    /// for the report.
+    Grounded {
+        excerpt: String,
+        corrected: Option<(u32, u32)>,
+        note: Option<String>,
+    },
     /// Decided without a model: HALLUCINATED or UNVERIFIABLE, with the reason.
     Decided { verdict: Verdict, reason: String },
 }
@@ -58,71 +79,126 @@ pub fn ground(finding: &RawFinding, pack: &ContextPack) -> Grounding {
         fragments(&finding.evidence, true),
         fragments(&finding.evidence, false),
     ];
-    let has_evidence = candidates.iter().any(|c| !c.is_empty());
-
-    let (start, end) = match (finding.line_start, finding.line_end) {
-        (Some(s), Some(e)) => (s.min(e), s.max(e)),
-        (Some(s), None) | (None, Some(s)) => (s, s),
-        (None, None) => return ground_without_lines(pack, file, &candidates, has_evidence),
+    let cited = match (finding.line_start, finding.line_end) {
+        (Some(s), Some(e)) => Some((s.min(e), s.max(e))),
+        (Some(s), None) | (None, Some(s)) => Some((s, s)),
+        (None, None) => None,
     };
-    if start == 0 || end > file.line_count {
-        return decided(
-            Verdict::Hallucinated,
-            format!(
-                "lines {start}-{end} out of range (file has {} lines)",
-                file.line_count
-            ),
-        );
-    }
-    let from = start.saturating_sub(EVIDENCE_WINDOW).max(1);
-    let to = end.saturating_add(EVIDENCE_WINDOW).min(file.line_count);
-    if has_evidence {
-        let window = Squashed::new(&file.content, from, to);
-        if !candidates
-            .iter()
-            .any(|c| !c.is_empty() && window.find_all(c).is_some())
-        {
+    if let Some((start, end)) = cited {
+        if start == 0 || end > file.line_count {
             return decided(
                 Verdict::Hallucinated,
-                format!("quoted evidence not found near lines {start}-{end}"),
+                format!(
+                    "lines {start}-{end} out of range (file has {} lines)",
+                    file.line_count
+                ),
             );
         }
     }
-    Grounding::Grounded {
-        excerpt: excerpt(pack, file, from, to),
+    let longest = candidates
+        .iter()
+        .map(|c| c.iter().map(|p| p.chars().count()).sum::<usize>())
+        .max()
+        .unwrap_or(0);
+    if longest == 0 {
+        return decided(
+            Verdict::Unverifiable,
+            match cited {
+                Some(_) => "no evidence quoted: the finding must quote the code it is about",
+                None => "no lines and no evidence",
+            }
+            .to_string(),
+        );
+    }
+    if longest < MIN_EVIDENCE_CHARS && !is_whole_line(file, &candidates) {
+        return decided(
+            Verdict::Unverifiable,
+            format!(
+                "quoted evidence too short to check ({longest} characters; at least \
+                 {MIN_EVIDENCE_CHARS}, or a whole line, are needed)"
+            ),
+        );
+    }
+    let find = |from: u32, to: u32| {
+        let window = Squashed::new(&file.content, from, to);
+        candidates
+            .iter()
+            .filter(|c| !c.is_empty())
+            .find_map(|c| window.find_all(c))
+    };
+    let Some((start, end)) = cited else {
+        return match find(1, file.line_count) {
+            Some((a, b)) => grounded(
+                pack,
+                file,
+                (a, b),
+                Some(format!(
+                    "lines {} added: the quoted evidence is there",
+                    span(a, b)
+                )),
+            ),
+            None => decided(
+                Verdict::Hallucinated,
+                format!("quoted evidence not found in {}", file.path),
+            ),
+        };
+    };
+    if find(start, end).is_some() {
+        return grounded(pack, file, (start, end), None);
+    }
+    let from = start.saturating_sub(EVIDENCE_WINDOW).max(1);
+    let to = end.saturating_add(EVIDENCE_WINDOW).min(file.line_count);
+    match find(from, to) {
+        Some((a, b)) => grounded(
+            pack,
+            file,
+            (a, b),
+            Some(format!(
+                "lines corrected from {} to {}: the quoted evidence is there",
+                span(start, end),
+                span(a, b)
+            )),
+        ),
+        None => decided(
+            Verdict::Hallucinated,
+            format!("quoted evidence not found near lines {start}-{end}"),
+        ),
     }
 }
 
-fn ground_without_lines(
+fn span(a: u32, b: u32) -> String {
+    if a == b {
+        a.to_string()
+    } else {
+        format!("{a}-{b}")
+    }
+}
+
+/// Grounded at `lines`; `note` set means the lines differ from the cited ones.
+fn grounded(
     pack: &ContextPack,
     file: &PackFile,
-    candidates: &[Vec<String>],
-    has_evidence: bool,
+    lines: (u32, u32),
+    note: Option<String>,
 ) -> Grounding {
-    if !has_evidence {
-        return decided(
-            Verdict::Unverifiable,
-            "no lines and no evidence".to_string(),
-        );
+    let from = lines.0.saturating_sub(EXCERPT_CONTEXT).max(1);
+    let to = lines.1.saturating_add(EXCERPT_CONTEXT).min(file.line_count);
+    Grounding::Grounded {
+        excerpt: excerpt(pack, file, from, to),
+        corrected: note.is_some().then_some(lines),
+        note,
     }
-    let whole = Squashed::new(&file.content, 1, file.line_count);
-    let hit = candidates
-        .iter()
-        .filter(|c| !c.is_empty())
-        .find_map(|c| whole.find_all(c));
-    match hit {
-        Some(line) => {
-            let from = line.saturating_sub(EVIDENCE_WINDOW).max(1);
-            let to = line.saturating_add(EVIDENCE_WINDOW).min(file.line_count);
-            Grounding::Grounded {
-                excerpt: excerpt(pack, file, from, to),
-            }
-        }
-        None => decided(
-            Verdict::Hallucinated,
-            format!("quoted evidence not found in {}", file.path),
-        ),
-    }
+}
+
+/// A short quote that is one whole line of the file ("pass", "break;") still says where it is.
+fn is_whole_line(file: &PackFile, candidates: &[Vec<String>]) -> bool {
+    candidates.iter().any(|c| match c.as_slice() {
+        [piece] if piece.chars().count() >= MIN_WHOLE_LINE_CHARS => file.content.lines().any(|l| {
+            let squashed: String = l.chars().filter(|c| !c.is_whitespace()).collect();
+            &squashed == piece
+        }),
+        _ => false,
+    })
 }
 
 fn decided(verdict: Verdict, reason: String) -> Grounding {
@@ -239,19 +315,24 @@ impl Squashed {
         }
     }
 
-    /// When every piece occurs, the line where the first piece first occurs.
-    fn find_all(&self, pieces: &[String]) -> Option<u32> {
+    /// When every piece occurs: the line where the first piece first occurs, and the line
+    /// where the last-ending piece ends.
+    fn find_all(&self, pieces: &[String]) -> Option<(u32, u32)> {
         let mut first = None;
+        let mut last_end = 0;
         for piece in pieces {
             let at = self.text.find(piece.as_str())?;
             first.get_or_insert(at);
+            last_end = last_end.max(at + piece.len().saturating_sub(1));
         }
         let at = first?;
-        let idx = self.starts.partition_point(|&s| s <= at).saturating_sub(1);
-        Some(
+        let line_of = |pos: usize| {
+            let idx = self.starts.partition_point(|&s| s <= pos).saturating_sub(1);
             self.first_line
-                .saturating_add(u32::try_from(idx).unwrap_or(u32::MAX)),
-        )
+                .saturating_add(u32::try_from(idx).unwrap_or(u32::MAX))
+        };
+        let (a, b) = (line_of(at), line_of(last_end));
+        Some((a, b.max(a)))
     }
 }
 
@@ -320,7 +401,7 @@ mod tests {
 
     fn excerpt_of(g: &Grounding) -> &str {
         match g {
-            Grounding::Grounded { excerpt } => excerpt,
+            Grounding::Grounded { excerpt, .. } => excerpt,
             Grounding::Decided { reason, .. } => panic!("expected grounded, got decided: {reason}"),
         }
     }
@@ -367,7 +448,15 @@ mod tests {
         assert_eq!(reason(&g), "lines 40-40 out of range (file has 30 lines)");
         let g = ground(&finding(Some("src/empty.rs"), Some(1), None, ""), &p);
         assert_eq!(reason(&g), "lines 1-1 out of range (file has 0 lines)");
-        let g = ground(&finding(Some("src/auth.rs"), Some(30), Some(30), ""), &p);
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                Some(30),
+                Some(30),
+                "let v30 = compute(30);",
+            ),
+            &p,
+        );
         assert_eq!(verdict(&g), None);
     }
 
@@ -383,14 +472,96 @@ mod tests {
     }
 
     #[test]
-    fn empty_evidence_with_valid_lines_is_grounded() {
+    fn empty_or_one_character_evidence_is_rejected() {
         let g = ground(
             &finding(Some("src/auth.rs"), Some(10), Some(12), "  "),
             &pack(),
         );
-        let ex = excerpt_of(&g);
-        assert_eq!(ex.lines().count(), 13, "{ex}");
-        assert!(ex.starts_with("    5 | let v5"));
+        assert_eq!(verdict(&g), Some(Verdict::Unverifiable));
+        assert!(
+            reason(&g).starts_with("no evidence quoted"),
+            "{}",
+            reason(&g)
+        );
+        for short in ["v", "}", "`1`", "(10)"] {
+            let g = ground(
+                &finding(Some("src/auth.rs"), Some(10), Some(10), short),
+                &pack(),
+            );
+            assert_eq!(verdict(&g), Some(Verdict::Unverifiable), "{short}");
+            assert!(reason(&g).contains("too short"), "{}", reason(&g));
+        }
+        // A short quote that is a whole line says where it is.
+        let p = ContextPack::from_files(
+            PathBuf::from("/r"),
+            None,
+            vec![("a.py".to_string(), "def f():\n    pass\n".to_string())],
+        );
+        let g = ground(&finding(Some("a.py"), Some(2), None, "pass"), &p);
+        assert_eq!(verdict(&g), None, "{}", reason(&g));
+    }
+
+    #[test]
+    fn a_quote_two_lines_off_gets_corrected_lines_and_a_note() {
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                Some(18),
+                Some(18),
+                "token.is_expired()",
+            ),
+            &pack(),
+        );
+        match g {
+            Grounding::Grounded {
+                corrected, note, ..
+            } => {
+                assert_eq!(corrected, Some((20, 20)));
+                assert_eq!(
+                    note.as_deref(),
+                    Some("lines corrected from 18 to 20: the quoted evidence is there")
+                );
+            }
+            other => panic!("expected grounded, got {other:?}"),
+        }
+        // Inside the cited range: nothing to correct.
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                Some(19),
+                Some(21),
+                "token.is_expired()",
+            ),
+            &pack(),
+        );
+        assert!(matches!(
+            g,
+            Grounding::Grounded {
+                corrected: None,
+                note: None,
+                ..
+            }
+        ));
+        // A multi-line quote spans the lines it covers.
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                Some(5),
+                Some(5),
+                "let v7 = compute(7);\nlet v8 = compute(8);",
+            ),
+            &pack(),
+        );
+        assert!(
+            matches!(
+                g,
+                Grounding::Grounded {
+                    corrected: Some((7, 8)),
+                    ..
+                }
+            ),
+            "{g:?}"
+        );
     }
 
     #[test]
@@ -424,10 +595,16 @@ mod tests {
     #[test]
     fn evidence_within_window_but_outside_range_is_grounded() {
         let g = ground(
-            &finding(Some("src/auth.rs"), Some(15), None, "is_expired()"),
+            &finding(Some("src/auth.rs"), Some(17), None, "is_expired()"),
             &pack(),
         );
         assert_eq!(verdict(&g), None);
+        // Five lines off is beyond the window: the quote is about other code.
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(15), None, "is_expired()"),
+            &pack(),
+        );
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
     }
 
     #[test]
@@ -546,7 +723,10 @@ mod tests {
         let src: String = (1..=300).map(|n| format!("line {n}\n")).collect();
         let p =
             ContextPack::from_files(PathBuf::from("/r"), None, vec![("a.txt".to_string(), src)]);
-        let g = ground(&finding(Some("a.txt"), Some(10), Some(250), ""), &p);
+        let g = ground(
+            &finding(Some("a.txt"), Some(10), Some(250), "line 10\nline 11"),
+            &p,
+        );
         let ex = excerpt_of(&g);
         assert_eq!(ex.lines().count(), MAX_EXCERPT_LINES as usize + 1);
         assert!(ex.starts_with("    5 | line 5\n"));

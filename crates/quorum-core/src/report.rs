@@ -917,6 +917,9 @@ fn md_finding(f: &Finding, out: &mut String) {
             who
         })
         .collect();
+    for note in &f.notes {
+        let _ = writeln!(out, "- **Note:** {}", one_line(note));
+    }
     let _ = writeln!(out, "- **Reported by:** {}\n", list_or_dash(&reporters));
     if !f.evidence.trim().is_empty() {
         out.push_str("**Evidence**\n\n");
@@ -1179,6 +1182,7 @@ mod tests {
             }],
             anchor: format!("{}:L10", file.unwrap_or("")),
             promoted: false,
+            notes: Vec::new(),
         }
     }
 

@@ -251,16 +251,24 @@ pub fn normalize_finding(v: &Value) -> Result<RawFinding, String> {
     })
 }
 
-/// Normalise a verdict object: (verdict, reason). Unknown verdicts are UNVERIFIABLE.
+/// Normalise a verdict object: (verdict, reason). A missing or unknown verdict is UNVERIFIED:
+/// the verifier said nothing the engine can read, which is not a judgment that the claim cannot
+/// be checked.
 pub fn normalize_verdict(v: &Value) -> (Verdict, String) {
-    let verdict = field(v, &["verdict", "status", "result"])
-        .and_then(lenient_string)
-        .and_then(|s| Verdict::parse_lenient(&s))
-        .unwrap_or(Verdict::Unverifiable);
+    let said = field(v, &["verdict", "status", "result"]).and_then(lenient_string);
     let reason = field(v, &["reason", "rationale", "explanation"])
         .and_then(lenient_string)
         .unwrap_or_else(|| "no reason given".into());
-    (verdict, reason)
+    match said.as_deref().and_then(Verdict::parse_lenient) {
+        Some(verdict) => (verdict, reason),
+        None => (
+            Verdict::Unverified,
+            format!(
+                "the verifier's answer had no readable verdict ({})",
+                said.as_deref().unwrap_or("none given")
+            ),
+        ),
+    }
 }
 
 /// Validate the planner's task objects against the catalog, the pack and the stage's tools.

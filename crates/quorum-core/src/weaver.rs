@@ -49,6 +49,37 @@ pub fn truncate_at_boundary(text: &str, max_chars: usize) -> Cow<'_, str> {
     Cow::Owned(format!("{kept}{sep}[truncated: {more} more chars]"))
 }
 
+/// [`truncate_at_boundary`] for excerpts that may hold [`delimit`]ed blocks: when the cut falls
+/// inside a block, the block is still closed by its own end marker after the visible cut
+/// notice, so the model never sees untrusted content run on into the engine's words.
+pub fn truncate_excerpt(text: &str, max_chars: usize) -> Cow<'_, str> {
+    let first = truncate_at_boundary(text, max_chars);
+    let Cow::Owned(cut) = &first else {
+        return first;
+    };
+    let Some(label) = open_block(cut) else {
+        return first;
+    };
+    let closing = format!("\n<<<END UNTRUSTED {label}>>>\n");
+    let room = max_chars.saturating_sub(closing.chars().count());
+    let mut kept = truncate_at_boundary(text, room).into_owned();
+    // The shorter cut may have closed the block, or left an earlier one open.
+    if let Some(label) = open_block(&kept).map(str::to_string) {
+        let _ = write!(kept, "\n<<<END UNTRUSTED {label}>>>\n");
+    }
+    Cow::Owned(kept)
+}
+
+/// The label of the last `<<<BEGIN UNTRUSTED label>>>` in `text` that no end marker follows.
+fn open_block(text: &str) -> Option<&str> {
+    const BEGIN: &str = "<<<BEGIN UNTRUSTED ";
+    let at = text.rfind(BEGIN)?;
+    let rest = &text[at + BEGIN.len()..];
+    let label = &rest[..rest.find(">>>")?];
+    let end = format!("<<<END UNTRUSTED {label}>>>");
+    (!rest.contains(&end)).then_some(label)
+}
+
 /// One piece of dynamic context competing for the budget.
 #[derive(Debug, Clone)]
 pub struct Slot<'a> {
@@ -115,7 +146,7 @@ impl ContextBudget {
                 } else {
                     // Leave room for the marker itself.
                     let chars = (g * 4).saturating_sub(40) as usize;
-                    match truncate_at_boundary(s.content, chars) {
+                    match truncate_excerpt(s.content, chars) {
                         Cow::Borrowed(b) => Cow::Borrowed(b),
                         Cow::Owned(o) => Cow::Owned(o),
                     }
@@ -270,6 +301,28 @@ mod tests {
             }],
         );
         assert!(out[0].contains("[truncated: "));
+    }
+
+    #[test]
+    fn cutting_a_delimited_excerpt_keeps_its_end_marker() {
+        let body: String = (1..=200).map(|i| format!("   {i} | line {i}\n")).collect();
+        let block = delimit("src/app.py", &body);
+        let cut = truncate_excerpt(&block, 600);
+        // Like truncate_at_boundary: the kept text and its end marker fit; the notice is extra.
+        assert!(cut.chars().count() <= 600 + 30, "{}", cut.chars().count());
+        assert!(cut.starts_with("<<<BEGIN UNTRUSTED src/app.py>>>\n"));
+        assert!(cut.ends_with("<<<END UNTRUSTED src/app.py>>>\n"), "{cut}");
+        assert!(cut.contains("[truncated: "));
+        // Cut at a line boundary: the line before the notice is whole.
+        let before = cut.split("[truncated").next().unwrap();
+        assert!(before.ends_with('\n'), "{before}");
+        // Two blocks, cut inside the second: the first stays closed, the second is closed.
+        let two = format!("{}{}", delimit("a", "x\n".repeat(10).as_str()), block);
+        let cut = truncate_excerpt(&two, 400);
+        assert_eq!(cut.matches("<<<END UNTRUSTED a>>>").count(), 1);
+        assert!(cut.ends_with("<<<END UNTRUSTED src/app.py>>>\n"), "{cut}");
+        // Content that fits is untouched.
+        assert_eq!(truncate_excerpt(&block, 100_000), block.as_str());
     }
 
     #[test]

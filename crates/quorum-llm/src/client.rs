@@ -1,7 +1,8 @@
 //! `LlmClient`: what the runtime calls. It wraps one backend with a concurrency bound (a model
 //! server degrades badly past a few parallel generations) and retries transient failures.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -19,6 +20,17 @@ pub struct LlmClient {
     max_concurrent: usize,
     retry: RetryPolicy,
     probe_timeout: Duration,
+    /// The context window each model is served with, as probed and as lowered by the server's
+    /// own overflow answers. Shared by clones, so one attempt's lesson reaches every later one.
+    windows: Arc<Mutex<HashMap<String, u32>>>,
+}
+
+/// No window is assumed below this: a server that keeps refusing requests this small has a
+/// problem a smaller prompt will not solve.
+pub const MIN_CONTEXT_WINDOW: u32 = 512;
+
+fn window_key(model: &str) -> &str {
+    model.strip_suffix(":latest").unwrap_or(model)
 }
 
 impl LlmClient {
@@ -31,6 +43,7 @@ impl LlmClient {
             max_concurrent,
             retry,
             probe_timeout: Duration::from_secs(crate::types::default_connect_timeout_secs()),
+            windows: Arc::default(),
         }
     }
 
@@ -73,6 +86,52 @@ impl LlmClient {
         &self.retry
     }
 
+    /// The context window `model` is known to be served with, if any is known.
+    pub fn context_window(&self, model: &str) -> Option<u32> {
+        self.windows
+            .lock()
+            .ok()
+            .and_then(|w| w.get(window_key(model)).copied())
+    }
+
+    /// Record the window a server reports for `model` (from a probe, or from configuration).
+    pub fn set_context_window(&self, model: &str, tokens: u32) {
+        if let Ok(mut w) = self.windows.lock() {
+            w.insert(
+                window_key(model).to_string(),
+                tokens.max(MIN_CONTEXT_WINDOW),
+            );
+        }
+    }
+
+    /// After an overflow answer to `req`: the window the server stated when it is below the one
+    /// the request was built for; when the request was already built for the stated window (the
+    /// estimate of its tokens was short), three quarters of it, never below half the stated
+    /// window (which is a fact); when the server stated nothing, half. Never raises a known
+    /// window.
+    fn lower_window(&self, req: &ChatRequest, stated: Option<u32>) -> u32 {
+        let used = req
+            .num_ctx
+            .or_else(|| self.context_window(&req.model))
+            .unwrap_or_else(|| {
+                let prompt = crate::types::estimate_prompt_tokens(req);
+                u32::try_from(prompt)
+                    .unwrap_or(u32::MAX)
+                    .saturating_add(req.max_tokens)
+            });
+        let next = match stated {
+            Some(n) if n < used => n,
+            Some(n) => (used / 4 * 3).max(n / 2),
+            None => used / 2,
+        }
+        .max(MIN_CONTEXT_WINDOW);
+        let next = self
+            .context_window(&req.model)
+            .map_or(next, |known| known.min(next));
+        self.set_context_window(&req.model, next);
+        next
+    }
+
     /// One chat, retried on transient failures. The concurrency permit is held only while a call
     /// is in flight, not during backoff, so a retrying caller does not starve the others.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
@@ -109,6 +168,17 @@ impl LlmClient {
                     );
                     return Ok(resp);
                 }
+                Err(LlmError::ContextOverflow { url, n_ctx, body }) => {
+                    let next = self.lower_window(req, n_ctx);
+                    tracing::info!(
+                        %url,
+                        model = %req.model,
+                        stated = ?n_ctx,
+                        window = next,
+                        "request did not fit the context window; later requests use the smaller one"
+                    );
+                    return Err(LlmError::ContextOverflow { url, n_ctx, body });
+                }
                 Err(err) if err.retryable() && attempt < max_attempts => {
                     let delay = self.retry.delay_for(attempt, &err);
                     tracing::debug!(
@@ -139,9 +209,22 @@ impl LlmClient {
 
     /// The backend's models, bounded by a short overall timeout so that an unreachable or wedged
     /// server is reported within seconds rather than after a full call timeout.
+    /// Each model's reported context length becomes its known window.
     pub async fn probe(&self) -> Result<Vec<ModelInfo>, LlmError> {
         match tokio::time::timeout(self.probe_timeout, self.backend.list_models()).await {
-            Ok(result) => result,
+            Ok(result) => {
+                if let Ok(models) = &result {
+                    for m in models {
+                        if let Some(ctx) = m.context_length.filter(|&c| c > 0) {
+                            self.set_context_window(
+                                &m.name,
+                                u32::try_from(ctx).unwrap_or(u32::MAX),
+                            );
+                        }
+                    }
+                }
+                result
+            }
             Err(_) => Err(LlmError::Timeout {
                 url: self.backend.url().to_string(),
                 secs: self.probe_timeout.as_secs_f64().ceil() as u64,

@@ -31,8 +31,24 @@ pub enum LlmError {
     },
     #[error("malformed response from {url}: {message}")]
     Decode { url: String, message: String },
+    /// The server refused the request because prompt and output bound do not fit its context
+    /// window. Sending the same request again cannot help; a smaller one can.
+    #[error("the request does not fit the context window of {url}{}: {body}", window_suffix(.n_ctx))]
+    ContextOverflow {
+        url: String,
+        /// The window the server stated in its answer, when it stated one.
+        n_ctx: Option<u32>,
+        body: String,
+    },
     #[error("invalid backend config: {0}")]
     Config(String),
+}
+
+fn window_suffix(n_ctx: &Option<u32>) -> String {
+    match n_ctx {
+        Some(n) => format!(" ({n} tokens)"),
+        None => String::new(),
+    }
 }
 
 fn retry_after_suffix(retry_after: &Option<Duration>) -> String {
@@ -52,6 +68,7 @@ impl LlmError {
             LlmError::Server { .. } => "server_error",
             LlmError::Client { .. } => "client_error",
             LlmError::Decode { .. } => "malformed_response",
+            LlmError::ContextOverflow { .. } => "context_overflow",
             LlmError::Config(_) => "config",
         }
     }
@@ -76,10 +93,51 @@ impl LlmError {
             | LlmError::RateLimited { url, .. }
             | LlmError::Server { url, .. }
             | LlmError::Client { url, .. }
-            | LlmError::Decode { url, .. } => Some(url),
+            | LlmError::Decode { url, .. }
+            | LlmError::ContextOverflow { url, .. } => Some(url),
             LlmError::Config(_) => None,
         }
     }
+}
+
+/// Recognises a server's "the request does not fit my context window" answer, whatever the
+/// server: llama-server (`exceed_context_size_error`, "exceeds the available context size"),
+/// vLLM and OpenAI ("maximum context length is N tokens", `context_length_exceeded`), Ollama
+/// ("prompt too long; exceeded max context length"). Returns the window the body states, if any.
+pub(crate) fn context_overflow(body: &str) -> Option<Option<u32>> {
+    let lower = body.to_ascii_lowercase();
+    const SIGNS: [&str; 7] = [
+        "exceed_context_size_error",
+        "exceeds the available context size",
+        "maximum context length is",
+        "context_length_exceeded",
+        "exceeded max context length",
+        "prompt too long",
+        "context window exceeded",
+    ];
+    if !SIGNS.iter().any(|s| lower.contains(s)) {
+        return None;
+    }
+    // llama-server states it as a field: {"error": {..., "n_ctx": 2560}}.
+    let from_json = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("error")
+                .and_then(|e| e.get("n_ctx"))
+                .or_else(|| v.get("n_ctx"))
+                .and_then(serde_json::Value::as_u64)
+        })
+        .and_then(|n| u32::try_from(n).ok());
+    let from_text = || {
+        let at = lower.find("maximum context length is")? + "maximum context length is".len();
+        let digits: String = lower[at..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse::<u32>().ok()
+    };
+    Some(from_json.or_else(from_text))
 }
 
 /// The first `BODY_SNIPPET_CHARS` characters of a body, cut on a character boundary.
@@ -188,11 +246,63 @@ mod tests {
                 "malformed_response",
                 false,
             ),
+            (
+                LlmError::ContextOverflow {
+                    url: url(),
+                    n_ctx: Some(2560),
+                    body: String::new(),
+                },
+                "context_overflow",
+                false,
+            ),
             (LlmError::Config("x".into()), "config", false),
         ];
         for (err, class, retryable) in cases {
             assert_eq!(err.class(), class);
             assert_eq!(err.retryable(), retryable, "{err}");
+        }
+    }
+
+    /// Real answers of each server to a request larger than its window.
+    pub(crate) const OVERFLOW_BODIES: [(&str, &str, Option<u32>); 5] = [
+        (
+            "llama-server",
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3012,"n_ctx":2560}}"#,
+            Some(2560),
+        ),
+        (
+            "llama-server (older)",
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size. try increasing the context size or enable context shift","type":"invalid_request_error"}}"#,
+            None,
+        ),
+        (
+            "vllm",
+            r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (3000 in the messages, 2000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#,
+            Some(4096),
+        ),
+        (
+            "openai",
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+            Some(8192),
+        ),
+        (
+            "ollama",
+            r#"{"error":"prompt too long; exceeded max context length by 120 tokens"}"#,
+            None,
+        ),
+    ];
+
+    #[test]
+    fn every_servers_overflow_wording_is_recognised_with_its_window() {
+        for (server, body, window) in OVERFLOW_BODIES {
+            assert_eq!(context_overflow(body), Some(window), "{server}: {body}");
+        }
+        for other in [
+            r#"{"error":"model 'x' not found"}"#,
+            r#"{"error":{"message":"invalid schema","code":400}}"#,
+            "",
+        ] {
+            assert_eq!(context_overflow(other), None, "{other}");
         }
     }
 

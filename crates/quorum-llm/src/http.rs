@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::{body_snippet, root_cause, LlmError};
+use crate::error::{body_snippet, context_overflow, root_cause, LlmError};
 use crate::types::BackendConfig;
 
 pub(crate) struct Http {
@@ -146,6 +146,17 @@ fn status_error(
 ) -> LlmError {
     let url = url.to_string();
     let code = status.as_u16();
+    // Servers answer an oversized request with 400 (llama-server, vLLM), 413 or, for some
+    // builds, 500: the body, not the status, says what happened.
+    if status != StatusCode::TOO_MANY_REQUESTS {
+        if let Some(n_ctx) = context_overflow(&String::from_utf8_lossy(body)) {
+            return LlmError::ContextOverflow {
+                url,
+                n_ctx,
+                body: body_snippet(body),
+            };
+        }
+    }
     if status == StatusCode::TOO_MANY_REQUESTS {
         LlmError::RateLimited { url, retry_after }
     } else if status.is_client_error() {

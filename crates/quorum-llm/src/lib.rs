@@ -18,7 +18,7 @@ mod types;
 
 use std::sync::Arc;
 
-pub use client::LlmClient;
+pub use client::{LlmClient, MIN_CONTEXT_WINDOW};
 pub use error::LlmError;
 pub use ollama::OllamaBackend;
 pub use openai::OpenAiBackend;

@@ -214,10 +214,17 @@ impl ChatBackend for OllamaBackend {
         let message = match (reply.message, reply.error) {
             (Some(m), _) => m,
             (None, Some(err)) => {
+                if let Some(n_ctx) = crate::error::context_overflow(&err) {
+                    return Err(LlmError::ContextOverflow {
+                        url: self.chat_url.clone(),
+                        n_ctx,
+                        body: crate::error::body_snippet(err.as_bytes()),
+                    });
+                }
                 return Err(LlmError::Decode {
                     url: self.chat_url.clone(),
                     message: format!("server reported: {err}"),
-                })
+                });
             }
             (None, None) => {
                 return Err(LlmError::Decode {

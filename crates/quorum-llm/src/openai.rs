@@ -20,6 +20,8 @@ pub struct OpenAiBackend {
     url: String,
     chat_url: String,
     models_url: String,
+    /// llama-server's `/props` (beside `/v1`), which states the window the server really runs.
+    props_url: String,
     http: Http,
 }
 
@@ -29,6 +31,7 @@ impl OpenAiBackend {
         Ok(OpenAiBackend {
             chat_url: format!("{url}/chat/completions"),
             models_url: format!("{url}/models"),
+            props_url: format!("{}/props", url.strip_suffix("/v1").unwrap_or(&url)),
             http: Http::new(cfg)?,
             url,
         })
@@ -235,6 +238,16 @@ impl ChatBackend for OpenAiBackend {
 
     async fn list_models(&self) -> Result<Vec<ModelInfo>, LlmError> {
         let reply: ModelsReply = self.http.get_json(&self.models_url).await?;
+        // llama-server's /v1/models only knows the trained context (`n_ctx_train`); the window it
+        // was started with (`-c`, per slot) is in /props. Other servers have no /props: a failure
+        // here only means the listing's own figure stands.
+        let served = match self.http.get_json::<Value>(&self.props_url).await {
+            Ok(props) => props_n_ctx(&props),
+            Err(e) => {
+                tracing::debug!(url = %self.props_url, error = %e, "no /props");
+                None
+            }
+        };
         Ok(reply
             .data
             .into_iter()
@@ -246,7 +259,7 @@ impl ChatBackend for OpenAiBackend {
                         .and_then(Value::as_u64)
                 });
                 ModelInfo {
-                    context_length: ctx,
+                    context_length: served.or(ctx),
                     ..ModelInfo::named(m.id)
                 }
             })
@@ -254,9 +267,33 @@ impl ChatBackend for OpenAiBackend {
     }
 }
 
+/// The per-slot window from llama-server's `/props`: `default_generation_settings.n_ctx`, or a
+/// top-level `n_ctx` as some builds report it.
+fn props_n_ctx(props: &Value) -> Option<u64> {
+    props
+        .get("default_generation_settings")
+        .and_then(|d| d.get("n_ctx"))
+        .or_else(|| props.get("n_ctx"))
+        .and_then(Value::as_u64)
+        .filter(|&n| n > 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn props_state_the_served_window() {
+        assert_eq!(
+            props_n_ctx(&json!({"default_generation_settings": {"n_ctx": 2560}, "total_slots": 1})),
+            Some(2560)
+        );
+        assert_eq!(props_n_ctx(&json!({"n_ctx": 4096})), Some(4096));
+        assert_eq!(
+            props_n_ctx(&json!({"default_generation_settings": {}})),
+            None
+        );
+    }
 
     #[test]
     fn arguments_parse_or_stay_raw() {

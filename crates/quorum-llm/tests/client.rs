@@ -291,3 +291,76 @@ async fn probe_lists_models_or_fails_fast() {
     })
     .await;
 }
+
+/// Real answers of each server to a request larger than its window, with the window the client
+/// must assume next for a request built for 8192 tokens.
+const OVERFLOWS: [(&str, u16, &str, u32); 5] = [
+    (
+        "llama-server",
+        400,
+        r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3012,"n_ctx":2560}}"#,
+        2560,
+    ),
+    (
+        "llama-server (older)",
+        400,
+        r#"{"error":{"code":400,"message":"the request exceeds the available context size. try increasing the context size or enable context shift","type":"invalid_request_error"}}"#,
+        4096,
+    ),
+    (
+        "vllm",
+        400,
+        r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (3000 in the messages, 2000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#,
+        // Stated 4096 is below 8192: the stated window wins.
+        4096,
+    ),
+    (
+        "openai",
+        400,
+        r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+        // Stated 8192 is what the request was built for: the estimate was short, so a
+        // quarter less.
+        6144,
+    ),
+    (
+        "ollama",
+        500,
+        r#"{"error":"prompt too long; exceeded max context length by 120 tokens"}"#,
+        4096,
+    ),
+];
+
+#[tokio::test]
+async fn context_overflow_is_its_own_class_not_retried_as_is_and_lowers_the_window() {
+    bounded(async {
+        for (server, status, body, next) in OVERFLOWS {
+            let stub = Stub::start().await;
+            stub.script("/api/chat", vec![Reply::status(status, body), ok_reply()]);
+            let c = client(stub.base(), quick_retries(3));
+            let mut req = request();
+            req.num_ctx = Some(8192);
+            let err = c.chat(&req).await.unwrap_err();
+            assert_eq!(err.class(), "context_overflow", "{server}: {err}");
+            assert!(!err.retryable(), "{server}");
+            assert!(
+                err.to_string().contains(&stub.base()),
+                "{server}: the error names the endpoint: {err}"
+            );
+            // Sent once: the same request cannot fit by repetition.
+            assert_eq!(stub.requests_to("/api/chat").len(), 1, "{server}");
+            assert_eq!(c.context_window("m"), Some(next), "{server}");
+            // Clones share what was learned, and a second refusal halves again.
+            let again = c.clone();
+            let mut smaller = request();
+            smaller.num_ctx = c.context_window("m");
+            stub.script("/api/chat", vec![Reply::status(status, body)]);
+            let _ = again.chat(&smaller).await.unwrap_err();
+            assert!(
+                c.context_window("m").unwrap() < next,
+                "{server}: {:?}",
+                c.context_window("m")
+            );
+        }
+    })
+    .await;
+}

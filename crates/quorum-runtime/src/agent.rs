@@ -6,9 +6,11 @@
 //! never calls a tool, or never stops calling them, still ends.
 
 use crate::error::AttemptError;
+use crate::history::{describe_call, History, COMPACT_AT};
 use crate::tools;
 use quorum_core::pack::ContextPack;
 use quorum_core::parse::{self, Recovery};
+use quorum_core::weaver::{estimate_tokens, truncate_excerpt, ContextBudget};
 use quorum_llm::{ChatMessage, ChatRequest, ChatResponse, LlmClient};
 use serde_json::Value;
 
@@ -29,6 +31,9 @@ pub struct CallStats {
     pub output: String,
     /// blake3 of the first system + user prompt: identical prompts hash identically.
     pub prompt_hash: String,
+    /// Tool results the loop replaced by a note to fit the context window.
+    #[serde(default)]
+    pub elided_results: u32,
 }
 
 impl CallStats {
@@ -55,6 +60,7 @@ impl CallStats {
         self.tool_calls += o.tool_calls;
         self.text_tool_calls += o.text_tool_calls;
         self.repairs += o.repairs;
+        self.elided_results += o.elided_results;
         if o.recovery.is_some() {
             self.recovery = o.recovery;
         }
@@ -195,8 +201,29 @@ pub struct LoopOutcome {
     pub iterations: u32,
 }
 
-/// Longest tool result fed back to the model, so one file cannot crowd out the conversation.
-const MAX_TOOL_RESULT_CHARS: usize = 12_000;
+/// Bounds of one tool loop: the window it must fit and how much one turn may add to it.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopLimits {
+    pub max_iterations: u32,
+    pub budget: ContextBudget,
+    pub max_tool_calls_per_turn: u32,
+    pub max_tool_result_tokens: u32,
+}
+
+impl LoopLimits {
+    /// Longest tool result in characters: the flow's bound, and never more than a third of
+    /// the input budget, so one file cannot crowd out the conversation.
+    fn result_chars(&self) -> usize {
+        let cap = self
+            .max_tool_result_tokens
+            .min(self.budget.input_tokens() / 3)
+            .max(64);
+        cap as usize * 4
+    }
+}
+
+/// Tokens reserved for the last turn's "answer now" line.
+const LAST_TURN_NOTE_TOKENS: u32 = 32;
 
 /// The specialist's tool loop over the pack.
 ///
@@ -204,6 +231,10 @@ const MAX_TOOL_RESULT_CHARS: usize = 12_000;
 /// (recognised by [`tools::text_tool_call`]) are executed against the pack and fed back; any
 /// other answer ends the loop. On the last turn tools are withdrawn and structured output is
 /// requested, so the loop ends with an answer even if the model would keep exploring.
+///
+/// Every request fits `limits.budget`: tool results are capped, at most
+/// `max_tool_calls_per_turn` calls of a turn run (the rest are answered "not run"), and the
+/// history is compacted ([`History::fit`]) once it passes [`COMPACT_AT`] of the input budget.
 #[allow(clippy::too_many_arguments)]
 pub async fn tool_loop(
     client: &LlmClient,
@@ -213,7 +244,7 @@ pub async fn tool_loop(
     system: &str,
     user: &str,
     schema: Value,
-    max_iterations: u32,
+    limits: LoopLimits,
     board: Option<tools::BoardAccess<'_>>,
     stats: &mut CallStats,
 ) -> Result<LoopOutcome, AttemptError> {
@@ -225,12 +256,32 @@ pub async fn tool_loop(
         .collect();
     let granted = granted.as_slice();
     let tool_specs = tools::specs(granted);
+    // Tool definitions and the answer schema travel with requests and take context too.
+    let tools_tokens = estimate_tokens(&serde_json::to_string(&tool_specs).unwrap_or_default());
+    let schema_tokens = estimate_tokens(&schema.to_string());
+    let compact_at = (limits.budget.input_tokens() as f64 * COMPACT_AT) as u32;
+    let result_chars = limits.result_chars();
+    let per_turn = limits.max_tool_calls_per_turn.max(1) as usize;
     stats.begin(system, user);
-    let mut messages = vec![ChatMessage::system(system), ChatMessage::user(user)];
-    let max_iterations = max_iterations.max(1);
+    let mut history = History::new(system, user);
+    let max_iterations = limits.max_iterations.max(1);
     for turn in 1..=max_iterations {
         let last = turn == max_iterations || tool_specs.is_empty();
-        let mut req = spec.request(messages.clone(), None);
+        let extra = if last {
+            schema_tokens + LAST_TURN_NOTE_TOKENS
+        } else {
+            tools_tokens
+        };
+        if history.fit(compact_at.saturating_sub(extra)) {
+            tracing::debug!(
+                turn,
+                elided = history.elided(),
+                tokens = history.tokens(),
+                "tool-loop history compacted to fit the context window"
+            );
+        }
+        stats.elided_results = history.elided();
+        let mut req = spec.request(history.messages(), None);
         if last {
             req.json_schema = Some(schema.clone());
             if turn > 1 {
@@ -241,23 +292,36 @@ pub async fn tool_loop(
         } else {
             req.tools = tool_specs.clone();
         }
-        let resp = client.chat(&req).await?;
+        let resp = match client.chat(&req).await {
+            Ok(r) => r,
+            Err(e) => {
+                stats.transcript.extend(history.messages());
+                return Err(e.into());
+            }
+        };
         stats.add(&resp);
 
         if !last && !resp.tool_calls.is_empty() {
-            messages.push(ChatMessage {
+            history.push(ChatMessage {
                 tool_calls: resp.tool_calls.clone(),
                 ..ChatMessage::assistant(&resp.content)
             });
-            for call in &resp.tool_calls {
+            for (i, call) in resp.tool_calls.iter().enumerate() {
+                let what = describe_call(&call.name, &call.arguments);
+                let make = |c: String| ChatMessage::tool_result(&call.id, &call.name, c);
+                if i >= per_turn {
+                    // Every call gets an answer (the APIs require it), but only the first few run.
+                    let body = format!(
+                        "not run: at most {per_turn} tool calls are executed per turn; call it \
+                         again in your next turn if you still need it"
+                    );
+                    history.push_result(make, what, "", &body, "");
+                    continue;
+                }
                 stats.tool_calls += 1;
                 let r = tools::execute_with(pack, granted, board, &call.name, &call.arguments);
                 tracing::debug!(tool = %call.name, error = r.is_error, "tool call");
-                messages.push(ChatMessage::tool_result(
-                    &call.id,
-                    &call.name,
-                    cap(&r.content),
-                ));
+                history.push_result(make, what, "", &cap(&r.content, result_chars), "");
             }
             continue;
         }
@@ -267,16 +331,19 @@ pub async fn tool_loop(
                 stats.text_tool_calls += 1;
                 let r = tools::execute_with(pack, granted, board, &name, &args);
                 tracing::debug!(tool = %name, error = r.is_error, "text tool call");
-                messages.push(ChatMessage::assistant(&resp.content));
-                messages.push(ChatMessage::user(format!(
-                    "Result of {name}:\n{}\nContinue. When done, answer with the findings JSON.",
-                    cap(&r.content)
-                )));
+                history.push(ChatMessage::assistant(&resp.content));
+                history.push_result(
+                    ChatMessage::user,
+                    describe_call(&name, &args),
+                    &format!("Result of {name}:\n"),
+                    &cap(&r.content, result_chars),
+                    "\nContinue. When done, answer with the findings JSON.",
+                );
                 continue;
             }
         }
-        messages.push(ChatMessage::assistant(&resp.content));
-        stats.transcript.extend(messages);
+        history.push(ChatMessage::assistant(&resp.content));
+        stats.transcript.extend(history.messages());
         stats.output = resp.content.clone();
         return Ok(LoopOutcome {
             final_text: resp.content,
@@ -289,8 +356,8 @@ pub async fn tool_loop(
     ))
 }
 
-fn cap(s: &str) -> String {
-    quorum_core::weaver::truncate_at_boundary(s, MAX_TOOL_RESULT_CHARS).into_owned()
+fn cap(s: &str, max_chars: usize) -> String {
+    truncate_excerpt(s, max_chars).into_owned()
 }
 
 /// Up to 4,000 chars of a model answer, for repair prompts.

@@ -45,6 +45,7 @@ impl AttemptError {
                 "timeout" => "timeout",
                 "rate_limited" => "rate_limited",
                 "malformed_response" => "malformed_output",
+                "context_overflow" => "context_overflow",
                 "config" | "client_error" => "config",
                 _ => "transport",
             },
@@ -60,6 +61,7 @@ impl AttemptError {
                 "timeout" => "timeout",
                 "rate_limited" => "rate_limited",
                 "malformed_output" => "malformed_output",
+                "context_overflow" => "context_overflow",
                 "schema_violation" => "schema_violation",
                 "tool_error" => "tool_error",
                 "config" => "config",
@@ -73,6 +75,8 @@ impl AttemptError {
 
     /// Worth another attempt? Configuration errors (unknown model, bad key) are not, and
     /// neither is a schema violation: the stage already re-asked with the errors in the prompt.
+    /// A context overflow is: the client lowered the model's known window when the server
+    /// refused, so the next attempt's prompt is built for the smaller one.
     pub fn retryable(&self) -> bool {
         !matches!(self.class(), "config" | "schema_violation")
     }

@@ -15,6 +15,7 @@ pub mod conductor;
 pub mod context;
 pub mod error;
 pub mod facts;
+pub mod history;
 pub mod progress;
 pub mod remote;
 pub mod report;

@@ -16,20 +16,30 @@ use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 
 impl ReviewContext {
-    fn call_spec(&self, model: &str) -> CallSpec {
+    /// Every call carries the window it was built for: Ollama receives it as `num_ctx`, and the
+    /// client reads it to know how far to lower the model's window if the server refuses.
+    fn call_spec(&self, budget: ContextBudget, model: &str) -> CallSpec {
         CallSpec {
             model: model.to_string(),
-            max_tokens: self.flow.parameters.max_output_tokens,
+            max_tokens: budget.output_tokens,
             temperature: 0.1,
-            num_ctx: Some(self.flow.parameters.context_tokens),
+            num_ctx: Some(budget.context_tokens),
         }
     }
 
+    /// The budget the flow assumes, before a model is chosen.
     fn budget(&self) -> ContextBudget {
         ContextBudget {
             context_tokens: self.flow.parameters.context_tokens,
             output_tokens: self.flow.parameters.max_output_tokens,
         }
+    }
+
+    /// The budget of one model: the flow's, within the window the model is known to be served
+    /// with (probed, or lowered after the server refused a request). A smaller window also
+    /// lowers the output bound to a quarter of it, so a short window is not all answer.
+    pub fn budget_for(&self, client: &quorum_llm::LlmClient, model: &str) -> ContextBudget {
+        window_budget(self.budget(), client.context_window(model))
     }
 
     fn instructions(&self, role: Role) -> &str {
@@ -47,11 +57,29 @@ impl ReviewContext {
         let mut needs = quorum_core::models::TaskNeeds::new(task_type);
         needs.prompt_tokens =
             (weaver::estimate_tokens(system) + weaver::estimate_tokens(user)) as u64;
-        let sel = self
-            .backends
-            .select(needs, requested)
-            .map_err(|e| AttemptError::Config(e.to_string()))?;
+        let sel = match self.backends.select(needs.clone(), requested) {
+            Ok(sel) => sel,
+            // No window holds the prompt as built for the flow's budget. Only the system
+            // prompt is fixed; the rest is refitted to the chosen model's window.
+            Err(_) => {
+                needs.prompt_tokens = weaver::estimate_tokens(system) as u64;
+                self.backends
+                    .select(needs, requested)
+                    .map_err(|e| AttemptError::Config(e.to_string()))?
+            }
+        };
         Ok((sel.client, sel.model))
+    }
+}
+
+/// `flow` within a model's known `window` (see [`ReviewContext::budget_for`]).
+pub fn window_budget(flow: ContextBudget, window: Option<u32>) -> ContextBudget {
+    match window {
+        Some(w) if w < flow.context_tokens => ContextBudget {
+            context_tokens: w,
+            output_tokens: flow.output_tokens.min(w / 4).max(1),
+        },
+        _ => flow,
     }
 }
 
@@ -67,6 +95,11 @@ pub struct StageStats {
 
 /// The deterministic half of the scout, and its prompt. Pure: unit-testable without a model.
 pub fn scout_prompt(ctx: &ReviewContext) -> (String, String) {
+    scout_prompt_in(ctx, ctx.budget())
+}
+
+/// [`scout_prompt`] fitted to `budget`.
+pub fn scout_prompt_in(ctx: &ReviewContext, budget: ContextBudget) -> (String, String) {
     let facts = ctx.pack.facts();
     let system = format!(
         "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"domain\": \
@@ -106,7 +139,7 @@ pub fn scout_prompt(ctx: &ReviewContext) -> (String, String) {
         })
         .collect();
     let joined = excerpts.join("\n");
-    let fitted = ctx.budget().fit(
+    let fitted = budget.fit(
         &system,
         &[
             Slot {
@@ -158,10 +191,16 @@ pub fn fallback_classification(ctx: &ReviewContext) -> Classification {
 pub async fn scout(ctx: &ReviewContext) -> Result<(Classification, StageStats), AttemptError> {
     let (system, user) = scout_prompt(ctx);
     let (client, model) = ctx.pick("scout", &system, &user, None)?;
+    let budget = ctx.budget_for(&client, &model);
+    let (system, user) = if budget == ctx.budget() {
+        (system, user)
+    } else {
+        scout_prompt_in(ctx, budget)
+    };
     let mut stats = CallStats::default();
     let (parsed, _) = agent::json_call(
         &client,
-        &ctx.call_spec(&model),
+        &ctx.call_spec(budget, &model),
         &system,
         &user,
         schema::classification_schema(),
@@ -185,6 +224,16 @@ pub fn planner_prompt(
     ctx: &ReviewContext,
     classification: &Classification,
     previous_errors: &[String],
+) -> (String, String) {
+    planner_prompt_in(ctx, classification, previous_errors, ctx.budget())
+}
+
+/// [`planner_prompt`] fitted to `budget`.
+pub fn planner_prompt_in(
+    ctx: &ReviewContext,
+    classification: &Classification,
+    previous_errors: &[String],
+    budget: ContextBudget,
 ) -> (String, String) {
     let p = &ctx.flow.parameters;
     let system = format!(
@@ -230,7 +279,7 @@ pub fn planner_prompt(
     } else {
         String::new()
     };
-    let fitted = ctx.budget().fit(
+    let fitted = budget.fit(
         &system,
         &[
             Slot {
@@ -276,7 +325,8 @@ pub async fn plan(
 ) -> Result<Plan, AttemptError> {
     let (probe_system, probe_user) = planner_prompt(ctx, classification, &[]);
     let (client, model) = ctx.pick("planner", &probe_system, &probe_user, None)?;
-    let spec = ctx.call_spec(&model);
+    let budget = ctx.budget_for(&client, &model);
+    let spec = ctx.call_spec(budget, &model);
     let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
     let personas: Vec<&str> = ctx.catalog.personas.keys().map(String::as_str).collect();
     let files: Vec<&str> = ctx.pack.files.keys().map(String::as_str).collect();
@@ -284,7 +334,7 @@ pub async fn plan(
     let mut errors: Vec<String> = Vec::new();
     let mut all_rejected = Vec::new();
     for round in 0..=ctx.flow.parameters.planner_retries {
-        let (system, user) = planner_prompt(ctx, classification, &errors);
+        let (system, user) = planner_prompt_in(ctx, classification, &errors, budget);
         let parsed = agent::json_call(
             &client,
             &spec,
@@ -351,6 +401,16 @@ pub fn specialist_prompt(
     task: &Task,
     prior_error: Option<&str>,
 ) -> Result<(String, String), AttemptError> {
+    specialist_prompt_in(ctx, task, prior_error, ctx.budget())
+}
+
+/// [`specialist_prompt`] fitted to `budget`.
+pub fn specialist_prompt_in(
+    ctx: &ReviewContext,
+    task: &Task,
+    prior_error: Option<&str>,
+    budget: ContextBudget,
+) -> Result<(String, String), AttemptError> {
     let persona = ctx
         .catalog
         .get(&task.persona)
@@ -413,7 +473,22 @@ pub fn specialist_prompt(
     }
     // Tool definitions travel with every request and take context too.
     let tool_json = serde_json::to_string(&crate::tools::specs(&task.tools)).unwrap_or_default();
-    let fitted = ctx.budget().fit(&format!("{system}{tool_json}"), &slots);
+    let fixed = format!("{system}{tool_json}");
+    // With tools, the loop's history needs room too: the excerpts get half of what the system
+    // prompt leaves below the compaction threshold (the seed's split of retrieved context
+    // against conversation history), so the first turn does not start over it.
+    let fit_budget = if task.tools.is_empty() {
+        budget
+    } else {
+        let sys = weaver::estimate_tokens(&fixed);
+        let compact_at = (budget.input_tokens() as f64 * crate::history::COMPACT_AT) as u32;
+        let room = compact_at.saturating_sub(sys);
+        ContextBudget {
+            context_tokens: budget.output_tokens + sys + room / 2,
+            output_tokens: budget.output_tokens,
+        }
+    };
+    let fitted = fit_budget.fit(&fixed, &slots);
     let mut user = String::with_capacity(fitted.iter().map(|s| s.len()).sum::<usize>() + 64);
     for (i, s) in fitted.iter().enumerate() {
         if i == 1 {
@@ -441,7 +516,35 @@ pub async fn specialist(
 ) -> Result<SpecialistOutput, AttemptError> {
     let (system, user) = specialist_prompt(ctx, task, prior_error)?;
     let (client, model) = ctx.pick(&task.persona, &system, &user, task.model.as_deref())?;
-    let spec = ctx.call_spec(&model);
+    let budget = ctx.budget_for(&client, &model);
+    let (system, user) = if budget == ctx.budget() {
+        (system, user)
+    } else {
+        specialist_prompt_in(ctx, task, prior_error, budget)?
+    };
+    // The system prompt is never cut: when it and the tool definitions alone exceed the
+    // model's window, no request can succeed, and the operator has to give the model a larger
+    // window. Said once, clearly, instead of sending requests the server must refuse.
+    let fixed = weaver::estimate_tokens(&system)
+        + weaver::estimate_tokens(
+            &serde_json::to_string(&crate::tools::specs(&task.tools)).unwrap_or_default(),
+        );
+    if fixed > budget.context_tokens {
+        return Err(AttemptError::Config(format!(
+            "the instructions of persona {} need about {fixed} tokens, more than the {} of \
+             model {model}'s context window: serve it with a larger one (llama-server -c, vLLM \
+             --max-model-len, Ollama num_ctx via the flow's context_tokens)",
+            task.persona, budget.context_tokens
+        )));
+    }
+    let spec = ctx.call_spec(budget, &model);
+    let p = &ctx.flow.parameters;
+    let limits = agent::LoopLimits {
+        max_iterations: p.max_iterations,
+        budget,
+        max_tool_calls_per_turn: p.max_tool_calls_per_turn,
+        max_tool_result_tokens: p.max_tool_result_tokens,
+    };
     let mut stats = CallStats::default();
     let outcome = agent::tool_loop(
         &client,
@@ -451,7 +554,7 @@ pub async fn specialist(
         &system,
         &user,
         schema::findings_schema(),
-        ctx.flow.parameters.max_iterations,
+        limits,
         ctx.board.as_deref().map(|board| crate::tools::BoardAccess {
             board,
             flow_id: &ctx.flow_id,
@@ -473,12 +576,23 @@ pub async fn specialist(
             stats.recovery = Some(rec);
             v
         }
-        Err(_) if is_explicit_nothing(&outcome.final_text) => Vec::new(),
-        Err(_) => {
-            // One repair turn: the answer may be prose describing findings.
+        Err(first) => {
+            // One repair turn, naming what was wrong: an empty answer is not "no findings"
+            // (only an explicit empty list is), and prose may describe findings.
+            let what = match first {
+                quorum_core::parse::ParseError::Empty => {
+                    "Your previous answer was empty (malformed_output: empty). An empty answer \
+                     is not a result: if you found nothing, answer {\"findings\": []}."
+                        .to_string()
+                }
+                other => format!(
+                    "Your previous answer could not be read as findings JSON \
+                     (malformed_output: {other}):\n{}",
+                    weaver::delimit("previous answer", &agent::snippet_long(&outcome.final_text))
+                ),
+            };
             let repair_user = format!(
-                "{user}\n\n## Your previous answer\n{}\n\nRewrite it as the findings JSON only.",
-                weaver::delimit("previous answer", &agent::snippet_long(&outcome.final_text))
+                "{user}\n\n## Your previous answer\n{what}\n\nAnswer with the findings JSON only."
             );
             let (parsed, _) = agent::json_call(
                 &client,
@@ -519,12 +633,6 @@ pub async fn specialist(
     })
 }
 
-/// "No findings" said in words rather than JSON still counts as an answer.
-fn is_explicit_nothing(text: &str) -> bool {
-    let t = text.trim().to_ascii_lowercase();
-    t.is_empty() || t.contains("no findings") || t.contains("no issues found")
-}
-
 // ---------------------------------------------------------------------------------------------
 // Verifier
 
@@ -534,6 +642,16 @@ pub fn verifier_prompt(
     ctx: &ReviewContext,
     finding: &RawFinding,
     excerpt: &str,
+) -> (String, String) {
+    verifier_prompt_in(ctx, finding, excerpt, ctx.budget())
+}
+
+/// [`verifier_prompt`] fitted to `budget`.
+pub fn verifier_prompt_in(
+    ctx: &ReviewContext,
+    finding: &RawFinding,
+    excerpt: &str,
+    budget: ContextBudget,
 ) -> (String, String) {
     let system = format!(
         "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"verdict\": \
@@ -562,7 +680,7 @@ pub fn verifier_prompt(
         );
     }
     let source = weaver::delimit(finding.file.as_deref().unwrap_or("source"), excerpt);
-    let fitted = ctx.budget().fit(
+    let fitted = budget.fit(
         &system,
         &[
             Slot {
@@ -580,6 +698,108 @@ pub fn verifier_prompt(
     (system, format!("{}\n## Source\n{}", fitted[0], fitted[1]))
 }
 
+/// A reported finding after grounding: decided without a model, or grounded and waiting for one.
+#[derive(Debug, Clone)]
+pub enum Grounded {
+    Decided(Judged),
+    /// Grounded: `reported` carries the corrected lines, `notes` what grounding changed.
+    Ready {
+        reported: Reported,
+        excerpt: String,
+        notes: Vec<String>,
+    },
+}
+
+/// Ground one finding. Lines grounding corrected are written into the finding, with a note.
+pub fn ground_one(ctx: &ReviewContext, mut reported: Reported) -> Grounded {
+    match grounding::ground(&reported.finding, &ctx.pack) {
+        Grounding::Decided { verdict, reason } => Grounded::Decided(Judged {
+            reported,
+            verdict,
+            reason,
+            deterministic: true,
+            notes: Vec::new(),
+        }),
+        Grounding::Grounded {
+            excerpt,
+            corrected,
+            note,
+        } => {
+            if let Some((a, b)) = corrected {
+                reported.finding.line_start = Some(a);
+                reported.finding.line_end = Some(b);
+            }
+            Grounded::Ready {
+                reported,
+                excerpt,
+                notes: note.into_iter().collect(),
+            }
+        }
+    }
+}
+
+/// A grounded finding no model checked: UNVERIFIED, with the reason in its notes, kept in the
+/// report (after the checked findings) rather than dropped or passed off as PLAUSIBLE.
+pub fn unverified(reported: Reported, mut notes: Vec<String>, reason: String) -> Judged {
+    notes.push(format!("not verified: {reason}"));
+    Judged {
+        reported,
+        verdict: Verdict::Unverified,
+        reason,
+        deterministic: false,
+        notes,
+    }
+}
+
+/// The independent model check of one grounded finding. A call that fails, or an answer with
+/// no readable verdict, leaves it UNVERIFIED with the reason.
+pub async fn verify_grounded(
+    ctx: &ReviewContext,
+    reported: Reported,
+    excerpt: &str,
+    notes: Vec<String>,
+    verifier: &crate::backends::Selected,
+    stats: &mut CallStats,
+) -> Judged {
+    let budget = ctx.budget_for(&verifier.client, &verifier.model);
+    let (system, user) = verifier_prompt_in(ctx, &reported.finding, excerpt, budget);
+    let result = agent::json_call(
+        &verifier.client,
+        &ctx.call_spec(budget, &verifier.model),
+        &system,
+        &user,
+        schema::verdict_schema(),
+        Expect::Object,
+        stats,
+    )
+    .await;
+    match result {
+        Ok((Parsed::Object(v), _)) => match schema::normalize_verdict(&v) {
+            (Verdict::Unverified, reason) => unverified(reported, notes, reason),
+            (verdict, reason) => Judged {
+                reported,
+                verdict,
+                reason,
+                deterministic: false,
+                notes,
+            },
+        },
+        Ok((Parsed::Objects(_), _)) => unverified(
+            reported,
+            notes,
+            "the verifier's answer was not a verdict".into(),
+        ),
+        Err(e) => unverified(
+            reported,
+            notes,
+            format!(
+                "grounded, but the verifier call failed ({}): {e}",
+                e.class()
+            ),
+        ),
+    }
+}
+
 /// Verify one reported finding: grounding first, then (if grounded) an independent model call.
 pub async fn verify_one(
     ctx: &ReviewContext,
@@ -587,49 +807,13 @@ pub async fn verify_one(
     verifier: &crate::backends::Selected,
     stats: &mut CallStats,
 ) -> Judged {
-    match grounding::ground(&reported.finding, &ctx.pack) {
-        Grounding::Decided { verdict, reason } => Judged {
+    match ground_one(ctx, reported) {
+        Grounded::Decided(j) => j,
+        Grounded::Ready {
             reported,
-            verdict,
-            reason,
-            deterministic: true,
-        },
-        Grounding::Grounded { excerpt } => {
-            let (system, user) = verifier_prompt(ctx, &reported.finding, &excerpt);
-            let result = agent::json_call(
-                &verifier.client,
-                &ctx.call_spec(&verifier.model),
-                &system,
-                &user,
-                schema::verdict_schema(),
-                Expect::Object,
-                stats,
-            )
-            .await;
-            match result {
-                Ok((Parsed::Object(v), _)) => {
-                    let (verdict, reason) = schema::normalize_verdict(&v);
-                    Judged {
-                        reported,
-                        verdict,
-                        reason,
-                        deterministic: false,
-                    }
-                }
-                Ok((Parsed::Objects(_), _)) => Judged {
-                    reported,
-                    verdict: Verdict::Unverifiable,
-                    reason: "verifier answer was not a verdict".into(),
-                    deterministic: false,
-                },
-                Err(e) => Judged {
-                    reported,
-                    verdict: Verdict::Unverifiable,
-                    reason: format!("grounded, but the verifier call failed: {e}"),
-                    deterministic: false,
-                },
-            }
-        }
+            excerpt,
+            notes,
+        } => verify_grounded(ctx, reported, &excerpt, notes, verifier, stats).await,
     }
 }
 
@@ -640,6 +824,16 @@ pub fn synthesizer_prompt(
     ctx: &ReviewContext,
     gated: &quorum_core::dedup::Gated,
     classification: &Classification,
+) -> (String, String) {
+    synthesizer_prompt_in(ctx, gated, classification, ctx.budget())
+}
+
+/// [`synthesizer_prompt`] fitted to `budget`.
+pub fn synthesizer_prompt_in(
+    ctx: &ReviewContext,
+    gated: &quorum_core::dedup::Gated,
+    classification: &Classification,
+    budget: ContextBudget,
 ) -> (String, String) {
     let system = format!(
         "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"summary\": \"...\", \
@@ -671,7 +865,7 @@ pub fn synthesizer_prompt(
         gated.dropped.len()
     );
     let list = weaver::delimit("findings", &list);
-    let fitted = ctx.budget().fit(
+    let fitted = budget.fit(
         &system,
         &[Slot {
             name: "findings",
@@ -749,10 +943,16 @@ pub async fn synthesize(
 ) -> Result<(Synthesis, StageStats), AttemptError> {
     let (system, user) = synthesizer_prompt(ctx, gated, classification);
     let (client, model) = ctx.pick("synthesizer", &system, &user, None)?;
+    let budget = ctx.budget_for(&client, &model);
+    let (system, user) = if budget == ctx.budget() {
+        (system, user)
+    } else {
+        synthesizer_prompt_in(ctx, gated, classification, budget)
+    };
     let mut stats = CallStats::default();
     let (parsed, _) = agent::json_call(
         &client,
-        &ctx.call_spec(&model),
+        &ctx.call_spec(budget, &model),
         &system,
         &user,
         schema::synthesis_schema(),
@@ -786,24 +986,20 @@ pub async fn synthesize(
     ))
 }
 
-/// Verification without a model: grounding decides, and a grounded claim is PLAUSIBLE. Used when
-/// the flow budget leaves no room for model verdicts.
+/// Verification without a model, used when the flow budget leaves no room for model verdicts:
+/// grounding decides what it can, and a grounded claim is UNVERIFIED (kept, marked).
 pub fn ground_only(ctx: &ReviewContext, reported: Vec<Reported>) -> Vec<Judged> {
     reported
         .into_iter()
-        .map(|r| match grounding::ground(&r.finding, &ctx.pack) {
-            Grounding::Decided { verdict, reason } => Judged {
-                reported: r,
-                verdict,
-                reason,
-                deterministic: true,
-            },
-            Grounding::Grounded { .. } => Judged {
-                reported: r,
-                verdict: Verdict::Plausible,
-                reason: "grounded; not model-checked: the flow budget was spent".into(),
-                deterministic: true,
-            },
+        .map(|r| match ground_one(ctx, r) {
+            Grounded::Decided(j) => j,
+            Grounded::Ready {
+                reported, notes, ..
+            } => unverified(
+                reported,
+                notes,
+                "grounded; not model-checked: the flow budget was spent".into(),
+            ),
         })
         .collect()
 }

@@ -6,6 +6,7 @@
 //! a call to any other name is answered with an error the model can read and the loop continues.
 
 use quorum_core::pack::ContextPack;
+use quorum_core::weaver::delimit;
 use quorum_llm::ToolSpec;
 use serde_json::{json, Value};
 
@@ -141,12 +142,13 @@ pub fn execute_with(
         other => other,
     };
     match name {
-        "file_tree" => ToolResult::ok(pack.tree(TREE_ENTRIES, TREE_DEPTH)),
+        // What the pack tools return is content under review: delimited, never instructions.
+        "file_tree" => ToolResult::ok(delimit("file tree", &pack.tree(TREE_ENTRIES, TREE_DEPTH))),
         "list_directory" => {
             let dir = arg_str(args, "path").unwrap_or("");
             match pack.list_directory(dir) {
                 Ok(entries) if entries.is_empty() => ToolResult::ok("(empty directory)".into()),
-                Ok(entries) => ToolResult::ok(entries.join("\n")),
+                Ok(entries) => ToolResult::ok(delimit("directory listing", &entries.join("\n"))),
                 Err(e) => ToolResult::err(e.to_string()),
             }
         }
@@ -162,23 +164,21 @@ pub fn execute_with(
             let requested_end = arg_u32(args, "end").unwrap_or(file.line_count);
             let end = requested_end.min(start.saturating_add(MAX_READ_LINES - 1));
             match pack.read_lines(&file.path, start, end) {
-                Ok(mut text) => {
-                    text.insert_str(
-                        0,
-                        &format!(
-                            "{} (lines {start}-{} of {})\n",
-                            file.path,
-                            end.min(file.line_count),
-                            file.line_count
-                        ),
+                Ok(text) => {
+                    let mut out = format!(
+                        "{} (lines {start}-{} of {})\n",
+                        file.path,
+                        end.min(file.line_count),
+                        file.line_count
                     );
+                    out.push_str(&delimit(&file.path, &text));
                     if end < requested_end.min(file.line_count) {
-                        text.push_str(&format!(
+                        out.push_str(&format!(
                             "[cut at {MAX_READ_LINES} lines; read from line {} for more]\n",
                             end + 1
                         ));
                     }
-                    ToolResult::ok(text)
+                    ToolResult::ok(out)
                 }
                 Err(e) => ToolResult::err(e.to_string()),
             }
@@ -200,7 +200,7 @@ pub fn execute_with(
                             "[capped at {MAX_GREP_HITS} hits; narrow the pattern]\n"
                         ));
                     }
-                    ToolResult::ok(s)
+                    ToolResult::ok(delimit("grep results", &s))
                 }
                 Err(e) => ToolResult::err(e.to_string()),
             }

@@ -189,36 +189,44 @@ async fn verify_all(
         ctx.flow.parameters.max_verifications
     };
     let mut set = tokio::task::JoinSet::new();
+    let mut out: Vec<(usize, Judged)> = Vec::new();
+    // The budget counts grounded findings: those grounding already decided cost no model call
+    // and take nothing from it.
+    let mut grounded = 0usize;
     for (i, r) in reported.into_iter().enumerate() {
+        let (reported, excerpt, notes) = match stages::ground_one(ctx, r) {
+            stages::Grounded::Decided(j) => {
+                out.push((i, j));
+                continue;
+            }
+            stages::Grounded::Ready {
+                reported,
+                excerpt,
+                notes,
+            } => (reported, excerpt, notes),
+        };
+        grounded += 1;
+        if grounded > budget {
+            let why = if grounding_only {
+                "grounded; not model-checked: the flow budget was spent".to_string()
+            } else {
+                format!("grounded; not model-checked: over the flow's max_verifications ({budget})")
+            };
+            out.push((i, stages::unverified(reported, notes, why)));
+            continue;
+        }
         let ctx = ctx.clone();
         let permits = permits.clone();
         let verifier = verifier.clone();
         set.spawn(async move {
             let _permit = permits.acquire_owned().await;
             let mut stats = CallStats::default();
-            let judged = if i < budget {
-                stages::verify_one(&ctx, r, &verifier, &mut stats).await
-            } else {
-                match quorum_core::grounding::ground(&r.finding, &ctx.pack) {
-                    quorum_core::grounding::Grounding::Decided { verdict, reason } => Judged {
-                        reported: r,
-                        verdict,
-                        reason,
-                        deterministic: true,
-                    },
-                    quorum_core::grounding::Grounding::Grounded { .. } => Judged {
-                        reported: r,
-                        verdict: quorum_core::finding::Verdict::Plausible,
-                        reason: "grounded; over the flow's max_verifications, not model-checked"
-                            .into(),
-                        deterministic: true,
-                    },
-                }
-            };
+            let judged =
+                stages::verify_grounded(&ctx, reported, &excerpt, notes, &verifier, &mut stats)
+                    .await;
             (i, judged, stats)
         });
     }
-    let mut out: Vec<(usize, Judged)> = Vec::new();
     let mut total = CallStats::default();
     while let Some(res) = set.join_next().await {
         match res {

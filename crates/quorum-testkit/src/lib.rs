@@ -40,5 +40,7 @@ mod server;
 
 pub use error::ScriptError;
 pub use request::RecordedRequest;
-pub use script::{Api, Match, Reply, Rule, Script, DEFAULT_MODEL};
+pub use script::{
+    Api, ContextWindow, Match, Reply, Rule, Script, CONTEXT_WINDOW_RULE, DEFAULT_MODEL,
+};
 pub use server::ScriptedServer;

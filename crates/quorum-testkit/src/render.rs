@@ -240,6 +240,28 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// llama-server's answer to a request larger than its window (HTTP 400), as of b5000+.
+pub(crate) fn context_exceeded(n_prompt_tokens: u64, n_ctx: u64) -> String {
+    json!({"error": {
+        "code": 400,
+        "message": "the request exceeds the available context size, try increasing it",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": n_prompt_tokens,
+        "n_ctx": n_ctx,
+    }})
+    .to_string()
+}
+
+/// llama-server's `GET /props`, reduced to what clients read.
+pub(crate) fn llama_props(n_ctx: u64) -> Value {
+    json!({
+        "default_generation_settings": {"n_ctx": n_ctx, "params": {"n_predict": -1}},
+        "total_slots": 1,
+        "model_path": "models/scripted.gguf",
+        "build_info": "b5000-scripted",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::civil_from_days;

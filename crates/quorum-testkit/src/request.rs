@@ -158,6 +158,30 @@ impl RecordedRequest {
     pub fn prompt_tokens(&self) -> u64 {
         token_estimate(&self.text)
     }
+
+    /// What the request occupies of a context window, as a server with
+    /// [`Script::context_window`](crate::Script::context_window) counts it: a quarter of the
+    /// characters of message contents, tool-call arguments and tool definitions, plus the
+    /// output bound.
+    pub fn window_tokens(&self) -> u64 {
+        let calls: usize = self
+            .body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(|ms| {
+                ms.iter()
+                    .filter_map(|m| m.get("tool_calls"))
+                    .map(|c| c.to_string().chars().count())
+                    .sum()
+            })
+            .unwrap_or(0);
+        let tools = self
+            .body
+            .get("tools")
+            .map_or(0, |t| t.to_string().chars().count());
+        let chars = self.text.chars().count() + calls + tools;
+        chars as u64 / 4 + self.max_tokens.unwrap_or(0)
+    }
 }
 
 /// A deterministic stand-in for a tokenizer, so tests can predict usage exactly.

@@ -46,7 +46,25 @@ pub struct Script {
     /// "accept any model", for tests that do not care which model the client asks for.
     #[serde(default = "default_models")]
     pub models: Vec<String>,
+    /// A context window the server enforces, as a llama-server started with `-c N` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<ContextWindow>,
 }
+
+/// The server's context window: a chat whose [`RecordedRequest::window_tokens`] exceed `tokens`
+/// is answered with llama-server's real HTTP 400 `exceed_context_size_error` body (recorded
+/// with rule name [`CONTEXT_WINDOW_RULE`]); with `advertised`, `GET /props` states the window
+/// as llama-server does (`default_generation_settings.n_ctx`), else `/props` is a 404.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextWindow {
+    pub tokens: u64,
+    #[serde(default)]
+    pub advertised: bool,
+}
+
+/// The rule name recorded on requests refused for not fitting the context window.
+pub const CONTEXT_WINDOW_RULE: &str = "context-window";
 
 fn default_models() -> Vec<String> {
     vec![DEFAULT_MODEL.to_string()]
@@ -58,6 +76,7 @@ impl Default for Script {
             rules: Vec::new(),
             fallback: None,
             models: default_models(),
+            context_window: None,
         }
     }
 }
@@ -88,6 +107,25 @@ impl Script {
         S: Into<String>,
     {
         self.models = models.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Enforce a context window of `tokens` without saying so (like vLLM or Ollama: a client
+    /// learns it only from the refusal).
+    pub fn context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(ContextWindow {
+            tokens,
+            advertised: false,
+        });
+        self
+    }
+
+    /// Enforce a context window of `tokens` and state it at `GET /props`, like llama-server.
+    pub fn advertised_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(ContextWindow {
+            tokens,
+            advertised: true,
+        });
         self
     }
 

@@ -27,7 +27,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::render;
 use crate::request::RecordedRequest;
-use crate::script::{duplicate_rule_names, same_model, Api, Reply, Rule, Script};
+use crate::script::{
+    duplicate_rule_names, same_model, Api, ContextWindow, Reply, Rule, Script, CONTEXT_WINDOW_RULE,
+};
 
 /// Prompts carry whole files; the real servers accept far more than axum's 2 MB default.
 const BODY_LIMIT: usize = 256 * 1024 * 1024;
@@ -82,6 +84,7 @@ impl ScriptedServer {
             .route("/api/version", get(ollama_version))
             .route("/v1/chat/completions", post(openai_chat))
             .route("/v1/models", get(openai_models))
+            .route("/props", get(llama_props))
             .layer(DefaultBodyLimit::max(BODY_LIMIT))
             .with_state(shared.clone());
         let mut stop = shared.shutdown.subscribe();
@@ -180,6 +183,7 @@ struct Installed {
     rules: Vec<InstalledRule>,
     fallback: Option<Reply>,
     models: Vec<String>,
+    context_window: Option<ContextWindow>,
 }
 
 struct InstalledRule {
@@ -219,6 +223,7 @@ impl Installed {
             rules,
             fallback: script.fallback,
             models: script.models,
+            context_window: script.context_window,
         }
     }
 }
@@ -249,6 +254,16 @@ impl Shared {
             Decision::BadBody
         } else if !models.is_empty() && !models.iter().any(|m| same_model(m, &req.model)) {
             Decision::UnknownModel
+        } else if let Some(window) = served
+            .script
+            .context_window
+            .filter(|w| req.window_tokens() > w.tokens)
+        {
+            req.rule = Some(CONTEXT_WINDOW_RULE.to_string());
+            Decision::Answer(Reply::status_body(
+                400,
+                render::context_exceeded(req.window_tokens(), window.tokens),
+            ))
         } else {
             let chosen = served.script.rules.iter_mut().find(|r| {
                 r.rule.times.is_none_or(|times| r.hits < times)
@@ -444,6 +459,13 @@ async fn ollama_tags(State(shared): State<Arc<Shared>>) -> Json<Value> {
 
 async fn openai_models(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(render::openai_models(&shared.lock().script.models))
+}
+
+async fn llama_props(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.lock().script.context_window {
+        Some(w) if w.advertised => Json(render::llama_props(w.tokens)).into_response(),
+        _ => (StatusCode::NOT_FOUND, "File Not Found").into_response(),
+    }
 }
 
 async fn ollama_version() -> Json<Value> {

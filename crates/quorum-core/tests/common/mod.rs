@@ -47,6 +47,7 @@ pub fn finding(
         reporters: vec![reporter("security-auditor"), reporter("backend-reviewer")],
         anchor: anchor.into(),
         promoted: false,
+        notes: Vec::new(),
     }
 }
 
