@@ -65,6 +65,8 @@ pub struct TaskRun {
     /// Attempts handed back for placement reasons (node lost, refused, lease lapsed): they
     /// do not count against the task's attempt budget.
     pub handed_back: u32,
+    /// Attempts recorded before this conductor resumed the review: numbering continues.
+    pub resumed_attempts: u32,
 }
 
 impl TaskRun {
@@ -86,6 +88,7 @@ impl TaskRun {
             notes: Vec::new(),
             node: String::new(),
             handed_back: 0,
+            resumed_attempts: 0,
         }
     }
 
