@@ -310,6 +310,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
+        scope: Default::default(),
     });
     drive(&data, ctx, None, &params, args.out.as_deref(), args.quiet).await
 }
@@ -449,6 +450,7 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
+        scope: Default::default(),
     });
     drive(
         &data,

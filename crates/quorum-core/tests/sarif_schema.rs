@@ -154,6 +154,7 @@ fn realistic_report() -> Report {
                 path: "assets/logo.png".into(),
                 reason: "binary".into(),
             }],
+            diff: None,
         },
         classification: Classification {
             domain: "software".into(),
@@ -171,6 +172,7 @@ fn realistic_report() -> Report {
         }],
         findings,
         residual_concerns: vec![],
+        pre_existing: vec![],
         dropped: vec![Dropped {
             title: "Made-up function".into(),
             file: Some("src/nope.rs".into()),
@@ -215,6 +217,7 @@ fn realistic_report() -> Report {
                 persona: "nobody".into(),
                 reason: "unknown persona".into(),
             }],
+            profile: String::new(),
         },
     }
 }

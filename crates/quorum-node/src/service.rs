@@ -211,6 +211,7 @@ impl ReviewApi for NodeService {
             facts: FactLog::new(store),
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
+            scope: Default::default(),
         });
         let (live, _) = broadcast::channel(1024);
         self.flows.lock().map_err(internal)?.insert(

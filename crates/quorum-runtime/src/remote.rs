@@ -51,6 +51,9 @@ pub struct RemoteAttempt {
     pub head_sha: Option<String>,
     pub manifest: Vec<ManifestEntry>,
     pub sensitive: bool,
+    /// The review's scope as this task needs it (its files' hunks, the owner's guidance).
+    #[serde(default)]
+    pub scope: quorum_core::scope::ReviewScope,
 }
 
 impl RemoteAttempt {
@@ -93,6 +96,7 @@ impl RemoteAttempt {
                 })
                 .collect(),
             sensitive: ctx.backends.sensitive,
+            scope: ctx.scope.for_task(&task.files),
         })
     }
 }
@@ -188,6 +192,7 @@ pub async fn run_attempt(
         facts: FactLog::disabled(),
         remote: None,
         board,
+        scope: req.scope.clone(),
     };
     // The remote node chooses among its own models; the origin's placement does not apply.
     let mut task = req.task.clone();

@@ -97,6 +97,7 @@ fn context(
         facts: FactLog::disabled(),
         remote: peer.map(|p| p as Arc<dyn RemoteExecutor>),
         board: None,
+        scope: Default::default(),
     })
 }
 

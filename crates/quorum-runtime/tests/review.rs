@@ -52,6 +52,7 @@ fn context_with(
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
+        scope: Default::default(),
     };
     adjust(&mut ctx);
     ctx
@@ -454,6 +455,7 @@ async fn hung_model_is_bounded_by_timeouts() {
             facts: quorum_runtime::FactLog::disabled(),
             remote: None,
             board: None,
+            scope: Default::default(),
         })
     };
     let report = review(ctx).await;
