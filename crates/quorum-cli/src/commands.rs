@@ -10,7 +10,6 @@ use crate::{
 use anyhow::{bail, Context, Result};
 use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
-use quorum_core::pack::ContextPack;
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_llm::BackendConfig;
 use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
@@ -160,7 +159,13 @@ fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
     if let Some(url) = args.cluster.clone() {
+        if args.diff.is_some() || args.profile.is_some() {
+            bail!("--diff and --profile are not supported with --cluster yet: review the change on this machine");
+        }
         return crate::node::review_remote(args, &url).await;
+    }
+    if let Some(p) = &args.profile {
+        crate::target::parse_profile(p, "--profile")?;
     }
     let fail_on_text = args
         .fail_on
@@ -231,8 +236,12 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         );
     }
 
-    let pack = ContextPack::snapshot(&root, &settings.pack)
-        .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
+    let (pack, scope) = crate::target::snapshot(
+        &root,
+        &settings,
+        args.diff.as_deref(),
+        args.profile.as_deref(),
+    )?;
     let flow_id = new_flow_id();
     let params = RunParams {
         backends: configs,
@@ -289,6 +298,11 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     };
     let store = data.create_flow(&meta).map_err(store_err)?;
     store.save_pack(&pack).map_err(store_err)?;
+    store
+        .append(&quorum_store::Event::ScopeRecorded {
+            scope: scope.clone(),
+        })
+        .map_err(store_err)?;
     tracing::info!(flow_id = %flow_id, target = %root.display(), files = pack.len(), data_dir = %data.root().display(), "review starting");
     if !args.quiet {
         eprintln!(
@@ -310,7 +324,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
-        scope: Default::default(),
+        scope,
     });
     drive(&data, ctx, None, &params, args.out.as_deref(), args.quiet).await
 }
@@ -450,7 +464,7 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
-        scope: Default::default(),
+        scope: resume.replay.scope.clone().unwrap_or_default(),
     });
     drive(
         &data,
@@ -619,6 +633,14 @@ pub(crate) fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
         report.dropped.len(),
         report.residual_concerns.len()
     );
+    if let Some(d) = &report.target.diff {
+        println!(
+            "change {}: {} files changed; {} pre-existing findings off the change",
+            d.spec,
+            d.files_changed,
+            report.pre_existing.len()
+        );
+    }
     if !report.status_reason.is_empty() {
         println!("note: {}", report.status_reason);
     }
