@@ -519,6 +519,18 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
             println!("flow:      {}", meta.flow_name);
             println!("target:    {}", meta.target_path);
             println!("head:      {}", meta.head_sha.as_deref().unwrap_or("-"));
+            if let Some(scope) = &replay.scope {
+                if let Some(c) = &scope.change {
+                    println!(
+                        "change:    {} ({}..{}), {} files",
+                        c.spec,
+                        c.base.get(..12).unwrap_or(&c.base),
+                        c.head.get(..12).unwrap_or(&c.head),
+                        c.files.len()
+                    );
+                }
+                println!("profile:   {}", scope.profile.as_str());
+            }
             println!("started:   {}", meta.started_at);
             println!("node:      {}", meta.node);
             println!("events:    {}", events.len());

@@ -451,6 +451,28 @@ mod tests {
     }
 
     #[test]
+    fn a_task_scope_keeps_only_its_files_hunks() {
+        let mut c = change();
+        for f in &mut c.files {
+            f.hunks = format!("hunks of {}", f.path);
+        }
+        let scope = ReviewScope {
+            change: Some(c),
+            ..ReviewScope::default()
+        };
+        let mine = scope.for_task(&["src/a.rs".to_string()]);
+        let files = &mine.change.as_ref().unwrap().files;
+        assert_eq!(files.len(), 2, "every changed file stays listed");
+        assert_eq!(files[0].hunks, "hunks of src/a.rs");
+        assert!(files[1].hunks.is_empty());
+        assert_eq!(
+            scope.for_task(&[]),
+            scope,
+            "a task without files sees the whole change"
+        );
+    }
+
+    #[test]
     fn profiles_parse_and_set_gates() {
         assert_eq!(Profile::parse("Chill"), Some(Profile::Chill));
         assert_eq!(Profile::parse("assertive"), Some(Profile::Assertive));

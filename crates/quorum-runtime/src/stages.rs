@@ -939,11 +939,14 @@ pub fn specialist_scope_sections(ctx: &ReviewContext, task: &Task) -> String {
     if mine.is_empty() {
         out.push_str("None of this task's files changed: look at how they use what did change.\n");
     }
+    let list: String = mine.iter().map(|f| change_line(f) + "\n").collect();
+    if !list.is_empty() {
+        out.push_str(&weaver::delimit("changed files of this task", &list));
+    }
     let budget = (ctx.budget().input_tokens() as usize * 4) / DIFF_BUDGET_SHARE;
     let per_file = (budget / mine.len().max(1)).max(MIN_HUNK_CHARS);
     let mut spent = 0usize;
     for f in &mine {
-        let _ = writeln!(out, "{}", change_line(f));
         if f.hunks.is_empty() {
             continue;
         }
