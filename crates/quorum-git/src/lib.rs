@@ -69,7 +69,15 @@ pub struct Range {
     pub head: gix::ObjectId,
 }
 
-/// One blob entry of a tree, by path relative to the target.
+/// What one traversal of a commit's tree yields (see [`Repo::listing`]).
+#[derive(Default)]
+struct Listing {
+    entries: BTreeMap<String, Entry>,
+    skipped: Vec<Skipped>,
+    ignore_files: Vec<(String, String)>,
+}
+
+/// One non-tree entry of a tree, by path relative to the target.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     oid: gix::ObjectId,
@@ -174,40 +182,60 @@ impl Repo {
         Ok(commit.id)
     }
 
-    /// Blob entries of a commit's tree under the target, by target-relative path, plus the
-    /// paths left out because their names are not UTF-8.
-    fn entries(
-        &self,
-        commit: gix::ObjectId,
-    ) -> Result<(BTreeMap<String, Entry>, Vec<Skipped>), GitError> {
+    fn tree_of(&self, commit: gix::ObjectId) -> Result<gix::Tree<'_>, GitError> {
         let read = |reason: String| GitError::Read {
             what: format!("the tree of {}", short(&commit)),
             reason,
         };
-        let tree = self
-            .repo
+        self.repo
             .find_commit(commit)
             .map_err(|e| read(one_line(&e)))?
             .tree()
-            .map_err(|e| read(one_line(&e)))?;
-        let records = tree
+            .map_err(|e| read(one_line(&e)))
+    }
+
+    /// One traversal of a commit's tree: its non-tree entries under the target (by
+    /// target-relative path), the paths left out because their names are not UTF-8, and the
+    /// `.gitignore` / `.ignore` files that apply to the target — those under it and those in
+    /// the directories above it — as (repository-relative path, content).
+    fn listing(&self, commit: gix::ObjectId) -> Result<Listing, GitError> {
+        let records = self
+            .tree_of(commit)?
             .traverse()
             .breadthfirst
             .files()
-            .map_err(|e| read(one_line(&e)))?;
-        let mut out = BTreeMap::new();
-        let mut skipped = Vec::new();
+            .map_err(|e| GitError::Read {
+                what: format!("the tree of {}", short(&commit)),
+                reason: one_line(&e),
+            })?;
+        let mut out = Listing::default();
         for r in records {
             if r.mode.is_tree() {
                 continue;
             }
             let Ok(full) = r.filepath.to_str() else {
-                skipped.push(Skipped {
+                out.skipped.push(Skipped {
                     path: r.filepath.to_str_lossy().into_owned(),
                     reason: "file name is not valid utf-8".into(),
                 });
                 continue;
             };
+            let (dir, name) = full.rsplit_once('/').unwrap_or(("", full));
+            if r.mode.is_blob() && (name == ".gitignore" || name == ".ignore") {
+                let applies = self.prefix.is_empty()
+                    || dir.is_empty()
+                    || under(dir, &self.prefix)
+                    || dir == self.prefix
+                    || under(&self.prefix, dir);
+                if applies {
+                    if let Ok(blob) = self.repo.find_blob(r.oid) {
+                        out.ignore_files.push((
+                            full.to_string(),
+                            String::from_utf8_lossy(&blob.data).into_owned(),
+                        ));
+                    }
+                }
+            }
             let rel = if self.prefix.is_empty() {
                 full
             } else {
@@ -219,7 +247,7 @@ impl Repo {
                     None => continue,
                 }
             };
-            out.insert(
+            out.entries.insert(
                 rel.to_string(),
                 Entry {
                     oid: r.oid,
@@ -227,70 +255,35 @@ impl Repo {
                 },
             );
         }
-        Ok((out, skipped))
-    }
-
-    /// The `.gitignore` / `.ignore` files that apply to the target: those under it and those
-    /// in the directories above it, as (repository-relative path, content).
-    fn ignore_files(&self, commit: gix::ObjectId) -> Result<Vec<(String, String)>, GitError> {
-        let read = |reason: String| GitError::Read {
-            what: format!("ignore files of {}", short(&commit)),
-            reason,
-        };
-        let tree = self
-            .repo
-            .find_commit(commit)
-            .map_err(|e| read(one_line(&e)))?
-            .tree()
-            .map_err(|e| read(one_line(&e)))?;
-        let records = tree
-            .traverse()
-            .breadthfirst
-            .files()
-            .map_err(|e| read(one_line(&e)))?;
-        let mut out = Vec::new();
-        for r in records {
-            if !r.mode.is_blob() {
-                continue;
-            }
-            let Ok(path) = r.filepath.to_str() else {
-                continue;
-            };
-            let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
-            if name != ".gitignore" && name != ".ignore" {
-                continue;
-            }
-            let applies = self.prefix.is_empty()
-                || dir.is_empty()
-                || under(dir, &self.prefix)
-                || under(&self.prefix, dir);
-            if !applies {
-                continue;
-            }
-            if let Ok(blob) = self.repo.find_blob(r.oid) {
-                out.push((
-                    path.to_string(),
-                    String::from_utf8_lossy(&blob.data).into_owned(),
-                ));
-            }
-        }
         Ok(out)
     }
 
     /// The bytes of a target-relative file at a revision, when it exists there as a blob (for
     /// `.quorum.toml`, which is read from the head tree like everything else reviewed).
     pub fn read_at(&self, commit: gix::ObjectId, rel: &str) -> Result<Option<Vec<u8>>, GitError> {
-        let (entries, _) = self.entries(commit)?;
-        let Some(e) = entries.get(rel) else {
+        let full = if self.prefix.is_empty() {
+            rel.to_string()
+        } else {
+            format!("{}/{rel}", self.prefix)
+        };
+        let read = |reason: String| GitError::Read {
+            what: format!("{rel} at {}", short(&commit)),
+            reason,
+        };
+        let Some(entry) = self
+            .tree_of(commit)?
+            .lookup_entry_by_path(&full)
+            .map_err(|e| read(one_line(&e)))?
+        else {
             return Ok(None);
         };
-        if !e.mode.is_blob() {
+        if !entry.mode().is_blob() {
             return Ok(None);
         }
-        let blob = self.repo.find_blob(e.oid).map_err(|err| GitError::Read {
-            what: format!("{rel} at {}", short(&commit)),
-            reason: one_line(&err),
-        })?;
+        let blob = self
+            .repo
+            .find_blob(entry.oid().to_owned())
+            .map_err(|e| read(one_line(&e)))?;
         Ok(Some(blob.data.clone()))
     }
 
@@ -315,8 +308,12 @@ impl Repo {
         range: &Range,
         opts: &PackOptions,
     ) -> Result<(ContextPack, ChangeSet), GitError> {
-        let rules = TreeRules::new(opts, &self.prefix, &self.ignore_files(range.head)?)?;
-        let (head, mut skipped) = self.entries(range.head)?;
+        let Listing {
+            entries: head,
+            mut skipped,
+            ignore_files,
+        } = self.listing(range.head)?;
+        let rules = TreeRules::new(opts, &self.prefix, &ignore_files)?;
         let mut files = Vec::new();
         let mut head_text: BTreeMap<&str, Arc<str>> = BTreeMap::new();
         for (path, e) in &head {
@@ -340,8 +337,9 @@ impl Repo {
         }
 
         // The base side is judged by the base tree's own ignore files.
-        let base_rules = TreeRules::new(opts, &self.prefix, &self.ignore_files(range.base)?)?;
-        let (base, _) = self.entries(range.base)?;
+        let base_listing = self.listing(range.base)?;
+        let base_rules = TreeRules::new(opts, &self.prefix, &base_listing.ignore_files)?;
+        let base = base_listing.entries;
         let base_text = |path: &str, e: &Entry| -> Option<Arc<str>> {
             (base_rules.decide(path) == TreeDecision::Admit)
                 .then(|| self.admitted_blob(&base_rules, e).ok())

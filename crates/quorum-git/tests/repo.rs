@@ -74,8 +74,10 @@ fn fixture() -> tempfile::TempDir {
     write(r, "debug.log", b"tracked but ignored\n");
     write(r, ".quorum.toml", b"instructions = \"be kind\"\n");
     write(r, "blob.bin", b"\x00\x01\x02binary");
+    write(r, "src/.gitignore", b"gen_*.py\n");
+    write(r, "src/gen_x.py", b"generated = True\n");
     git(r, &["add", "-A"]);
-    git(r, &["add", "-f", "debug.log"]);
+    git(r, &["add", "-f", "debug.log", "src/gen_x.py"]);
     git(r, &["commit", "-q", "-m", "head"]);
     // Not committed: must not be reviewed.
     write(r, "src/app.py", b"WORKING TREE EDIT\n");
@@ -97,6 +99,7 @@ fn head_tree_is_the_pack_and_the_change_lists_reviewable_files() {
             ".gitignore",
             "README.md",
             "moved.txt",
+            "src/.gitignore",
             "src/app.py",
             "src/new.py"
         ]
@@ -132,6 +135,7 @@ fn head_tree_is_the_pack_and_the_change_lists_reviewable_files() {
         vec![
             ("moved.txt", ChangeKind::Renamed, Some("same.txt")),
             ("old.txt", ChangeKind::Deleted, None),
+            ("src/.gitignore", ChangeKind::Added, None),
             ("src/app.py", ChangeKind::Modified, None),
             ("src/new.py", ChangeKind::Added, None),
         ],
@@ -206,9 +210,13 @@ fn a_subdirectory_target_sees_its_own_files() {
     let range = repo.resolve("v1").unwrap();
     let (pack, change) = repo.read_change(&range, &PackOptions::default()).unwrap();
     let paths: Vec<&str> = pack.files.keys().map(String::as_str).collect();
-    assert_eq!(paths, vec!["app.py", "new.py"]);
+    assert_eq!(
+        paths,
+        vec![".gitignore", "app.py", "new.py"],
+        "the target's own ignore file applies"
+    );
     let changed: Vec<&str> = change.files.iter().map(|f| f.path.as_str()).collect();
-    assert_eq!(changed, vec!["app.py", "new.py"]);
+    assert_eq!(changed, vec![".gitignore", "app.py", "new.py"]);
 }
 
 #[test]
