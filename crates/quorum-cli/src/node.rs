@@ -571,8 +571,20 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
     let root = target
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", target.display()))?;
-    let pack = ContextPack::snapshot(&root, &settings.pack)
-        .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
+    // The repository's excludes bind wherever the review runs; its instructions do not travel
+    // over the API yet.
+    let repo = crate::target::repo_config_on_disk(&root)?;
+    if repo.as_ref().is_some_and(|r| !r.guidance.is_empty()) {
+        eprintln!(
+            "quorum: note: the instructions in {} are not applied to reviews run with --cluster",
+            quorum_core::repo_config::FILE_NAME
+        );
+    }
+    let pack = ContextPack::snapshot(
+        &root,
+        &crate::target::pack_options(&settings, repo.as_ref()),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
     let flow_yaml = match &args.flow {
         Some(f) if std::path::Path::new(f).is_file() => {
             Some(std::fs::read_to_string(f).with_context(|| format!("cannot read flow {f}"))?)

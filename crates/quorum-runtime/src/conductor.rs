@@ -743,7 +743,7 @@ impl FlowConductor {
     /// Grounding alone judges what was reported (no model call), then the gate.
     fn ground_only(state: &ConductorState) -> Gated {
         let judged = stages::ground_only(&state.ctx, state.reported.clone());
-        quorum_core::dedup::merge_and_gate(judged, state.ctx.flow.parameters.confidence_gate)
+        state.ctx.gate(judged)
     }
 }
 

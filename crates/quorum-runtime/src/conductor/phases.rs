@@ -12,7 +12,7 @@ use crate::progress::Progress;
 use crate::report::{assemble, RunFacts, TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::JobOutcome;
-use quorum_core::dedup::{self, Gated};
+use quorum_core::dedup::Gated;
 use quorum_core::finding::{Reported, Reporter};
 use quorum_core::schedule::{Input, TaskKey};
 use quorum_store::Event;
@@ -207,10 +207,7 @@ impl FlowConductor {
                 state.verifier_degraded = v.degraded;
                 let total = v.judged.len();
                 state.emit(Progress::Verified { done: total, total });
-                state.gated = Some(dedup::merge_and_gate(
-                    v.judged,
-                    state.ctx.flow.parameters.confidence_gate,
-                ));
+                state.gated = Some(state.ctx.gate(v.judged));
                 Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await?;
             }
             JobOutcome::Synthesize(Ok((s, st))) => {
@@ -482,10 +479,7 @@ impl FlowConductor {
         if unfinished.is_empty() {
             if let Some(judged) = replay.judged.clone() {
                 state.add_run(stage_run("verifier", true));
-                state.gated = Some(dedup::merge_and_gate(
-                    judged,
-                    state.ctx.flow.parameters.confidence_gate,
-                ));
+                state.gated = Some(state.ctx.gate(judged));
                 state.verifier_model = succeeded("verifier").map(|a| a.model.clone());
                 if let Some((summary, action_items, fallback)) = replay.synthesis.clone() {
                     state.add_run(stage_run("synthesizer", !fallback));
