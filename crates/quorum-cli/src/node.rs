@@ -313,7 +313,28 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     println!("{line}");
     let _ = std::io::stdout().flush();
 
-    shutdown_signal().await;
+    // A node that finds its name already taken leaves at once, saying so (exit 2).
+    let clash = async {
+        let Some(c) = cluster.clone() else {
+            return std::future::pending::<String>().await;
+        };
+        loop {
+            if let Some(msg) = c.name_clash() {
+                return msg;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    let refused = tokio::select! {
+        _ = shutdown_signal() => None,
+        msg = clash => Some(msg),
+    };
+    if let Some(msg) = refused {
+        if let Some(c) = cluster {
+            c.shutdown().await;
+        }
+        bail!("{msg}");
+    }
     eprintln!("quorum node {name}: draining");
     if let Some(a) = &agent {
         // Finish the attempts we are running for peers (bounded), take no new ones.
