@@ -29,7 +29,7 @@ fn human(n: u64) -> String {
 }
 
 fn is_stage(task: &str) -> bool {
-    ["scout", "planner", "verifier", "synthesizer"].contains(&task)
+    ["scout", "planner", "verifier", "synthesizer"].contains(&task) || task.starts_with("verifier-")
 }
 
 impl View {

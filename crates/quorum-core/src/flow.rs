@@ -76,6 +76,9 @@ pub struct FlowParams {
     pub circular_fix_repeats: u32,
     /// Grounded findings a verifier checks with a model; the rest are reported UNVERIFIED.
     pub max_verifications: usize,
+    /// Grounded findings per verification attempt: batches are placed like specialist tasks,
+    /// so verification spreads over the cluster.
+    pub verify_batch: usize,
     /// Per-call model timeout (seconds).
     pub call_timeout_secs: u64,
     /// Flow budget: total tokens (in + out) after which no new task starts and the review ends
@@ -101,6 +104,7 @@ impl Default for FlowParams {
             task_attempts: 3,
             circular_fix_repeats: 2,
             max_verifications: 200,
+            verify_batch: 8,
             call_timeout_secs: 300,
             max_tokens: 0,
             max_wall_secs: 0,
@@ -221,6 +225,13 @@ impl Flow {
                 path,
                 "parameters.max_iterations",
                 "max_iterations and task_attempts must be at least 1",
+            ));
+        }
+        if p.verify_batch == 0 {
+            return Err(invalid(
+                path,
+                "parameters.verify_batch",
+                "must be at least 1",
             ));
         }
         if p.circular_fix_repeats < 2

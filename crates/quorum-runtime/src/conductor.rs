@@ -148,6 +148,8 @@ pub struct ConductorState {
     budget_spent: Option<String>,
     /// Why the review was cancelled, once it was.
     cancelled: Option<String>,
+    /// The verification round in flight, once the specialists are done.
+    verify: Option<phases::VerifyRound>,
 }
 
 impl ConductorState {
@@ -455,6 +457,9 @@ impl FlowConductor {
             persona,
             attempt: n,
         });
+        if let Some(batch) = state.verify.as_ref().and_then(|v| v.batch(key)) {
+            return Self::start_verification_batch(myself, state, attempt, key, place, batch).await;
+        }
         let prior_error = state.runs[key].last_error.clone();
         let Some(mut task) = state.runs[key].task.clone() else {
             // A stage run: always here, the job is the current phase's.
@@ -651,6 +656,16 @@ impl FlowConductor {
             findings: 0,
             error: Some(message.to_string()),
         });
+        if terminal.is_some() {
+            if let Some(v) = state.verify.as_mut() {
+                if v.batch(key).is_some() {
+                    // A batch that could not be verified leaves its findings UNVERIFIED, with
+                    // the reason; the review goes on.
+                    v.give_up(key, message);
+                    return Ok(());
+                }
+            }
+        }
         if terminal.is_some() && !is_specialist && !state.sched.stopped() {
             return Self::after_final_failure(myself, state, message.to_string()).await;
         }
@@ -664,6 +679,10 @@ impl FlowConductor {
     ) -> Result<(), ActorProcessingErr> {
         if state.phase == Phase::Specialists && state.sched.all_terminal(false) {
             return Box::pin(Self::start_phase(myself, state, Phase::Verify)).await;
+        }
+        if state.phase == Phase::Verify && state.verify.is_some() && state.sched.all_terminal(false)
+        {
+            return Box::pin(Self::verification_done(myself, state)).await;
         }
         Ok(())
     }
@@ -791,6 +810,7 @@ impl Actor for FlowConductor {
             resume: args.resume,
             budget_spent: None,
             cancelled: None,
+            verify: None,
         })
     }
 

@@ -13,6 +13,7 @@ use crate::error::AttemptError;
 use crate::facts::FactLog;
 use crate::stages::{self, SpecialistOutput};
 use quorum_core::catalog::{Catalog, Heuristic, Persona};
+use quorum_core::finding::Reported;
 use quorum_core::flow::Flow;
 use quorum_core::pack::ContextPack;
 use quorum_core::task::Task;
@@ -45,7 +46,9 @@ pub struct RemoteAttempt {
     pub task: Task,
     pub prior_error: Option<String>,
     pub flow: Flow,
-    pub persona: Persona,
+    /// The specialist's persona (none for a verification batch).
+    #[serde(default)]
+    pub persona: Option<Persona>,
     pub heuristics: Vec<Heuristic>,
     pub root: PathBuf,
     pub head_sha: Option<String>,
@@ -58,9 +61,55 @@ pub struct RemoteAttempt {
     /// The review's scope as this task needs it (its files' hunks, the owner's guidance).
     #[serde(default)]
     pub scope: quorum_core::scope::ReviewScope,
+    /// A verification batch instead of a specialist task: judge these findings (grounding,
+    /// then this node's verifier model, which never sees who reported them or how sure).
+    #[serde(default)]
+    pub verify: Option<Vec<Reported>>,
 }
 
 impl RemoteAttempt {
+    /// A batch of grounded findings to verify on another node.
+    pub fn verification(
+        ctx: &ReviewContext,
+        attempt: u64,
+        id: &str,
+        reported: Vec<Reported>,
+        lease: std::time::Duration,
+    ) -> RemoteAttempt {
+        let mut files: Vec<String> = reported
+            .iter()
+            .filter_map(|r| r.finding.file.clone())
+            .collect();
+        files.sort();
+        files.dedup();
+        let task = Task {
+            id: id.to_string(),
+            persona: String::new(),
+            files,
+            mandate: String::new(),
+            tools: Vec::new(),
+            verification: String::new(),
+            model: None,
+        };
+        RemoteAttempt {
+            flow_id: ctx.flow_id.clone(),
+            attempt,
+            origin: ctx.node.clone(),
+            task,
+            prior_error: None,
+            flow: ctx.flow.clone(),
+            persona: None,
+            heuristics: Vec::new(),
+            root: ctx.pack.root.clone(),
+            head_sha: ctx.pack.head_sha.clone(),
+            manifest: manifest(ctx),
+            sensitive: ctx.backends.sensitive,
+            lease_ms: lease.as_millis() as u64,
+            scope: Default::default(),
+            verify: Some(reported),
+        }
+    }
+
     pub fn build(
         ctx: &ReviewContext,
         attempt: u64,
@@ -86,31 +135,38 @@ impl RemoteAttempt {
             task: task.clone(),
             prior_error,
             flow: ctx.flow.clone(),
-            persona,
+            persona: Some(persona),
             heuristics,
             root: ctx.pack.root.clone(),
             head_sha: ctx.pack.head_sha.clone(),
-            manifest: ctx
-                .pack
-                .files
-                .values()
-                .map(|f| ManifestEntry {
-                    path: f.path.clone(),
-                    hash: f.hash.clone(),
-                    size: f.size,
-                })
-                .collect(),
+            manifest: manifest(ctx),
             sensitive: ctx.backends.sensitive,
             lease_ms: lease.as_millis() as u64,
             scope: ctx.scope.for_task(&task.files),
+            verify: None,
         })
     }
 }
 
-/// What comes back: the specialist's output, or its error as class + message.
+/// Every pack file by path and content hash (contents are fetched by hash).
+fn manifest(ctx: &ReviewContext) -> Vec<ManifestEntry> {
+    ctx.pack
+        .files
+        .values()
+        .map(|f| ManifestEntry {
+            path: f.path.clone(),
+            hash: f.hash.clone(),
+            size: f.size,
+        })
+        .collect()
+}
+
+/// What comes back: the specialist's output, a verification batch's verdicts, or the error as
+/// class + message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum RemoteOutcome {
     Ok(SpecialistOutput),
+    Verified(crate::worker::VerifyOutput),
     Err { class: String, message: String },
 }
 
@@ -128,7 +184,19 @@ impl RemoteOutcome {
     pub fn into_result(self) -> Result<SpecialistOutput, AttemptError> {
         match self {
             RemoteOutcome::Ok(o) => Ok(o),
+            RemoteOutcome::Verified(_) => Err(AttemptError::Internal(
+                "a verification result where a specialist's was expected".into(),
+            )),
             RemoteOutcome::Err { class, message } => Err(AttemptError::Remote { class, message }),
+        }
+    }
+
+    /// As the conductor takes it: a specialist's or a verification batch's outcome.
+    pub fn into_job_outcome(self) -> crate::worker::JobOutcome {
+        use crate::worker::JobOutcome;
+        match self {
+            RemoteOutcome::Verified(v) => JobOutcome::Verify(Ok(v)),
+            other => JobOutcome::Specialist(other.into_result()),
         }
     }
 }
@@ -194,9 +262,9 @@ pub async fn run_attempt(
     for h in &req.heuristics {
         catalog.heuristics.insert(h.name.clone(), h.clone());
     }
-    catalog
-        .personas
-        .insert(req.persona.name.clone(), req.persona.clone());
+    if let Some(p) = &req.persona {
+        catalog.personas.insert(p.name.clone(), p.clone());
+    }
     let mut backends = backends.clone();
     backends.sensitive = req.sensitive;
     let ctx = ReviewContext {
@@ -214,6 +282,27 @@ pub async fn run_attempt(
         board,
         scope: req.scope.clone(),
     };
+    if let Some(reported) = req.verify.clone() {
+        let ctx = Arc::new(ctx);
+        let n = reported.len() as u64;
+        let p = &ctx.flow.parameters;
+        let deadline = std::time::Duration::from_secs(
+            p.call_timeout_secs
+                .max(1)
+                .saturating_mul(n / ctx.max_concurrent() as u64 + 2)
+                .saturating_mul(2),
+        );
+        return match tokio::time::timeout(
+            deadline,
+            crate::worker::verify_all(&ctx, reported, false),
+        )
+        .await
+        {
+            Ok(Ok(v)) => RemoteOutcome::Verified(v),
+            Ok(Err(e)) => RemoteOutcome::from_result(Err(e)),
+            Err(_) => RemoteOutcome::from_result(Err(AttemptError::Deadline(deadline.as_secs()))),
+        };
+    }
     // The remote node chooses among its own models; the origin's placement does not apply.
     let mut task = req.task.clone();
     if !ctx.backends.is_auto() {
@@ -235,7 +324,6 @@ pub async fn run_attempt(
 /// origin). The conductor accepts it only from the node the attempt was placed on.
 pub fn deliver_result(flow_id: &str, attempt: u64, node: &str, outcome: RemoteOutcome) -> bool {
     use crate::conductor::ConductorMsg;
-    use crate::worker::JobOutcome;
     let Some(conductor) = conductor_of(flow_id) else {
         return false;
     };
@@ -243,7 +331,7 @@ pub fn deliver_result(flow_id: &str, attempt: u64, node: &str, outcome: RemoteOu
         .send_message(ConductorMsg::RemoteOutcome {
             attempt,
             node: node.to_string(),
-            outcome: Box::new(JobOutcome::Specialist(outcome.into_result())),
+            outcome: Box::new(outcome.into_job_outcome()),
         })
         .is_ok()
 }

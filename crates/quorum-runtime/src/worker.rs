@@ -39,7 +39,7 @@ pub enum Job {
 
 /// The verifier stage's result: every finding judged, never an error (a failed model call
 /// leaves that finding UNVERIFIABLE with the reason).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct VerifyOutput {
     pub judged: Vec<Judged>,
     pub stage: StageStats,
@@ -162,7 +162,7 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
 
 /// Verify every reported finding with bounded concurrency. Grounding runs for all of them; at
 /// most `max_verifications` grounded findings get a model call, the rest keep grounding's word.
-async fn verify_all(
+pub(crate) async fn verify_all(
     ctx: &SharedContext,
     reported: Vec<Reported>,
     grounding_only: bool,

@@ -521,3 +521,71 @@ async fn cancel_stops_every_attempt_and_ends_partial() {
         "a model request started after cancel"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_batches_are_placed_like_tasks_and_judge_the_same() {
+    let local = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer_server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let single = run(context(&local, None, &uuid::Uuid::new_v4().to_string())).await;
+    let peer = Arc::new(FakePeer {
+        name: "peer".into(),
+        capacity: 4,
+        backends: backends(&peer_server),
+        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        alive: AtomicBool::new(true),
+        hang: false,
+        held: Mutex::new(Vec::new()),
+        ran: Mutex::new(Vec::new()),
+    });
+    // One finding per batch, so the batches outnumber this node's single slot.
+    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
+    flow.parameters.call_timeout_secs = 5;
+    flow.parameters.verify_batch = 1;
+    let ctx = Arc::new(ReviewContext {
+        flow,
+        ..Arc::try_unwrap(context(
+            &local,
+            Some(peer.clone()),
+            &uuid::Uuid::new_v4().to_string(),
+        ))
+        .unwrap()
+    });
+    let spread = run(ctx).await;
+    assert_eq!(
+        spread.status,
+        quorum_core::report::ReviewStatus::Completed,
+        "{}",
+        spread.status_reason
+    );
+    // The same verdicts as one node, whoever judged them.
+    let verdicts = |r: &Report| {
+        let mut v: Vec<String> = r
+            .findings
+            .iter()
+            .map(|f| format!("{}|{:?}", f.anchor, f.verdict))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(verdicts(&single), verdicts(&spread));
+    let batches: Vec<_> = spread
+        .tasks
+        .iter()
+        .filter(|t| t.id.starts_with("verifier"))
+        .collect();
+    assert!(batches.len() > 1, "{batches:?}");
+    assert!(
+        batches.iter().any(|t| t.node == "peer"),
+        "no verification batch ran on the peer: {batches:?}"
+    );
+    // The peer's verifier model was asked, blind to the finder.
+    let peer_verifications: Vec<_> = peer_server
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains("You are an independent verifier"))
+        .collect();
+    assert!(!peer_verifications.is_empty());
+    for r in &peer_verifications {
+        assert!(!r.text.contains("security_sentinel") && !r.text.contains("confidence"));
+    }
+}

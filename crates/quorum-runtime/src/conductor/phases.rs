@@ -13,7 +13,7 @@ use crate::report::{assemble, RunFacts, TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::JobOutcome;
 use quorum_core::dedup::Gated;
-use quorum_core::finding::{Reported, Reporter};
+use quorum_core::finding::{Judged, Reported, Reporter};
 use quorum_core::schedule::{Input, TaskKey};
 use quorum_store::Event;
 use ractor::{ActorProcessingErr, ActorRef};
@@ -41,7 +41,7 @@ impl FlowConductor {
                     Self::finish_with_fallback_summary(myself, state).await;
                     return Ok(());
                 }
-                "verifier"
+                return Self::start_verification(myself, state).await;
             }
             Phase::Synthesize if state.budget_spent.is_some() => {
                 Self::finish_with_fallback_summary(myself, state).await;
@@ -189,6 +189,21 @@ impl FlowConductor {
                         reporter: reporter.clone(),
                         finding: f,
                     });
+                }
+            }
+            JobOutcome::Verify(Ok(v))
+                if state
+                    .verify
+                    .as_ref()
+                    .is_some_and(|r| r.batch(run).is_some()) =>
+            {
+                state.runs[run].complete(&v.stage.model, &v.stage.stats);
+                Self::record_success(state, run, &v.stage.model, &v.stage.stats, 1, Vec::new())
+                    .await;
+                if let Some(round) = state.verify.as_mut() {
+                    round.judged_batch(run, v);
+                    let (done, total) = round.progress();
+                    state.emit(Progress::Verified { done, total });
                 }
             }
             JobOutcome::Verify(Ok(v)) => {
@@ -512,6 +527,150 @@ impl FlowConductor {
         Self::advance(myself, state).await
     }
 
+    /// Verification: grounding first for every finding (deterministic, here), then the
+    /// grounded ones within `max_verifications` in batches of `verify_batch`, each an attempt
+    /// placed like a specialist task — so a cluster verifies in parallel.
+    async fn start_verification(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.emit(Progress::Stage {
+            stage: "verifier".to_string(),
+        });
+        let p = &state.ctx.flow.parameters;
+        let (budget, batch) = (p.max_verifications, p.verify_batch.max(1));
+        let mut round = VerifyRound::new(state.reported.len());
+        let mut ready = Vec::new();
+        for (i, r) in state.reported.iter().cloned().enumerate() {
+            match stages::ground_one(&state.ctx, r) {
+                stages::Grounded::Decided(j) => round.judged[i] = Some(j),
+                stages::Grounded::Ready {
+                    reported, notes, ..
+                } => {
+                    if ready.len() < budget {
+                        ready.push((i, reported, notes));
+                    } else {
+                        let why = format!(
+                            "grounded; not model-checked: over the flow's max_verifications ({budget})"
+                        );
+                        round.judged[i] = Some(stages::unverified(reported, notes, why));
+                    }
+                }
+            }
+        }
+        let chunks: Vec<Vec<(usize, Reported, Vec<String>)>> =
+            ready.chunks(batch).map(|c| c.to_vec()).collect();
+        let n = chunks.len();
+        let mut keys = Vec::new();
+        for (k, chunk) in chunks.into_iter().enumerate() {
+            let name = if n == 1 {
+                "verifier".to_string()
+            } else {
+                format!("verifier-{}", k + 1)
+            };
+            let key = state.add_run(TaskRun::stage(&name));
+            state.runs[key].persona = "verifier".into();
+            round.batches.insert(key, chunk);
+            keys.push(key);
+        }
+        state.verify = Some(round);
+        let placeable = state.ctx.remote.is_some();
+        for key in keys {
+            Box::pin(Self::feed(
+                myself,
+                state,
+                Input::AddTask {
+                    key,
+                    stage: false,
+                    placeable,
+                },
+                None,
+            ))
+            .await?;
+        }
+        // Grounding may have decided everything: nothing to wait for.
+        Box::pin(Self::advance(myself, state)).await
+    }
+
+    /// Run one verification batch here or ship it to a peer.
+    pub(super) async fn start_verification_batch(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        attempt: u64,
+        key: TaskKey,
+        place: quorum_core::schedule::Place,
+        batch: Vec<Reported>,
+    ) -> Result<Option<Input>, ActorProcessingErr> {
+        use quorum_core::schedule::{AttemptResult, Place};
+        match &place {
+            Place::Local => {
+                let job = crate::worker::Job::Verify {
+                    reported: batch,
+                    grounding_only: false,
+                };
+                Self::spawn_worker(myself, state, attempt, job).await?;
+                Ok(None)
+            }
+            Place::Peer(peer) => {
+                let id = state.runs[key].id.clone();
+                let req = crate::remote::RemoteAttempt::verification(
+                    &state.ctx,
+                    attempt,
+                    &id,
+                    batch,
+                    state.lease(),
+                );
+                let sent = match &state.ctx.remote {
+                    Some(remote) => remote.dispatch(peer, req).await,
+                    None => Err("no remote executor".to_string()),
+                };
+                match sent {
+                    Ok(()) => Ok(None),
+                    Err(e) if state.ctx.remote.is_none() => Ok(Some(Input::Outcome {
+                        attempt,
+                        from: place.clone(),
+                        result: AttemptResult::Failure {
+                            class: "internal".into(),
+                            message: e,
+                            retryable: false,
+                        },
+                    })),
+                    Err(e) => {
+                        tracing::warn!(node = %peer, error = %e, "cannot reach peer; placing elsewhere");
+                        Ok(Some(Input::SendFailed { attempt }))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every batch has ended: the verdicts in report order, one fact, the gate, the summary.
+    pub(super) async fn verification_done(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(round) = state.verify.take() else {
+            return Ok(());
+        };
+        state.usage.merge(&round.stats);
+        if round.model.is_some() {
+            state.verifier_model = round.model.clone();
+        }
+        state.verifier_degraded = round.degraded;
+        let judged = round.into_judged();
+        state
+            .ctx
+            .facts
+            .event(Event::VerifyCompleted {
+                judged: judged.clone(),
+            })
+            .await;
+        let total = judged.len();
+        state.emit(Progress::Verified { done: total, total });
+        state.gated = Some(state.ctx.gate(judged));
+        Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await
+    }
+
     /// Record and use the deterministic summary (synthesizer failed, or no budget left), then finish.
     pub(super) async fn finish_with_fallback_summary(
         myself: &ActorRef<ConductorMsg>,
@@ -590,5 +749,88 @@ impl FlowConductor {
             let _ = tx.send(report);
         }
         myself.stop(None);
+    }
+}
+
+/// A verification round: each reported finding's verdict once known, and the batches still
+/// to judge (by scheduler key), with the grounding notes to keep if a batch cannot run.
+#[derive(Debug, Default)]
+pub(super) struct VerifyRound {
+    judged: Vec<Option<Judged>>,
+    batches: std::collections::BTreeMap<TaskKey, Vec<(usize, Reported, Vec<String>)>>,
+    model: Option<String>,
+    degraded: bool,
+    stats: CallStats,
+}
+
+impl VerifyRound {
+    fn new(n: usize) -> VerifyRound {
+        VerifyRound {
+            judged: vec![None; n],
+            ..VerifyRound::default()
+        }
+    }
+
+    /// The findings of batch `key`, if it is one of this round's.
+    pub(super) fn batch(&self, key: TaskKey) -> Option<Vec<Reported>> {
+        self.batches
+            .get(&key)
+            .map(|b| b.iter().map(|(_, r, _)| r.clone()).collect())
+    }
+
+    fn judged_batch(&mut self, key: TaskKey, v: crate::worker::VerifyOutput) {
+        let Some(batch) = self.batches.get(&key) else {
+            return;
+        };
+        for ((i, _, _), j) in batch.iter().zip(v.judged) {
+            self.judged[*i] = Some(j);
+        }
+        self.stats.merge(&v.stage.stats);
+        self.model.get_or_insert(v.stage.model);
+        self.degraded |= v.degraded;
+    }
+
+    /// A batch will not be verified: its findings stay, UNVERIFIED, saying why.
+    pub(super) fn give_up(&mut self, key: TaskKey, why: &str) {
+        let Some(batch) = self.batches.get(&key) else {
+            return;
+        };
+        for (i, r, notes) in batch {
+            if self.judged[*i].is_none() {
+                self.judged[*i] = Some(stages::unverified(
+                    r.clone(),
+                    notes.clone(),
+                    format!("verification could not run: {why}"),
+                ));
+            }
+        }
+    }
+
+    fn progress(&self) -> (usize, usize) {
+        (
+            self.judged.iter().filter(|j| j.is_some()).count(),
+            self.judged.len(),
+        )
+    }
+
+    fn into_judged(self) -> Vec<Judged> {
+        let batches = self.batches;
+        self.judged
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, j)| {
+                j.or_else(|| {
+                    // Unreachable by construction (every batch ends judged or given up), but
+                    // never drop a finding: keep it UNVERIFIED.
+                    batches
+                        .values()
+                        .flatten()
+                        .find(|(k, _, _)| *k == i)
+                        .map(|(_, r, n)| {
+                            stages::unverified(r.clone(), n.clone(), "not verified".into())
+                        })
+                })
+            })
+            .collect()
     }
 }
