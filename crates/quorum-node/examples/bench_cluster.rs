@@ -1,8 +1,10 @@
 //! Cluster scaling and failover, measured side by side in one run.
 //!
-//! The same review of 60 specialist tasks (scripted model latency 300 ms, per-node capacity 2)
-//! runs on 1 node and on 3 nodes — real quorum-cluster nodes on 127.0.0.1, in this process,
-//! each with its own scripted model server — and the wall-time ratio is printed. Then a worker
+//! The same review of 60 specialist tasks, each reporting one grounded finding, plus the 60
+//! verifications those need (scripted model latency 300 ms for both, per-node capacity 2) runs
+//! on 1 node and on 3 nodes — real quorum-cluster nodes on 127.0.0.1, in this process, each with
+//! its own scripted model server — and the wall-time ratio is printed, with the ideal critical
+//! path beside it. Then a worker
 //! is cut off mid-review (a transport partition, as a dead host looks to its peers) and the
 //! time until its tasks run elsewhere is measured.
 //!
@@ -46,7 +48,19 @@ fn script() -> Script {
                 .when_system(["You are security_sentinel"])
                 .reply(Reply::delay(
                     LATENCY_MS,
-                    Reply::json(&json!({"findings": []})),
+                    Reply::json(&json!({"findings": [{"title": "Injection in the search query",
+                        "severity": "P1", "confidence": 0.9, "category": "security/injection",
+                        "file": "src/db.py", "line_start": 53, "line_end": 53,
+                        "evidence": "name LIKE '%{term}%'", "why_it_matters": "attacker-controlled SQL",
+                        "suggested_fix": "bind the parameter"}]})),
+                )),
+        )
+        .rule(
+            Rule::new("verifier")
+                .when_system(["You are an independent verifier"])
+                .reply(Reply::delay(
+                    LATENCY_MS,
+                    Reply::json(&json!({"verdict": "CONFIRMED", "reason": "the cited line builds SQL from input"})),
                 )),
         )
         .rule(synthesizer_rule())
@@ -183,7 +197,24 @@ async fn main() {
     };
     let failover = review.await.unwrap().unwrap();
 
-    println!("review of {TASKS} specialist tasks, scripted latency {LATENCY_MS} ms, capacity {CAPACITY} per node");
+    let verifications = |r: &quorum_core::report::Report| {
+        r.tasks
+            .iter()
+            .filter(|t| t.id.starts_with("verifier"))
+            .count()
+    };
+    let ideal = |nodes: usize| {
+        // Specialists then verifications, each call LATENCY_MS, CAPACITY calls per node at once.
+        let slots = (nodes * CAPACITY) as f64;
+        2.0 * (TASKS as f64 / slots).ceil() * LATENCY_MS as f64
+    };
+    println!("review of {TASKS} specialist tasks + {TASKS} verifications (batches: {} on 3 nodes), scripted latency {LATENCY_MS} ms, capacity {CAPACITY} per node", verifications(&three));
+    println!(
+        "  ideal critical path: 1 node {:.0} ms, 3 nodes {:.0} ms (ratio {:.2}x)",
+        ideal(1),
+        ideal(3),
+        ideal(1) / ideal(3)
+    );
     println!("  1 node:  {:>8.0} ms", single.as_secs_f64() * 1e3);
     println!(
         "  3 nodes: {:>8.0} ms   tasks per node {per_node:?}",
