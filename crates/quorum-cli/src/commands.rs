@@ -798,7 +798,12 @@ fn personas(command: PersonasCommand, config: Option<&Path>) -> Result<ExitCode>
         PersonasCommand::List => {
             let width = catalog.personas.keys().map(|k| k.len()).max().unwrap_or(0);
             for p in catalog.personas.values() {
-                println!("{:width$}  {:<10}  {}", p.name, p.domain, p.summary.trim());
+                let domain = if p.is_reviewer() {
+                    p.domain.clone()
+                } else {
+                    p.kind.as_str().to_string()
+                };
+                println!("{:width$}  {:<10}  {}", p.name, domain, p.summary.trim());
             }
         }
         PersonasCommand::Show { name } => {
@@ -813,12 +818,23 @@ fn personas(command: PersonasCommand, config: Option<&Path>) -> Result<ExitCode>
             );
         }
         PersonasCommand::Check => {
+            let mut domains: std::collections::BTreeMap<&str, usize> = Default::default();
+            for p in catalog.reviewers() {
+                *domains.entry(p.domain.as_str()).or_default() += 1;
+            }
+            let panel = catalog.judge_panel();
             println!(
-                "ok: {} personas, {} heuristics in {}",
+                "ok: {} personas ({} reviewers, {} judges on {} axes, {} meta-judges), {} heuristics in {}",
                 catalog.personas.len(),
+                catalog.reviewers().count(),
+                panel.judges(),
+                panel.axes.len(),
+                panel.meta.len(),
                 catalog.heuristics.len(),
                 dir.display()
             );
+            let by_domain: Vec<String> = domains.iter().map(|(d, n)| format!("{d} {n}")).collect();
+            println!("reviewers by domain: {}", by_domain.join(", "));
         }
     }
     Ok(ExitCode::Clean)

@@ -300,6 +300,13 @@ pub fn validate_tasks(
             rejected.push(reject(format!("unknown persona {persona:?}")));
             continue;
         };
+        if !p.is_reviewer() {
+            rejected.push(reject(format!(
+                "{persona:?} is a {}, which scores outputs and takes no review task",
+                p.kind.as_str()
+            )));
+            continue;
+        }
         let mandate = field(v, &["mandate", "instructions", "focus"])
             .and_then(lenient_string)
             .unwrap_or_default();

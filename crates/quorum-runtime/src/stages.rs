@@ -278,7 +278,7 @@ pub async fn plan(
     let (client, model) = ctx.pick("planner", &probe_system, &probe_user, None)?;
     let spec = ctx.call_spec(&model);
     let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
-    let personas: Vec<&str> = ctx.catalog.personas.keys().map(String::as_str).collect();
+    let personas: Vec<&str> = ctx.catalog.reviewers().map(|p| p.name.as_str()).collect();
     let files: Vec<&str> = ctx.pack.files.keys().map(String::as_str).collect();
     let mut stats = CallStats::default();
     let mut errors: Vec<String> = Vec::new();
