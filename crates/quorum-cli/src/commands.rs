@@ -166,6 +166,8 @@ struct RunParams {
     models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
     /// Accepted through a node's API (the node's settings supply what is not stored).
     submitted: bool,
+    /// `--apply-safe-fixes DIR`: where the fixed copy of the target goes.
+    apply_safe_fixes: Option<PathBuf>,
 }
 
 pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
@@ -226,6 +228,11 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot read flow {}", flow_path.display()))?;
     let flow =
         Flow::parse(&flow_yaml, &flow_path).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
+    flow.check_personas(&catalog)
+        .map_err(|e| anyhow::anyhow!("invalid flow: {e}; see `quorum personas list`"))?;
+    if let Some(dir) = &args.apply_safe_fixes {
+        crate::fixes::check_destination(target, dir)?;
+    }
     let configs = backend_configs(&args.backend, &settings)?;
     if configs.is_empty() {
         bail!("no backend configured: pass --backend ollama=http://127.0.0.1:11434 (or openai=URL/v1), or add [[backends]] to the config");
@@ -280,6 +287,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         personas_dir: personas_dir.canonicalize().unwrap_or(personas_dir),
         models: settings.models.clone(),
         submitted: false,
+        apply_safe_fixes: args.apply_safe_fixes.clone(),
     };
     let node = node_name(&settings);
     let backends = if pack.is_empty() {
@@ -363,6 +371,7 @@ async fn drive(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let draw = !quiet && std::io::stderr().is_terminal();
     let renderer = tokio::spawn(crate::progress::render(rx, draw));
+    let pack = params.apply_safe_fixes.as_ref().map(|_| ctx.pack.clone());
     let run = quorum_runtime::run_review_from(ctx, Some(tx), resume);
     // `quorum flows cancel` from another process leaves a request beside the store.
     let cancel_watch = {
@@ -403,10 +412,13 @@ async fn drive(
             tracing::warn!(error = %e, "cannot persist runtime model stats");
         }
     }
-    let report = report.map_err(|e| incomplete(format!("review could not run: {e}")))?;
+    let mut report = report.map_err(|e| incomplete(format!("review could not run: {e}")))?;
     let out_dir = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| params.out_dir.clone());
+    if let (Some(dir), Some(pack)) = (&params.apply_safe_fixes, &pack) {
+        report.safe_fixes = crate::fixes::write_fixed_copy(pack, &report.findings, dir)?;
+    }
     write_reports(&report, &out_dir, &params.formats)?;
     print_outcome(&report, &out_dir, &params.formats);
     let fail_on = settings::parse_fail_on(&params.fail_on)?;

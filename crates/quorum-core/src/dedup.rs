@@ -186,6 +186,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         reporters: reporters.into_iter().collect(),
         anchor: key,
         promoted: false,
+        routing: f.routing.clone(),
     };
     Some((finding, personas.len()))
 }
@@ -225,6 +226,7 @@ mod tests {
             evidence: "if token == expected".into(),
             why_it_matters: "timing leak".into(),
             suggested_fix: "constant-time compare".into(),
+            routing: Default::default(),
         }
     }
 

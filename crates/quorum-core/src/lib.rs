@@ -10,7 +10,9 @@
 //! and the git HEAD/work-tree lookups — and in the catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
 
 pub mod catalog;
+pub mod coverage;
 pub mod dedup;
+pub mod docreview;
 pub mod error;
 pub mod finding;
 pub mod flow;

@@ -138,6 +138,88 @@ fn the_judge_panel_has_three_perspectives_on_every_axis_and_a_meta_judge() {
 }
 
 #[test]
+fn every_shipped_flow_loads_and_names_only_catalog_reviewers() {
+    let catalog = shipped();
+    let dir = repo_root().join("flows");
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let flow = quorum_core::flow::Flow::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            flow.check_personas(&catalog)
+                .unwrap_or_else(|e| panic!("{e}"));
+            names.insert(flow.name.clone());
+        }
+    }
+    for expected in [
+        "review",
+        "quick",
+        "comprehensive",
+        "security-audit",
+        "document-review",
+    ] {
+        assert!(names.contains(expected), "flow {expected} is not shipped");
+    }
+    let comprehensive = quorum_core::flow::Flow::load(&dir.join("comprehensive.yaml")).unwrap();
+    let dims: Vec<&str> = comprehensive
+        .dimensions
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(
+        dims,
+        [
+            "correctness",
+            "security",
+            "performance",
+            "tests",
+            "docs",
+            "architecture"
+        ]
+    );
+    assert!(comprehensive.dimensions.iter().all(|d| d.required));
+    assert_eq!(
+        (
+            comprehensive.parameters.min_tasks,
+            comprehensive.parameters.max_tasks
+        ),
+        (15, 25)
+    );
+    assert!(comprehensive.directory_coverage.is_some());
+    let audit = quorum_core::flow::Flow::load(&dir.join("security-audit.yaml")).unwrap();
+    assert!(audit.dimensions.len() >= 5 && audit.directory_coverage.is_some());
+    let docs = quorum_core::flow::Flow::load(&dir.join("document-review.yaml")).unwrap();
+    let team = docs.team.as_ref().expect("document-review sets a team");
+    assert_eq!(team.always.len(), 2);
+    assert_eq!(team.conditional.len(), 4);
+}
+
+#[test]
+fn a_flow_naming_a_judge_or_an_unknown_persona_is_refused_by_field() {
+    let catalog = shipped();
+    let path = repo_root().join("flows/comprehensive.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    for (swap, needle) in [
+        ("personas: [test_engineer]", "no persona \"nobody_here\""),
+        ("personas: [test_engineer]", "meta_judge"),
+    ] {
+        let replacement = if needle.contains("nobody") {
+            "personas: [nobody_here]"
+        } else {
+            "personas: [meta_jury]"
+        };
+        let flow = quorum_core::flow::Flow::parse(&text.replace(swap, replacement), &path).unwrap();
+        let e = flow.check_personas(&catalog).unwrap_err().to_string();
+        assert!(
+            e.contains("comprehensive.yaml")
+                && e.contains("dimensions[3].personas[0]")
+                && e.contains(needle),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn every_domain_has_a_persona() {
     let catalog = shipped();
     let used: BTreeSet<&str> = catalog

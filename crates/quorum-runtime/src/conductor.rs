@@ -15,7 +15,8 @@ use crate::remote::RemoteAttempt;
 use crate::report::{assemble, RunFacts, TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::{Job, JobOutcome, OutcomeSink, TaskWorker, WorkerArgs};
-use quorum_core::dedup::{self, Gated};
+use quorum_core::dedup::Gated;
+use quorum_core::docreview;
 use quorum_core::finding::{Reported, Reporter};
 use quorum_core::report::Report;
 use quorum_core::task::Classification;
@@ -668,10 +669,7 @@ impl FlowConductor {
             .await;
         if state.gated.is_none() {
             let judged = stages::ground_only(&state.ctx, state.reported.clone());
-            state.gated = Some(dedup::merge_and_gate(
-                judged,
-                state.ctx.flow.parameters.confidence_gate,
-            ));
+            state.gated = Some(docreview::merge_and_gate(&state.ctx.flow, judged));
         }
         Self::finish_with_fallback_summary(myself, state).await;
     }
@@ -958,10 +956,7 @@ impl FlowConductor {
                 state.verifier_degraded = v.degraded;
                 let total = v.judged.len();
                 state.emit(Progress::Verified { done: total, total });
-                state.gated = Some(dedup::merge_and_gate(
-                    v.judged,
-                    state.ctx.flow.parameters.confidence_gate,
-                ));
+                state.gated = Some(docreview::merge_and_gate(&state.ctx.flow, v.judged));
                 Self::start_phase(myself, state, Phase::Synthesize).await?;
             }
             JobOutcome::Synthesize(Ok((s, st))) => {
@@ -1076,10 +1071,7 @@ impl FlowConductor {
             // A cut verifier: grounding alone decides, then the deterministic summary.
             Phase::Verify => {
                 let judged = stages::ground_only(&state.ctx, state.reported.clone());
-                state.gated = Some(dedup::merge_and_gate(
-                    judged,
-                    state.ctx.flow.parameters.confidence_gate,
-                ));
+                state.gated = Some(docreview::merge_and_gate(&state.ctx.flow, judged));
                 Self::start_phase(myself, state, Phase::Synthesize).await
             }
             Phase::Synthesize => Self::start_phase(myself, state, Phase::Synthesize).await,
@@ -1201,10 +1193,7 @@ impl FlowConductor {
         if state.pending.is_empty() {
             if let Some(judged) = replay.judged.clone() {
                 state.add_run(stage_run("verifier", true));
-                state.gated = Some(dedup::merge_and_gate(
-                    judged,
-                    state.ctx.flow.parameters.confidence_gate,
-                ));
+                state.gated = Some(docreview::merge_and_gate(&state.ctx.flow, judged));
                 state.verifier_model = succeeded("verifier").map(|a| a.model.clone());
                 if let Some((summary, action_items, fallback)) = replay.synthesis.clone() {
                     state.add_run(stage_run("synthesizer", !fallback));

@@ -245,8 +245,17 @@ pub fn planner_prompt(
             },
         ],
     );
+    let dimensions = if ctx.flow.dimensions.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "## Required dimensions\nEvery dimension needs a task; set \"dimension\" on each \
+             task. Personas that serve each one:\n{}\n",
+            quorum_core::coverage::dimensions_prompt(&ctx.flow)
+        )
+    };
     let user = format!(
-        "## Classification\n{class}\n\n## Persona catalog\n{}\n## File list\n{}\n{models}{errors}",
+        "## Classification\n{class}\n\n## Persona catalog\n{}\n## File list\n{}\n{dimensions}{models}{errors}",
         fitted[0], fitted[1]
     );
     (system, user)
@@ -319,7 +328,23 @@ pub async fn plan(
             tracing::info!(task = %r.id, persona = %r.persona, reason = %r.reason, "planner task rejected");
         }
         if !tasks.is_empty() {
+            let mut tasks = tasks;
             all_rejected.extend(rejected);
+            // The flow's coverage rules are deterministic: gaps the planner left become tasks.
+            all_rejected.extend(quorum_core::coverage::complete_plan(
+                &ctx.flow,
+                &ctx.catalog,
+                &ctx.pack,
+                stage_tools,
+                &mut tasks,
+            ));
+            all_rejected.extend(quorum_core::docreview::complete_team(
+                &ctx.flow,
+                &ctx.catalog,
+                &ctx.pack,
+                stage_tools,
+                &mut tasks,
+            ));
             return Ok(Plan {
                 tasks,
                 rejected: all_rejected,
@@ -361,6 +386,11 @@ pub fn specialist_prompt(
         "\n{DATA_NOT_INSTRUCTIONS}\n\n{}\n",
         schema::FINDINGS_FORMAT
     );
+    // A flow may add to the output contract (document review's routing fields).
+    let extra = ctx.instructions(Role::Specialist);
+    if !extra.is_empty() {
+        let _ = write!(system, "\n## This review's additional rules\n{extra}\n");
+    }
     if !task.tools.is_empty() {
         let _ = write!(
             system,

@@ -47,6 +47,7 @@ pub fn finding(
         reporters: vec![reporter("security-auditor"), reporter("backend-reviewer")],
         anchor: anchor.into(),
         promoted: false,
+        routing: Default::default(),
     }
 }
 
@@ -148,6 +149,7 @@ pub fn realistic_report() -> Report {
             persona: "security-auditor".into(),
             model: "qwen2.5-coder".into(),
             tasks: 2,
+            reason: None,
         }],
         findings,
         residual_concerns: vec![],
@@ -196,5 +198,7 @@ pub fn realistic_report() -> Report {
                 reason: "unknown persona".into(),
             }],
         },
+        coverage: None,
+        safe_fixes: Vec::new(),
     }
 }
