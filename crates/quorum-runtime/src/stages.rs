@@ -278,6 +278,30 @@ pub struct Plan {
     pub stage: StageStats,
 }
 
+/// The flow's deterministic rules on a plan: gaps in its coverage become tasks, its team's
+/// always-on and signalled members are seated, unsignalled conditional members are refused.
+fn apply_flow_rules(
+    ctx: &ReviewContext,
+    stage_tools: &[String],
+    tasks: &mut Vec<Task>,
+) -> Vec<RejectedTask> {
+    let mut refused = quorum_core::coverage::complete_plan(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        tasks,
+    );
+    refused.extend(quorum_core::docreview::complete_team(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        tasks,
+    ));
+    refused
+}
+
 /// Plan, and re-plan with the rejection reasons when no task survives validation.
 pub async fn plan(
     ctx: &ReviewContext,
@@ -330,21 +354,7 @@ pub async fn plan(
         if !tasks.is_empty() {
             let mut tasks = tasks;
             all_rejected.extend(rejected);
-            // The flow's coverage rules are deterministic: gaps the planner left become tasks.
-            all_rejected.extend(quorum_core::coverage::complete_plan(
-                &ctx.flow,
-                &ctx.catalog,
-                &ctx.pack,
-                stage_tools,
-                &mut tasks,
-            ));
-            all_rejected.extend(quorum_core::docreview::complete_team(
-                &ctx.flow,
-                &ctx.catalog,
-                &ctx.pack,
-                stage_tools,
-                &mut tasks,
-            ));
+            all_rejected.extend(apply_flow_rules(ctx, stage_tools, &mut tasks));
             return Ok(Plan {
                 tasks,
                 rejected: all_rejected,
@@ -361,6 +371,19 @@ pub async fn plan(
         };
         tracing::warn!(round, "plan has no valid task; re-planning with the errors");
         all_rejected.extend(rejected);
+    }
+    // The flow's own members and coverage tasks do not depend on the planner: they are seated
+    // even when it produced nothing usable.
+    let mut tasks = Vec::new();
+    let refused = apply_flow_rules(ctx, stage_tools, &mut tasks);
+    if !tasks.is_empty() {
+        tracing::warn!("no valid planner task; running the tasks the flow's rules set");
+        all_rejected.extend(refused);
+        return Ok(Plan {
+            tasks,
+            rejected: all_rejected,
+            stage: StageStats { model, stats },
+        });
     }
     Err(AttemptError::SchemaViolation(format!(
         "the planner produced no valid task ({})",

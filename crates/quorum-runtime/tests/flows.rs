@@ -415,3 +415,41 @@ async fn a_conditional_member_joins_only_on_its_signal() {
         report.methodology.rejected_tasks
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_always_on_members_review_even_when_no_planner_task_is_valid() {
+    let plan = json!({"tasks": [{"id": "t1", "persona": "chaos_monkey", "files": ["msa.txt"], "mandate": "Break it."}]});
+    let script = Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&plan)),
+        )
+        .rule(no_findings_rule())
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule());
+    let server = ScriptedServer::start(script).await.unwrap();
+    let report = review(context(&server, &fixture("contracts"), "document-review")).await;
+    let reqs = server.requests();
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let planner_calls = reqs
+        .iter()
+        .filter(|r| r.system.contains("You are the planner"))
+        .count();
+    assert_eq!(planner_calls, 2, "the planner is re-asked once first");
+    for persona in ["coherence", "feasibility"] {
+        assert_eq!(persona_requests(&reqs, persona).len(), 1, "{persona}");
+    }
+    assert!(report
+        .methodology
+        .rejected_tasks
+        .iter()
+        .any(|r| r.persona == "chaos_monkey"));
+}
