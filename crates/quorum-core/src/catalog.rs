@@ -289,8 +289,16 @@ impl Catalog {
     /// The planner's view of the catalog: one line per reviewer, "name [domain]: summary".
     /// Judges are left out: they score outputs and are never assigned a review task.
     pub fn personas_list(&self) -> String {
+        self.personas_list_among(None)
+    }
+
+    /// The planner's view restricted to `roster` (when given), e.g. after persona selection.
+    pub fn personas_list_among(&self, roster: Option<&[String]>) -> String {
         let mut s = String::new();
-        for p in self.reviewers() {
+        for p in self
+            .reviewers()
+            .filter(|p| roster.is_none_or(|r| r.contains(&p.name)))
+        {
             s.push_str(&format!(
                 "- {} [{}]: {}\n",
                 p.name,

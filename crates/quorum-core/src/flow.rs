@@ -201,6 +201,25 @@ pub struct TeamRules {
     pub conditional: Vec<TeamMemberRule>,
 }
 
+/// Two-tier selection of the personas a planner may choose from (seed 002 §4.2): a
+/// deterministic prefilter on the pack's signals, then a short interest poll of each survivor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selection {
+    /// The question each candidate answers about the material in its poll.
+    pub instructions: String,
+    /// Poll the prefilter's survivors (false: the prefilter alone decides).
+    #[serde(default = "yes")]
+    pub interest_poll: bool,
+    /// Output-token bound of one poll.
+    #[serde(default = "poll_tokens")]
+    pub max_output_tokens: u32,
+}
+
+fn poll_tokens() -> u32 {
+    128
+}
+
 /// How the findings of a run are synthesised before the report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -234,6 +253,9 @@ pub struct Flow {
     pub team: Option<TeamRules>,
     #[serde(default)]
     pub synthesis: SynthesisMode,
+    /// Two-tier persona selection before planning (absent: the planner sees the whole catalog).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
     /// Where the flow came from (not part of the YAML).
     #[serde(skip)]
     pub source: PathBuf,
@@ -429,6 +451,22 @@ impl Flow {
                         format!("{k:?} is not one of {}", FILE_KINDS.join(", ")),
                     ));
                 }
+            }
+        }
+        if let Some(sel) = &self.selection {
+            if sel.instructions.trim().is_empty() {
+                return Err(invalid(
+                    path,
+                    "selection.instructions",
+                    "the interest poll needs its question",
+                ));
+            }
+            if sel.max_output_tokens < 16 {
+                return Err(invalid(
+                    path,
+                    "selection.max_output_tokens",
+                    "must be at least 16",
+                ));
             }
         }
         if let Some(team) = &self.team {

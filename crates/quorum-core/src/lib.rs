@@ -22,6 +22,7 @@ pub mod pack;
 pub mod parse;
 pub mod report;
 pub mod schema;
+pub mod selection;
 pub mod task;
 pub mod weaver;
 

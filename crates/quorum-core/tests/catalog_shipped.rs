@@ -157,6 +157,7 @@ fn every_shipped_flow_loads_and_names_only_catalog_reviewers() {
         "comprehensive",
         "security-audit",
         "document-review",
+        "targeted",
     ] {
         assert!(names.contains(expected), "flow {expected} is not shipped");
     }

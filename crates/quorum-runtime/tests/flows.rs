@@ -453,3 +453,112 @@ async fn the_always_on_members_review_even_when_no_planner_task_is_valid() {
         .iter()
         .any(|r| r.persona == "chaos_monkey"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targeted_selection_prefilters_polls_each_survivor_alone_and_fails_open() {
+    const POLL: &str = "You are one candidate specialist";
+    let poll = |persona: &str, reply: Reply| {
+        Rule::new(format!("poll-{persona}"))
+            .when_system([POLL])
+            .when_last_user([format!("## Candidate\n{persona}:")])
+            .reply(reply)
+    };
+    let plan = json!({"tasks": [
+        {"id": "t1", "persona": "security_sentinel", "files": ["src/db.py"], "mandate": "Find injection."},
+        {"id": "t2", "persona": "performance_engineer", "files": ["src/db.py"], "mandate": "Find slow queries."}
+    ]});
+    let script = Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(poll(
+            "security_sentinel",
+            Reply::json(&json!({"interested": true, "reason": "sql"})),
+        ))
+        .rule(poll(
+            "performance_engineer",
+            Reply::json(&json!({"interested": false, "reason": "tiny"})),
+        ))
+        // An unreadable answer (and an unreadable repair) must keep the persona: fail open.
+        .rule(
+            Rule::new("poll-test_engineer")
+                .when_system([POLL])
+                .when_all(["## Candidate\ntest_engineer:"])
+                .reply(Reply::text("hmm, hard to say")),
+        )
+        .rule(
+            Rule::new("poll-others")
+                .when_system([POLL])
+                .reply(Reply::json(
+                    &json!({"interested": false, "reason": "not mine"}),
+                )),
+        )
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&plan)),
+        )
+        .rule(no_findings_rule())
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule());
+    let server = ScriptedServer::start(script).await.unwrap();
+    let report = review(context(&server, &fixture("code_project"), "targeted")).await;
+    let reqs = server.requests();
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+
+    let polls: Vec<&RecordedRequest> = reqs.iter().filter(|r| r.system.contains(POLL)).collect();
+    let polled: std::collections::BTreeSet<String> = polls
+        .iter()
+        .filter_map(|r| {
+            let rest = r.last_user.split("## Candidate\n").nth(1)?;
+            rest.split(':').next().map(String::from)
+        })
+        .collect();
+    for p in ["security_sentinel", "performance_engineer", "test_engineer"] {
+        assert!(polled.contains(p), "{p} was not polled: {polled:?}");
+    }
+    // Tier 0 is free: personas whose triggers the material lacks are never polled.
+    assert!(!polled.contains("clinical_research_reviewer"), "{polled:?}");
+    assert!(!polled.contains("employment_counsel"), "{polled:?}");
+    // Each poll stands alone: no other candidate's name, no tools, the material delimited.
+    let sec = polls
+        .iter()
+        .find(|r| r.last_user.contains("## Candidate\nsecurity_sentinel:"))
+        .unwrap();
+    assert!(!sec.text.contains("performance_engineer") && !sec.text.contains("test_engineer"));
+    assert!(!sec.has_tools);
+    assert!(sec.text.contains("<<<BEGIN UNTRUSTED file list>>>"));
+    assert_eq!(
+        polls
+            .iter()
+            .filter(|r| r.text.contains("## Candidate\ntest_engineer:"))
+            .count(),
+        2,
+        "the unreadable poll gets its one repair turn"
+    );
+
+    let planner = reqs
+        .iter()
+        .find(|r| r.system.contains("You are the planner"))
+        .unwrap();
+    assert!(planner.last_user.contains("- security_sentinel ["));
+    assert!(planner.last_user.contains("- test_engineer ["), "fail open");
+    assert!(!planner.last_user.contains("- performance_engineer ["));
+    assert!(!planner.last_user.contains("- clinical_research_reviewer ["));
+    assert!(report
+        .methodology
+        .rejected_tasks
+        .iter()
+        .any(|r| r.id == "t2" && r.reason.contains("not selected")));
+    let ran: Vec<&str> = report
+        .tasks
+        .iter()
+        .filter(|t| t.id.starts_with('t'))
+        .map(|t| t.persona.as_str())
+        .collect();
+    assert_eq!(ran, ["security_sentinel"]);
+}
