@@ -186,6 +186,9 @@ fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
     if !args.cluster.is_empty() {
+        if args.apply_safe_fixes.is_some() {
+            bail!("--apply-safe-fixes needs the target on this machine: drop --cluster, or apply the fixes listed in the report by hand");
+        }
         let urls = args.cluster.clone();
         return crate::node::review_remote(args, &urls).await;
     }

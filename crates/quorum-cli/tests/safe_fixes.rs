@@ -93,7 +93,9 @@ async fn safe_fixes_go_to_a_copy_and_never_to_the_target() {
 
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    let fixes = report["safe_fixes"].as_array().expect("report lists the fixes");
+    let fixes = report["safe_fixes"]
+        .as_array()
+        .expect("report lists the fixes");
     assert_eq!(fixes.len(), 1, "{fixes:?}");
     assert_eq!(fixes[0]["applied"], true);
     assert_eq!(fixes[0]["old"], SAFE_OLD);
@@ -113,6 +115,16 @@ async fn safe_fixes_go_to_a_copy_and_never_to_the_target() {
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
         assert!(String::from_utf8_lossy(&o.stderr).contains("--apply-safe-fixes"));
     }
+    // Through a cluster the target is not on the reviewing machine: refused, not ignored.
+    let elsewhere = w.join("elsewhere");
+    let mut remote = args.to_vec();
+    let last = remote.len() - 1;
+    remote[last] = elsewhere.to_str().unwrap();
+    remote.extend(["--cluster", "http://127.0.0.1:9"]);
+    let o = quorum(&remote, w).await;
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--apply-safe-fixes needs the target"));
+    assert!(!elsewhere.exists());
     assert_eq!(server.requests().len(), requests);
     assert_eq!(snapshot(&target), before);
 }

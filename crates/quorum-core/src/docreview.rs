@@ -553,6 +553,27 @@ pub fn synthesize(judged: Vec<Judged>, gate: f64) -> Gated {
     let mut found = found;
     let mut still_residual = Vec::new();
     for r in residual {
+        // The same fingerprint above and below the gate is one finding: fold the weak report in.
+        let title = normalize(&r.finding.title);
+        if let Some(f) = found
+            .iter_mut()
+            .find(|f| f.section == r.section && normalize(&f.finding.title) == title)
+        {
+            for rep in r.finding.reporters {
+                if !f.finding.reporters.contains(&rep) {
+                    f.finding.reporters.push(rep);
+                }
+            }
+            f.finding.reporters.sort();
+            let e = r.finding.evidence.trim().to_string();
+            if !e.is_empty() && !f.finding.evidence.contains(&e) {
+                f.finding.evidence = format!("{}\n…\n{e}", f.finding.evidence);
+            }
+            f.finding.severity = f.finding.severity.min(r.finding.severity);
+            f.personas.extend(r.personas);
+            out.merged += 1;
+            continue;
+        }
         let corroborated = found
             .iter()
             .any(|f| f.section == r.section && f.personas.iter().any(|p| !r.personas.contains(p)));
@@ -812,6 +833,18 @@ mod tests {
         assert_eq!(gated.residual.len(), 1);
         assert_eq!(gated.residual[0].title, "Lonely hunch");
         assert_eq!(gated.merged, 1);
+        // A weak report of a finding's own fingerprint joins it rather than standing apart.
+        let folded = synthesize(
+            vec![
+                judged("a", "Budget disagrees", "3. Budget", 30, 0.9, None),
+                judged("b", "budget disagrees", "3. budget", 33, 0.2, None),
+            ],
+            0.5,
+        );
+        assert_eq!(folded.findings.len(), 1);
+        assert!(folded.residual.is_empty());
+        assert_eq!(folded.findings[0].reporters.len(), 2);
+        assert!(folded.findings[0].evidence.contains("line 33"));
     }
 
     #[test]
