@@ -211,6 +211,7 @@ impl Report {
         let mut out = String::new();
         md_header(self, &mut out);
         md_summary(self, &mut out);
+        md_team_announcement(self, &mut out);
         md_findings(self, &mut out);
         md_residual(self, &mut out);
         md_action_items(self, &mut out);
@@ -1023,6 +1024,22 @@ fn md_dropped(r: &Report, out: &mut String) {
             d.verdict.map(|v| v.as_str()).unwrap_or("—"),
             cell(&d.reason)
         );
+    }
+    out.push('\n');
+}
+
+/// When the flow, not only the planner, chose the team, say who reviewed and why up front.
+fn md_team_announcement(r: &Report, out: &mut String) {
+    if !r.team.iter().any(|m| m.reason.is_some()) {
+        return;
+    }
+    out.push_str("## Review team\n\n");
+    let mut seen = std::collections::BTreeSet::new();
+    for m in &r.team {
+        if seen.insert(m.persona.as_str()) {
+            let why = m.reason.as_deref().unwrap_or("chosen by the planner");
+            let _ = writeln!(out, "- **{}** — {}", one_line(&m.persona), one_line(why));
+        }
     }
     out.push('\n');
 }

@@ -364,7 +364,14 @@ async fn document_review_fixes_the_core_team_calls_members_by_signal_and_synthes
         md.contains("| Persona | Model | Tasks | Why on the team |"),
         "{md}"
     );
-    assert!(md.contains("always on in this flow"));
+    assert!(
+        md.contains("## Review team\n\n- **coherence** — always on in this flow\n"),
+        "{md}"
+    );
+    assert!(
+        md.contains("- **design_lens** — conditional, called by keyword"),
+        "{md}"
+    );
     assert!(md.contains("- **Route:** manual → human"));
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(json["findings"][4]["autofix_class"], "safe_auto");
