@@ -839,7 +839,7 @@ fn personas(command: PersonasCommand, config: Option<&Path>) -> Result<ExitCode>
             }
             let panel = catalog.judge_panel();
             println!(
-                "ok: {} personas ({} reviewers, {} judges on {} axes, {} meta-judges), {} heuristics in {}",
+                "ok: {} personas ({} reviewers, {} judges on {} axes, meta-judges: {}), {} heuristics in {}",
                 catalog.personas.len(),
                 catalog.reviewers().count(),
                 panel.judges(),
