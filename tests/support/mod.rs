@@ -231,3 +231,120 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+// ---- flows beyond the default review ----
+
+/// A specialist answer with no findings, for personas a test does not script individually.
+pub fn no_findings_rule() -> Rule {
+    Rule::new("no-findings")
+        .when_system(["## Output format (required)"])
+        .reply(Reply::json(&json!({"findings": []})))
+}
+
+pub const PLAN_DOC: &str = "offline_sync_plan.md";
+
+fn doc_finding(
+    title: &str,
+    severity: &str,
+    confidence: f64,
+    section: &str,
+    lines: (u32, u32),
+    evidence: &str,
+    route: (&str, &str, &str),
+) -> Value {
+    json!({"title": title, "severity": severity, "confidence": confidence,
+           "category": "document", "file": PLAN_DOC, "line_start": lines.0, "line_end": lines.1,
+           "symbol": section, "evidence": evidence, "why_it_matters": format!("{title} matters"),
+           "suggested_fix": format!("address: {title}"),
+           "autofix_class": route.0, "owner": route.1, "stance": route.2})
+}
+
+/// The only safe_auto fix the document review reports: a terminology correction whose old text
+/// occurs exactly once in the plan.
+pub const SAFE_OLD: &str = "preserved as a draft job ticket";
+pub const SAFE_NEW: &str = "preserved as a draft work order";
+
+/// The scripted document review of tests/fixtures/plan_doc. The planner proposes only a
+/// scope_guardian task (its signals are absent from the plan, so it is refused) and a
+/// product_lens task; it omits the always-on coherence and feasibility reviewers. Feasibility
+/// and product_lens take opposite stances on 6.5; feasibility and security_lens report the same
+/// problem in 6.1 with different evidence; design_lens' low-confidence concern on 6.3 is
+/// corroborated by coherence's finding there.
+pub fn doc_review_script() -> Script {
+    let mut safe = doc_finding(
+        "Terminology drift: draft job ticket and work order name one thing",
+        "P3",
+        0.9,
+        "6.4 Conflict resolution",
+        (73, 73),
+        "edits, and the technician's edits are preserved as a draft job ticket that the technician can",
+        ("safe_auto", "review-fixer", "change"),
+    );
+    safe["autofix"] = json!({"old": SAFE_OLD, "new": SAFE_NEW});
+    let coherence = json!({"findings": [safe, doc_finding(
+        "New sync-gateway service contradicts the non-goals", "P1", 0.85, "6.3 Sync", (65, 65),
+        "go through a new sync-gateway service that batches operations from many devices, deduplicates them",
+        ("manual", "human", "change"))]});
+    let feasibility = json!({"findings": [
+        doc_finding("p99 under 50 ms on 3G cannot be met", "P1", 0.8, "6.5 Performance targets", (78, 78),
+            "- p99 sync round trip under 50 ms on a 3G connection.", ("gated_auto", "human", "remove")),
+        doc_finding("Session token stored unencrypted on the device", "P1", 0.7, "6.1 Local storage", (54, 54),
+            "start offline. Encryption of the local database is deferred to a later release.",
+            ("gated_auto", "downstream-resolver", "change"))]});
+    let product = json!({"findings": [
+        doc_finding("The 50 ms target is the promise customers renew on", "P2", 0.7, "6.5 Performance targets",
+            (78, 78), "- p99 sync round trip under 50 ms on a 3G connection.", ("manual", "human", "keep"))]});
+    let security = json!({"findings": [
+        doc_finding("Session token stored unencrypted on the device", "P0", 0.9, "6.1  local storage", (52, 52),
+            "as files in the app sandbox and referenced from the database. The session token and the customer",
+            ("gated_auto", "downstream-resolver", "change"))]});
+    let design = json!({"findings": [
+        doc_finding("Sync progress is invisible to the technician", "P3", 0.4, "6.3 Sync", (64, 64),
+            "When connectivity returns, a background task uploads pending operations in sequence order. Uploads",
+            ("advisory", "human", "add"))]});
+    let plan = json!({"tasks": [
+        {"id": "t1", "persona": "scope_guardian", "files": [PLAN_DOC], "mandate": "Check the scope boundaries."},
+        {"id": "t2", "persona": "product_lens", "files": [PLAN_DOC], "mandate": "Challenge the premise and the targets."}
+    ]});
+    Script::new()
+        .models([MODEL])
+        .rule(
+            Rule::new("scout")
+                .when_system(["You are the scout"])
+                .reply(Reply::json(&json!({
+            "domain": "documentation", "languages": ["english"], "frameworks": [],
+            "content_types": ["product plan"], "review_focus": ["sync design", "targets"]}))),
+        )
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&plan)),
+        )
+        .rule(
+            Rule::new("coherence")
+                .when_system(["You are coherence"])
+                .reply(Reply::json(&coherence)),
+        )
+        .rule(
+            Rule::new("feasibility")
+                .when_system(["You are feasibility"])
+                .reply(Reply::json(&feasibility)),
+        )
+        .rule(
+            Rule::new("product")
+                .when_system(["You are product_lens"])
+                .reply(Reply::json(&product)),
+        )
+        .rule(
+            Rule::new("security")
+                .when_system(["You are security_lens"])
+                .reply(Reply::json(&security)),
+        )
+        .rule(
+            Rule::new("design")
+                .when_system(["You are design_lens"])
+                .reply(Reply::json(&design)),
+        )
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule())
+}

@@ -166,6 +166,8 @@ struct RunParams {
     models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
     /// Accepted through a node's API (the node's settings supply what is not stored).
     submitted: bool,
+    /// `--apply-safe-fixes DIR`: where the fixed copy of the target goes.
+    apply_safe_fixes: Option<PathBuf>,
 }
 
 pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
@@ -186,6 +188,9 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     if !args.cluster.is_empty() {
         if args.diff.is_some() || args.profile.is_some() {
             bail!("--diff and --profile are not supported with --cluster yet: review the change on this machine");
+        }
+        if args.apply_safe_fixes.is_some() {
+            bail!("--apply-safe-fixes needs the target on this machine: drop --cluster, or apply the fixes listed in the report by hand");
         }
         let urls = args.cluster.clone();
         return crate::node::review_remote(args, &urls).await;
@@ -232,6 +237,11 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot read flow {}", flow_path.display()))?;
     let flow =
         Flow::parse(&flow_yaml, &flow_path).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
+    flow.check_personas(&catalog)
+        .map_err(|e| anyhow::anyhow!("invalid flow: {e}; see `quorum personas list`"))?;
+    if let Some(dir) = &args.apply_safe_fixes {
+        crate::fixes::check_destination(target, dir)?;
+    }
     let configs = backend_configs(&args.backend, &settings)?;
     if configs.is_empty() {
         bail!("no backend configured: pass --backend ollama=http://127.0.0.1:11434 (or openai=URL/v1), or add [[backends]] to the config");
@@ -290,6 +300,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         personas_dir: personas_dir.canonicalize().unwrap_or(personas_dir),
         models: settings.models.clone(),
         submitted: false,
+        apply_safe_fixes: args.apply_safe_fixes.clone(),
     };
     let node = node_name(&settings);
     let backends = if pack.is_empty() {
@@ -379,6 +390,7 @@ async fn drive(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let draw = !quiet && std::io::stderr().is_terminal();
     let renderer = tokio::spawn(crate::progress::render(rx, draw));
+    let pack = params.apply_safe_fixes.as_ref().map(|_| ctx.pack.clone());
     let run = quorum_runtime::run_review_from(ctx, Some(tx), resume);
     // `quorum flows cancel` from another process leaves a request beside the store.
     let cancel_watch = {
@@ -419,10 +431,13 @@ async fn drive(
             tracing::warn!(error = %e, "cannot persist runtime model stats");
         }
     }
-    let report = report.map_err(|e| incomplete(format!("review could not run: {e}")))?;
+    let mut report = report.map_err(|e| incomplete(format!("review could not run: {e}")))?;
     let out_dir = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| params.out_dir.clone());
+    if let (Some(dir), Some(pack)) = (&params.apply_safe_fixes, &pack) {
+        report.safe_fixes = crate::fixes::write_fixed_copy(pack, &report.findings, dir)?;
+    }
     write_reports(&report, &out_dir, &params.formats)?;
     print_outcome(&report, &out_dir, &params.formats);
     let fail_on = settings::parse_fail_on(&params.fail_on)?;
@@ -835,7 +850,12 @@ fn personas(command: PersonasCommand, config: Option<&Path>) -> Result<ExitCode>
         PersonasCommand::List => {
             let width = catalog.personas.keys().map(|k| k.len()).max().unwrap_or(0);
             for p in catalog.personas.values() {
-                println!("{:width$}  {:<10}  {}", p.name, p.domain, p.summary.trim());
+                let domain = if p.is_reviewer() {
+                    p.domain.clone()
+                } else {
+                    p.kind.as_str().to_string()
+                };
+                println!("{:width$}  {:<10}  {}", p.name, domain, p.summary.trim());
             }
         }
         PersonasCommand::Show { name } => {
@@ -850,12 +870,23 @@ fn personas(command: PersonasCommand, config: Option<&Path>) -> Result<ExitCode>
             );
         }
         PersonasCommand::Check => {
+            let mut domains: std::collections::BTreeMap<&str, usize> = Default::default();
+            for p in catalog.reviewers() {
+                *domains.entry(p.domain.as_str()).or_default() += 1;
+            }
+            let panel = catalog.judge_panel();
             println!(
-                "ok: {} personas, {} heuristics in {}",
+                "ok: {} personas ({} reviewers, {} judges on {} axes, meta-judges: {}), {} heuristics in {}",
                 catalog.personas.len(),
+                catalog.reviewers().count(),
+                panel.judges(),
+                panel.axes.len(),
+                panel.meta.len(),
                 catalog.heuristics.len(),
                 dir.display()
             );
+            let by_domain: Vec<String> = domains.iter().map(|(d, n)| format!("{d} {n}")).collect();
+            println!("reviewers by domain: {}", by_domain.join(", "));
         }
     }
     Ok(ExitCode::Clean)

@@ -3,6 +3,7 @@
 
 mod commands;
 mod exit;
+mod fixes;
 mod node;
 mod progress;
 mod settings;
@@ -286,6 +287,10 @@ pub struct ReviewArgs {
     /// No progress line.
     #[arg(long)]
     pub quiet: bool,
+    /// Write a copy of the target to DIR with the findings' safe_auto fixes applied (exact
+    /// old -> new replacements); the target itself is never changed.
+    #[arg(long, value_name = "DIR")]
+    pub apply_safe_fixes: Option<PathBuf>,
 }
 
 fn init_logs(format: &str) {

@@ -16,15 +16,43 @@ pub const KNOWN_TOOLS: [&str; 4] = ["file_tree", "list_directory", "file_read", 
 pub const TEAM_TOOLS: [&str; 2] = ["team_bb_publish", "team_bb_read"];
 
 /// Domains a persona may declare.
-pub const PERSONA_DOMAINS: [&str; 7] = [
+pub const PERSONA_DOMAINS: [&str; 9] = [
     "software",
+    "security",
     "documents",
+    "product",
     "legal",
     "financial",
     "scientific",
-    "product",
+    "operations",
     "general",
 ];
+
+/// The axes a judge scores an output on. Each judge scores exactly one; a meta-judge scores none
+/// and combines the others' scores.
+pub const JUDGE_AXES: [&str; 4] = ["grounding", "coverage", "actionability", "calibration"];
+
+/// What a catalog entry is for. Reviewers are what a planner may assign to review tasks; judges
+/// and meta-judges score outputs (a review's findings, a summary) and are never given a review
+/// task, so they stay out of the planner's list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PersonaKind {
+    #[default]
+    Reviewer,
+    Judge,
+    MetaJudge,
+}
+
+impl PersonaKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PersonaKind::Reviewer => "reviewer",
+            PersonaKind::Judge => "judge",
+            PersonaKind::MetaJudge => "meta_judge",
+        }
+    }
+}
 
 /// What HIGH, MODERATE and LOW confidence mean for this persona.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,6 +117,39 @@ pub struct Persona {
     /// Content types / keywords that make this persona relevant (a hint for the planner).
     #[serde(default)]
     pub triggers: Vec<String>,
+    /// Reviewer (the default), judge or meta-judge.
+    #[serde(default, skip_serializing_if = "is_reviewer")]
+    pub kind: PersonaKind,
+    /// The one axis a judge scores (one of [`JUDGE_AXES`]); absent for every other kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axis: Option<String>,
+    /// The stance a judge takes on its axis (for example "skeptic"); judges only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perspective: Option<String>,
+}
+
+fn is_reviewer(kind: &PersonaKind) -> bool {
+    *kind == PersonaKind::Reviewer
+}
+
+impl Persona {
+    pub fn is_reviewer(&self) -> bool {
+        self.kind == PersonaKind::Reviewer
+    }
+}
+
+/// The catalog's judges, grouped for a flow that scores outputs: per axis, its judges (one per
+/// perspective), and the meta-judges that combine their scores into a verdict.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JudgePanel<'a> {
+    pub axes: BTreeMap<&'a str, Vec<&'a Persona>>,
+    pub meta: Vec<&'a Persona>,
+}
+
+impl JudgePanel<'_> {
+    pub fn judges(&self) -> usize {
+        self.axes.values().map(Vec::len).sum()
+    }
 }
 
 /// A heuristic set as authored in personas/heuristics/NAME.yaml.
@@ -207,10 +268,37 @@ impl Catalog {
             .ok_or_else(|| CatalogError::UnknownPersona(name.to_string()))
     }
 
-    /// The planner's view of the catalog: one line per persona, "name [domain]: summary".
-    pub fn personas_list(&self) -> String {
-        let mut s = String::new();
+    /// Personas a planner may assign review tasks to (judges excluded).
+    pub fn reviewers(&self) -> impl Iterator<Item = &Persona> {
+        self.personas.values().filter(|p| p.is_reviewer())
+    }
+
+    /// The judge panel: every judge by axis, and the meta-judges.
+    pub fn judge_panel(&self) -> JudgePanel<'_> {
+        let mut panel = JudgePanel::default();
         for p in self.personas.values() {
+            match (p.kind, p.axis.as_deref()) {
+                (PersonaKind::Judge, Some(axis)) => panel.axes.entry(axis).or_default().push(p),
+                (PersonaKind::MetaJudge, _) => panel.meta.push(p),
+                _ => {}
+            }
+        }
+        panel
+    }
+
+    /// The planner's view of the catalog: one line per reviewer, "name [domain]: summary".
+    /// Judges are left out: they score outputs and are never assigned a review task.
+    pub fn personas_list(&self) -> String {
+        self.personas_list_among(None)
+    }
+
+    /// The planner's view restricted to `roster` (when given), e.g. after persona selection.
+    pub fn personas_list_among(&self, roster: Option<&[String]>) -> String {
+        let mut s = String::new();
+        for p in self
+            .reviewers()
+            .filter(|p| roster.is_none_or(|r| r.contains(&p.name)))
+        {
             s.push_str(&format!(
                 "- {} [{}]: {}\n",
                 p.name,
@@ -317,6 +405,55 @@ fn validate_persona(
     }
     if p.examples.len() > 3 {
         return Err(invalid(path, "examples", "at most 3 examples are allowed"));
+    }
+    match p.kind {
+        PersonaKind::Judge => match p.axis.as_deref() {
+            Some(axis) if JUDGE_AXES.contains(&axis) => {}
+            Some(axis) => {
+                return Err(invalid(
+                    path,
+                    "axis",
+                    format!("{axis:?} is not one of {}", JUDGE_AXES.join(", ")),
+                ))
+            }
+            None => {
+                return Err(invalid(
+                    path,
+                    "axis",
+                    format!(
+                        "a judge must name the axis it scores, one of {}",
+                        JUDGE_AXES.join(", ")
+                    ),
+                ))
+            }
+        },
+        PersonaKind::Reviewer | PersonaKind::MetaJudge => {
+            if p.axis.is_some() {
+                return Err(invalid(
+                    path,
+                    "axis",
+                    format!(
+                        "only a judge scores an axis, and this is a {}",
+                        p.kind.as_str()
+                    ),
+                ));
+            }
+        }
+    }
+    if p.kind == PersonaKind::Judge {
+        if p.perspective.as_deref().is_none_or(|s| !is_identifier(s)) {
+            return Err(invalid(
+                path,
+                "perspective",
+                "a judge must name its perspective as a lowercase word (for example skeptic)",
+            ));
+        }
+    } else if p.perspective.is_some() {
+        return Err(invalid(
+            path,
+            "perspective",
+            "only a judge takes a perspective",
+        ));
     }
     Ok(())
 }

@@ -191,6 +191,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         anchor: key,
         promoted: false,
         notes: best.notes.clone(),
+        routing: f.routing.clone(),
     };
     Some((finding, personas.len()))
 }
@@ -238,6 +239,7 @@ mod tests {
             evidence: "if token == expected".into(),
             why_it_matters: "timing leak".into(),
             suggested_fix: "constant-time compare".into(),
+            routing: Default::default(),
         }
     }
 

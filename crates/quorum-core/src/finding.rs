@@ -91,6 +91,122 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// How a document finding may be resolved (seed 003's routing classes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AutofixClass {
+    /// Local and deterministic (a term, a cross-reference): may be applied without asking.
+    SafeAuto,
+    /// An edit that changes meaning: needs the owner's approval.
+    GatedAuto,
+    /// A question of judgment for a person.
+    Manual,
+    /// Information only.
+    Advisory,
+}
+
+impl AutofixClass {
+    pub fn parse_lenient(s: &str) -> Option<AutofixClass> {
+        let t = s.trim().to_ascii_lowercase().replace(['-', ' '], "_");
+        Some(match t.as_str() {
+            "safe_auto" | "safe" | "auto" => AutofixClass::SafeAuto,
+            "gated_auto" | "gated" => AutofixClass::GatedAuto,
+            "manual" | "human" => AutofixClass::Manual,
+            "advisory" | "info" | "fyi" => AutofixClass::Advisory,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AutofixClass::SafeAuto => "safe_auto",
+            AutofixClass::GatedAuto => "gated_auto",
+            AutofixClass::Manual => "manual",
+            AutofixClass::Advisory => "advisory",
+        }
+    }
+
+    /// How much human attention the class demands; merging keeps the most demanding.
+    pub fn caution(self) -> u8 {
+        match self {
+            AutofixClass::SafeAuto => 0,
+            AutofixClass::Advisory => 1,
+            AutofixClass::GatedAuto => 2,
+            AutofixClass::Manual => 3,
+        }
+    }
+}
+
+/// What a reviewer wants done with the passage a document finding is about. Opposite stances
+/// from two reviewers on one section are a contradiction the synthesis surfaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stance {
+    Keep,
+    Remove,
+    Add,
+    Change,
+}
+
+impl Stance {
+    pub fn parse_lenient(s: &str) -> Option<Stance> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "keep" | "retain" | "preserve" => Stance::Keep,
+            "remove" | "cut" | "delete" | "drop" => Stance::Remove,
+            "add" | "expand" | "extend" => Stance::Add,
+            "change" | "revise" | "rewrite" | "fix" => Stance::Change,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stance::Keep => "keep",
+            Stance::Remove => "remove",
+            Stance::Add => "add",
+            Stance::Change => "change",
+        }
+    }
+
+    /// Stances that cannot both be followed on one passage.
+    pub fn opposes(self, other: Stance) -> bool {
+        matches!(
+            (self, other),
+            (Stance::Keep, Stance::Remove)
+                | (Stance::Remove, Stance::Keep)
+                | (Stance::Add, Stance::Remove)
+                | (Stance::Remove, Stance::Add)
+        )
+    }
+}
+
+/// An exact text replacement a finding proposes: `old` must occur in the cited file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextFix {
+    pub old: String,
+    pub new: String,
+}
+
+/// Optional document-review fields of a finding (all absent in other flows).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Routing {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autofix_class: Option<AutofixClass>,
+    /// review-fixer | downstream-resolver | human | release (free text, lowercased).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stance: Option<Stance>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autofix: Option<TextFix>,
+}
+
+impl Routing {
+    pub fn is_empty(&self) -> bool {
+        *self == Routing::default()
+    }
+}
+
 /// One finding as a specialist reported it, after lenient normalisation of the model's JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RawFinding {
@@ -106,6 +222,8 @@ pub struct RawFinding {
     pub evidence: String,
     pub why_it_matters: String,
     pub suggested_fix: String,
+    #[serde(default, flatten)]
+    pub routing: Routing,
 }
 
 /// Who reported a finding. Several reporters on one anchor corroborate it.
@@ -165,6 +283,9 @@ pub struct Finding {
     /// that did not run). Absent from report.json when empty; schema_version 1 readers ignore it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Document-review routing (autofix_class, owner, stance, autofix); absent elsewhere.
+    #[serde(default, flatten)]
+    pub routing: Routing,
 }
 
 /// A finding that did not survive (DESIGN §6 `dropped[]`).

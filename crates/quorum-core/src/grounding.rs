@@ -382,6 +382,7 @@ mod tests {
             evidence: evidence.to_string(),
             why_it_matters: String::new(),
             suggested_fix: String::new(),
+            routing: Default::default(),
         }
     }
 

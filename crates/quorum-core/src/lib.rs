@@ -10,7 +10,9 @@
 //! and the git HEAD/work-tree lookups — and in the catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
 
 pub mod catalog;
+pub mod coverage;
 pub mod dedup;
+pub mod docreview;
 pub mod error;
 pub mod finding;
 pub mod flow;
@@ -23,6 +25,7 @@ pub mod report;
 pub mod schedule;
 pub mod schema;
 pub mod scope;
+pub mod selection;
 pub mod task;
 pub mod weaver;
 

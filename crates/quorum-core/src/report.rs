@@ -133,6 +133,10 @@ pub struct TeamMember {
     pub persona: String,
     pub model: String,
     pub tasks: usize,
+    /// Why the flow (not the planner) put this member on the team: always on, or the content
+    /// signal that called a conditional member. Absent for the planner's choices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// One task's outcome (DESIGN §6 `tasks[]`).
@@ -223,6 +227,12 @@ pub struct Report {
     pub tasks: Vec<TaskReport>,
     pub usage: Usage,
     pub methodology: Methodology,
+    /// Coverage of the flow's fixed dimensions and source directories (flows that declare them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<crate::coverage::CoverageReport>,
+    /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub safe_fixes: Vec<crate::docreview::SafeFix>,
 }
 
 impl Report {
@@ -256,11 +266,13 @@ impl Report {
         let mut out = String::new();
         md_header(self, &mut out);
         md_summary(self, &mut out);
+        md_team_announcement(self, &mut out);
         md_findings(self, &mut out);
         md_residual(self, &mut out);
         md_pre_existing(self, &mut out);
         md_action_items(self, &mut out);
         md_dropped(self, &mut out);
+        md_safe_fixes(self, &mut out);
         md_methodology(self, &mut out);
         out
     }
@@ -1026,6 +1038,15 @@ fn md_finding(f: &Finding, out: &mut String) {
     for note in &f.notes {
         let _ = writeln!(out, "- **Note:** {}", one_line(note));
     }
+    if let Some(class) = f.routing.autofix_class {
+        let owner = f
+            .routing
+            .owner
+            .as_deref()
+            .map(|o| format!(" → {}", one_line(o)))
+            .unwrap_or_default();
+        let _ = writeln!(out, "- **Route:** {}{owner}", class.as_str());
+    }
     let _ = writeln!(out, "- **Reported by:** {}\n", list_or_dash(&reporters));
     if !f.evidence.trim().is_empty() {
         out.push_str("**Evidence**\n\n");
@@ -1116,6 +1137,104 @@ fn md_dropped(r: &Report, out: &mut String) {
     out.push('\n');
 }
 
+/// When the flow, not only the planner, chose the team, say who reviewed and why up front.
+fn md_team_announcement(r: &Report, out: &mut String) {
+    if !r.team.iter().any(|m| m.reason.is_some()) {
+        return;
+    }
+    out.push_str("## Review team\n\n");
+    let mut seen = std::collections::BTreeSet::new();
+    for m in &r.team {
+        if seen.insert(m.persona.as_str()) {
+            let why = m.reason.as_deref().unwrap_or("chosen by the planner");
+            let _ = writeln!(out, "- **{}** — {}", one_line(&m.persona), one_line(why));
+        }
+    }
+    out.push('\n');
+}
+
+fn md_safe_fixes(r: &Report, out: &mut String) {
+    if r.safe_fixes.is_empty() {
+        return;
+    }
+    let applied = r.safe_fixes.iter().filter(|f| f.applied).count();
+    let _ = writeln!(
+        out,
+        "## Safe fixes\n\n{applied} of {} safe_auto fixes were applied to the copy (the target was not changed).\n",
+        r.safe_fixes.len()
+    );
+    out.push_str("| Finding | File | Old | New | Applied |\n| --- | --- | --- | --- | --- |\n");
+    for f in &r.safe_fixes {
+        let applied = if f.applied {
+            "yes".to_string()
+        } else {
+            format!("no: {}", f.note)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            cell(&f.finding),
+            cell(&f.file),
+            cell(&f.old),
+            cell(&f.new),
+            cell(&applied)
+        );
+    }
+    out.push('\n');
+}
+
+fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
+    out.push_str("### Coverage\n\n");
+    if !c.dimensions.is_empty() {
+        out.push_str("| Dimension | Required | Tasks | Findings |\n| --- | --- | --- | ---: |\n");
+        for d in &c.dimensions {
+            let tasks = if d.tasks.is_empty() {
+                "**none**".to_string()
+            } else {
+                d.tasks.join(", ")
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                cell(&d.name),
+                if d.required { "yes" } else { "no" },
+                cell(&tasks),
+                d.findings
+            );
+        }
+        out.push('\n');
+    }
+    let uncovered: Vec<&str> = c
+        .directories
+        .iter()
+        .filter(|d| d.tasks.is_empty())
+        .map(|d| d.directory.as_str())
+        .collect();
+    if !c.directories.is_empty() {
+        let _ = writeln!(
+            out,
+            "- **Source directories:** {} of {} covered{}",
+            c.directories.len() - uncovered.len(),
+            c.directories.len(),
+            if uncovered.is_empty() {
+                String::new()
+            } else {
+                format!(" (not covered: {})", uncovered.join(", "))
+            }
+        );
+    }
+    for a in &c.added {
+        let _ = writeln!(
+            out,
+            "- Added task {} ({}): {}",
+            code(&a.task),
+            cell(&a.persona),
+            one_line(&a.reason)
+        );
+    }
+    out.push('\n');
+}
+
 fn md_methodology(r: &Report, out: &mut String) {
     out.push_str("## Methodology\n\n");
 
@@ -1170,17 +1289,33 @@ fn md_methodology(r: &Report, out: &mut String) {
     if r.team.is_empty() {
         out.push_str("No specialists were assigned.\n\n");
     } else {
-        out.push_str("| Persona | Model | Tasks |\n| --- | --- | ---: |\n");
+        let reasons = r.team.iter().any(|m| m.reason.is_some());
+        if reasons {
+            out.push_str(
+                "| Persona | Model | Tasks | Why on the team |\n| --- | --- | ---: | --- |\n",
+            );
+        } else {
+            out.push_str("| Persona | Model | Tasks |\n| --- | --- | ---: |\n");
+        }
         for m in &r.team {
-            let _ = writeln!(
+            let _ = write!(
                 out,
                 "| {} | {} | {} |",
                 cell(&m.persona),
                 cell(&m.model),
                 m.tasks
             );
+            if reasons {
+                let why = m.reason.as_deref().unwrap_or("chosen by the planner");
+                let _ = write!(out, " {} |", cell(why));
+            }
+            out.push('\n');
         }
         out.push('\n');
+    }
+
+    if let Some(c) = &r.coverage {
+        md_coverage(c, out);
     }
 
     out.push_str("### Tasks\n\n");
@@ -1292,6 +1427,7 @@ mod tests {
             anchor: format!("{}:L10", file.unwrap_or("")),
             promoted: false,
             notes: Vec::new(),
+            routing: Default::default(),
         }
     }
 
@@ -1334,6 +1470,7 @@ mod tests {
                 persona: "security-auditor".into(),
                 model: "model-a".into(),
                 tasks: 3,
+                reason: None,
             }],
             findings: vec![
                 finding("F1", Severity::P1, "security/injection", Some("src/db.rs")),
@@ -1388,6 +1525,8 @@ mod tests {
                 }],
                 profile: String::new(),
             },
+            coverage: None,
+            safe_fixes: Vec::new(),
         }
     }
 

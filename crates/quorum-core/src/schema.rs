@@ -6,7 +6,7 @@
 //! deviations (severity "high", confidence "80%", line "L12") instead of discarding the work.
 
 use crate::catalog::{Catalog, KNOWN_TOOLS, TEAM_TOOLS};
-use crate::finding::{RawFinding, Severity, Verdict};
+use crate::finding::{AutofixClass, RawFinding, Routing, Severity, Stance, TextFix, Verdict};
 use crate::pack::ContextPack;
 use crate::parse::{lenient_f64, lenient_string, lenient_u32};
 use crate::task::{Classification, RejectedTask, Task, DOMAINS};
@@ -62,7 +62,8 @@ pub fn tasks_schema() -> Value {
                         "mandate": {"type": "string"},
                         "tools": {"type": "array", "items": {"type": "string", "enum": KNOWN_TOOLS.iter().chain(TEAM_TOOLS.iter()).collect::<Vec<_>>()}},
                         "verification": {"type": "string"},
-                        "model": {"type": "string"}
+                        "model": {"type": "string"},
+                        "dimension": {"type": "string"}
                     },
                     "required": ["id", "persona", "files", "mandate"]
                 }
@@ -91,7 +92,13 @@ pub fn findings_schema() -> Value {
                         "symbol": {"type": "string"},
                         "evidence": {"type": "string"},
                         "why_it_matters": {"type": "string"},
-                        "suggested_fix": {"type": "string"}
+                        "suggested_fix": {"type": "string"},
+                        "autofix_class": {"type": "string", "enum": ["safe_auto", "gated_auto", "manual", "advisory"]},
+                        "owner": {"type": "string"},
+                        "stance": {"type": "string", "enum": ["keep", "remove", "add", "change"]},
+                        "autofix": {"type": "object",
+                                    "properties": {"old": {"type": "string"}, "new": {"type": "string"}},
+                                    "required": ["old", "new"]}
                     },
                     "required": ["title", "severity", "confidence", "category", "file",
                                  "line_start", "line_end", "evidence", "why_it_matters",
@@ -248,7 +255,27 @@ pub fn normalize_finding(v: &Value) -> Result<RawFinding, String> {
         evidence: text(&["evidence", "quote", "code"]),
         why_it_matters: text(&["why_it_matters", "impact", "rationale", "explanation"]),
         suggested_fix: text(&["suggested_fix", "fix", "recommendation", "remediation"]),
+        routing: normalize_routing(v),
     })
+}
+
+/// The optional document-review fields; anything unrecognisable is left out, never guessed.
+fn normalize_routing(v: &Value) -> Routing {
+    let word = |names: &[&str]| field(v, names).and_then(lenient_string);
+    let autofix = field(v, &["autofix", "replacement"]).and_then(|a| {
+        let old = a.get("old").and_then(lenient_string)?;
+        let new = a.get("new").and_then(lenient_string)?;
+        (!old.is_empty() && old != new).then_some(TextFix { old, new })
+    });
+    Routing {
+        autofix_class: word(&["autofix_class", "route"])
+            .and_then(|s| AutofixClass::parse_lenient(&s)),
+        owner: word(&["owner"])
+            .map(|s| s.trim().to_ascii_lowercase())
+            .filter(|s| !s.is_empty()),
+        stance: word(&["stance", "position"]).and_then(|s| Stance::parse_lenient(&s)),
+        autofix,
+    }
 }
 
 /// Normalise a verdict object: (verdict, reason). A missing or unknown verdict is UNVERIFIED:
@@ -308,6 +335,13 @@ pub fn validate_tasks(
             rejected.push(reject(format!("unknown persona {persona:?}")));
             continue;
         };
+        if !p.is_reviewer() {
+            rejected.push(reject(format!(
+                "{persona:?} is a {}, which scores outputs and takes no review task",
+                p.kind.as_str()
+            )));
+            continue;
+        }
         let mandate = field(v, &["mandate", "instructions", "focus"])
             .and_then(lenient_string)
             .unwrap_or_default();
@@ -353,6 +387,11 @@ pub fn validate_tasks(
                 .and_then(lenient_string)
                 .unwrap_or_default(),
             model: field(v, &["model"]).and_then(lenient_string),
+            dimension: field(v, &["dimension"])
+                .and_then(lenient_string)
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty()),
+            origin: None,
         });
     }
     (tasks, rejected)

@@ -341,6 +341,7 @@ mod tests {
             anchor: title.into(),
             promoted: false,
             notes: Vec::new(),
+            routing: Default::default(),
         }
     }
 

@@ -43,6 +43,14 @@ pub struct Task {
     /// Model requested by the planner, if any; otherwise the run's default.
     #[serde(default)]
     pub model: Option<String>,
+    /// The flow dimension the planner (or the engine) filed this task under, if any; a task
+    /// without one counts for every dimension that lists its persona.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimension: Option<String>,
+    /// Why the engine, not the planner, put this task in the plan (a flow's coverage or team
+    /// rule); absent for the planner's own tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// A task the planner proposed that validation refused, with why.

@@ -2,7 +2,7 @@
 //! domain, has no orphaned heuristics, rejects broken copies by file and field, and the fixtures'
 //! answer keys point at the exact lines they describe.
 
-use quorum_core::catalog::{Catalog, KNOWN_TOOLS, PERSONA_DOMAINS};
+use quorum_core::catalog::{Catalog, PersonaKind, JUDGE_AXES, KNOWN_TOOLS, PERSONA_DOMAINS};
 use serde::Deserialize;
 use serde_yaml::{Mapping, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,6 +58,165 @@ fn shipped_catalog_has_the_required_personas() {
     );
     for name in REQUIRED_PERSONAS {
         assert!(catalog.get(name).is_ok(), "persona {name} is missing");
+    }
+}
+
+/// The seven review domains the catalog must staff, each as the catalog domains that count for
+/// it, with the fewest reviewers it needs. Documents and product share one review domain.
+const REVIEW_DOMAINS: [(&str, &[&str], usize); 7] = [
+    ("software", &["software"], 8),
+    ("security", &["security"], 5),
+    ("documents/product", &["documents", "product", "general"], 8),
+    ("legal", &["legal"], 5),
+    ("financial", &["financial"], 5),
+    ("scientific", &["scientific"], 5),
+    ("operations/infrastructure", &["operations"], 5),
+];
+
+#[test]
+fn the_full_catalog_staffs_seven_domains() {
+    let catalog = shipped();
+    let reviewers: Vec<_> = catalog.reviewers().collect();
+    assert!(
+        reviewers.len() >= 43,
+        "only {} reviewer personas",
+        reviewers.len()
+    );
+    for (domain, catalog_domains, min) in REVIEW_DOMAINS {
+        let n = reviewers
+            .iter()
+            .filter(|p| catalog_domains.contains(&p.domain.as_str()))
+            .count();
+        assert!(n >= min, "domain {domain} has {n} reviewers, want {min}");
+    }
+    // Every catalog domain is one of the seven (general is the cross-document editor's).
+    for p in &reviewers {
+        assert!(
+            REVIEW_DOMAINS
+                .iter()
+                .any(|(_, ds, _)| ds.contains(&p.domain.as_str())),
+            "{} has domain {} outside the seven",
+            p.name,
+            p.domain
+        );
+    }
+    for name in catalog.personas.keys() {
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+            "{name}: persona names are lowercase_with_underscores"
+        );
+    }
+}
+
+#[test]
+fn the_judge_panel_has_three_perspectives_on_every_axis_and_a_meta_judge() {
+    let catalog = shipped();
+    let panel = catalog.judge_panel();
+    assert_eq!(panel.axes.len(), JUDGE_AXES.len());
+    assert_eq!(panel.judges(), 12);
+    for axis in JUDGE_AXES {
+        let judges = &panel.axes[axis];
+        let perspectives: BTreeSet<&str> = judges
+            .iter()
+            .filter_map(|j| j.perspective.as_deref())
+            .collect();
+        assert_eq!(judges.len(), 3, "axis {axis}");
+        assert_eq!(perspectives.len(), 3, "axis {axis} repeats a perspective");
+    }
+    assert_eq!(panel.meta.len(), 1);
+    // Judges score outputs; the planner never sees them and may not assign them.
+    let list = catalog.personas_list();
+    for judge in panel.axes.values().flatten().chain(panel.meta.iter()) {
+        assert!(
+            !list.contains(&format!("- {} [", judge.name)),
+            "{} is offered to the planner",
+            judge.name
+        );
+        assert_ne!(judge.kind, PersonaKind::Reviewer);
+    }
+}
+
+#[test]
+fn every_shipped_flow_loads_and_names_only_catalog_reviewers() {
+    let catalog = shipped();
+    let dir = repo_root().join("flows");
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let flow = quorum_core::flow::Flow::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            flow.check_personas(&catalog)
+                .unwrap_or_else(|e| panic!("{e}"));
+            names.insert(flow.name.clone());
+        }
+    }
+    for expected in [
+        "review",
+        "quick",
+        "comprehensive",
+        "security-audit",
+        "document-review",
+        "targeted",
+    ] {
+        assert!(names.contains(expected), "flow {expected} is not shipped");
+    }
+    let comprehensive = quorum_core::flow::Flow::load(&dir.join("comprehensive.yaml")).unwrap();
+    let dims: Vec<&str> = comprehensive
+        .dimensions
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(
+        dims,
+        [
+            "correctness",
+            "security",
+            "performance",
+            "tests",
+            "docs",
+            "architecture"
+        ]
+    );
+    assert!(comprehensive.dimensions.iter().all(|d| d.required));
+    assert_eq!(
+        (
+            comprehensive.parameters.min_tasks,
+            comprehensive.parameters.max_tasks
+        ),
+        (15, 25)
+    );
+    assert!(comprehensive.directory_coverage.is_some());
+    let audit = quorum_core::flow::Flow::load(&dir.join("security-audit.yaml")).unwrap();
+    assert!(audit.dimensions.len() >= 5 && audit.directory_coverage.is_some());
+    let docs = quorum_core::flow::Flow::load(&dir.join("document-review.yaml")).unwrap();
+    let team = docs.team.as_ref().expect("document-review sets a team");
+    assert_eq!(team.always.len(), 2);
+    assert_eq!(team.conditional.len(), 4);
+}
+
+#[test]
+fn a_flow_naming_a_judge_or_an_unknown_persona_is_refused_by_field() {
+    let catalog = shipped();
+    let path = repo_root().join("flows/comprehensive.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    for (swap, needle) in [
+        ("personas: [test_engineer]", "no persona \"nobody_here\""),
+        ("personas: [test_engineer]", "meta_judge"),
+    ] {
+        let replacement = if needle.contains("nobody") {
+            "personas: [nobody_here]"
+        } else {
+            "personas: [meta_jury]"
+        };
+        let flow = quorum_core::flow::Flow::parse(&text.replace(swap, replacement), &path).unwrap();
+        let e = flow.check_personas(&catalog).unwrap_err().to_string();
+        assert!(
+            e.contains("comprehensive.yaml")
+                && e.contains("dimensions[3].personas[0]")
+                && e.contains(needle),
+            "{e}"
+        );
     }
 }
 
@@ -166,7 +325,7 @@ fn personas_are_discriminating_and_complete() {
         assert_eq!(catalog.heuristics_of(p).len(), p.heuristics.len());
     }
     let list = catalog.personas_list();
-    assert_eq!(list.lines().count(), catalog.personas.len());
+    assert_eq!(list.lines().count(), catalog.reviewers().count());
 }
 
 // ---- broken copies fail with the file and the field ----
@@ -262,6 +421,34 @@ fn broken_copies_fail_naming_file_and_field() {
                 m.insert(key("suppress"), Value::Sequence(Vec::new()));
             }),
             &["test_engineer.yaml", "suppress"],
+        ),
+        (
+            "judge_grounding_skeptic.yaml",
+            Box::new(|m| {
+                m.remove(key("axis"));
+            }),
+            &["judge_grounding_skeptic.yaml", "axis", "grounding"],
+        ),
+        (
+            "judge_coverage_auditor.yaml",
+            Box::new(|m| {
+                m.insert(key("axis"), key("vibes"));
+            }),
+            &["judge_coverage_auditor.yaml", "axis", "vibes"],
+        ),
+        (
+            "meta_jury.yaml",
+            Box::new(|m| {
+                m.insert(key("kind"), key("referee"));
+            }),
+            &["meta_jury.yaml", "kind", "referee"],
+        ),
+        (
+            "site_reliability_engineer.yaml",
+            Box::new(|m| {
+                m.insert(key("axis"), key("coverage"));
+            }),
+            &["site_reliability_engineer.yaml", "axis", "reviewer"],
         ),
         (
             "heuristics/injection.yaml",

@@ -50,7 +50,8 @@ impl ReviewContext {
     /// Merge and gate the verified findings, then apply the review's scope (severity floor,
     /// findings off the change moved to `pre_existing`).
     pub fn gate(&self, judged: Vec<quorum_core::finding::Judged>) -> quorum_core::dedup::Gated {
-        self.scope.apply(quorum_core::dedup::merge_and_gate(
+        self.scope.apply(quorum_core::docreview::merge_and_gate_at(
+            &self.flow,
             judged,
             self.confidence_gate(),
         ))

@@ -90,6 +90,8 @@ impl RemoteAttempt {
             tools: Vec::new(),
             verification: String::new(),
             model: None,
+            dimension: None,
+            origin: None,
         };
         RemoteAttempt {
             flow_id: ctx.flow_id.clone(),

@@ -258,6 +258,16 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         format!("{reason}; {}", notes.join("; "))
     };
     let promoted = facts.gated.findings.iter().filter(|f| f.promoted).count();
+    let planned: Vec<Task> = specialists.iter().filter_map(|r| r.task.clone()).collect();
+    let coverage =
+        quorum_core::coverage::report(&ctx.flow, &ctx.pack, &planned, &facts.gated.findings);
+    // A member the flow's team rules placed says why; the first such task's reason stands.
+    let mut reasons: BTreeMap<&str, &str> = BTreeMap::new();
+    for t in &planned {
+        if let Some(why) = t.origin.as_deref().and_then(|o| o.strip_prefix("team: ")) {
+            reasons.entry(t.persona.as_str()).or_insert(why);
+        }
+    }
     Report {
         schema_version: SCHEMA_VERSION,
         flow_id: ctx.flow_id.clone(),
@@ -278,6 +288,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         team: team
             .into_iter()
             .map(|((persona, model), tasks)| TeamMember {
+                reason: reasons.get(persona.as_str()).map(|s| s.to_string()),
                 persona,
                 model,
                 tasks,
@@ -295,6 +306,8 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             rejected_tasks: facts.rejected,
             profile: ctx.scope.profile.as_str().to_string(),
         },
+        coverage,
+        safe_fixes: Vec::new(),
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
         pre_existing: facts.gated.pre_existing,

@@ -224,8 +224,9 @@ pub fn planner_prompt(
     ctx: &ReviewContext,
     classification: &Classification,
     previous_errors: &[String],
+    roster: Option<&[String]>,
 ) -> (String, String) {
-    planner_prompt_in(ctx, classification, previous_errors, ctx.budget())
+    planner_prompt_in(ctx, classification, previous_errors, roster, ctx.budget())
 }
 
 /// [`planner_prompt`] fitted to `budget`.
@@ -233,6 +234,7 @@ pub fn planner_prompt_in(
     ctx: &ReviewContext,
     classification: &Classification,
     previous_errors: &[String],
+    roster: Option<&[String]>,
     budget: ContextBudget,
 ) -> (String, String) {
     let p = &ctx.flow.parameters;
@@ -260,7 +262,7 @@ pub fn planner_prompt_in(
         let _ = writeln!(files, "- … {} more files", ctx.pack.len() - 400);
     }
     let class = serde_json::to_string_pretty(classification).unwrap_or_default();
-    let catalog = ctx.catalog.personas_list();
+    let catalog = ctx.catalog.personas_list_among(roster);
     let mut errors = String::new();
     if !previous_errors.is_empty() {
         errors.push_str("## Your previous plan was rejected\n");
@@ -294,8 +296,17 @@ pub fn planner_prompt_in(
             },
         ],
     );
+    let dimensions = if ctx.flow.dimensions.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "## Required dimensions\nEvery dimension needs a task; set \"dimension\" on each \
+             task. Personas that serve each one:\n{}\n",
+            quorum_core::coverage::dimensions_prompt(&ctx.flow)
+        )
+    };
     let user = format!(
-        "## Classification\n{class}\n\n## Persona catalog\n{}\n## File list\n{}\n{models}{errors}",
+        "## Classification\n{class}\n\n## Persona catalog\n{}\n## File list\n{}\n{dimensions}{models}{errors}",
         fitted[0], fitted[1]
     );
     (system, user + &planner_scope_section(ctx))
@@ -318,23 +329,172 @@ pub struct Plan {
     pub stage: StageStats,
 }
 
+/// Two-tier selection (when the flow asks for it): the deterministic prefilter, then one short
+/// interest poll per discretionary survivor. Fails open: a poll that errors, times out or
+/// answers unreadably keeps its persona. `None` when the flow selects nothing (whole catalog).
+async fn select_personas(
+    ctx: &ReviewContext,
+    classification: &Classification,
+) -> Option<Vec<String>> {
+    let sel = ctx.flow.selection.as_ref()?;
+    let candidates =
+        quorum_core::selection::prefilter(&ctx.flow, &ctx.catalog, &ctx.pack, classification);
+    for c in &candidates {
+        tracing::info!(persona = %c.persona, reason = %c.reason, "selection: prefilter kept");
+    }
+    if !sel.interest_poll {
+        return Some(candidates.into_iter().map(|c| c.persona).collect());
+    }
+    let mut files = String::new();
+    for f in ctx.pack.files.values().take(200) {
+        let _ = writeln!(files, "- {} ({})", f.path, kind_str(f.kind));
+    }
+    if ctx.pack.len() > 200 {
+        let _ = writeln!(files, "- … {} more files", ctx.pack.len() - 200);
+    }
+    let material = format!(
+        "## Classification\n{}\n\n## Files\n{}",
+        serde_json::to_string_pretty(classification).unwrap_or_default(),
+        weaver::delimit("file list", &files)
+    );
+    let system = format!(
+        "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: \
+         {{\"interested\": true or false, \"reason\": \"one short sentence\"}}",
+        sel.instructions.trim()
+    );
+    let mut polls = tokio::task::JoinSet::new();
+    let mut polled: Vec<String> = Vec::new();
+    let mut selected = Vec::new();
+    for c in candidates {
+        if c.floor {
+            selected.push(c.persona);
+            continue;
+        }
+        let Ok(p) = ctx.catalog.get(&c.persona) else {
+            continue;
+        };
+        let user = format!(
+            "## Candidate\n{}: {}\n\n## Its mandate\n{}\n\n{material}",
+            p.name,
+            p.summary.trim(),
+            p.mandate.trim()
+        );
+        // The verifier tier: a short yes/no needs no tools and little reasoning.
+        let picked = ctx.pick("verifier", &system, &user, None);
+        let system = system.clone();
+        let spec_of = |model: &str| CallSpec {
+            max_tokens: sel.max_output_tokens,
+            ..ctx.call_spec(ctx.budget(), model)
+        };
+        let timeout = std::time::Duration::from_secs(ctx.flow.parameters.call_timeout_secs.max(1));
+        match picked {
+            Err(e) => {
+                tracing::warn!(persona = %c.persona, error = %e, "selection: no model for the poll; kept (fail open)");
+                selected.push(c.persona);
+            }
+            Ok((client, model)) => {
+                let spec = spec_of(&model);
+                let name = c.persona;
+                polled.push(name.clone());
+                polls.spawn(async move {
+                    let mut stats = CallStats::default();
+                    let call = agent::json_call(
+                        &client,
+                        &spec,
+                        &system,
+                        &user,
+                        serde_json::json!({"type": "object",
+                            "properties": {"interested": {"type": "boolean"}, "reason": {"type": "string"}},
+                            "required": ["interested"]}),
+                        Expect::Object,
+                        &mut stats,
+                    );
+                    let answer = tokio::time::timeout(timeout, call).await;
+                    let interested = match answer {
+                        Ok(Ok((Parsed::Object(v), _))) => v.get("interested").and_then(|b| b.as_bool()),
+                        _ => None,
+                    };
+                    (name, interested)
+                });
+            }
+        }
+    }
+    let mut declined = Vec::new();
+    while let Some(joined) = polls.join_next().await {
+        match joined {
+            Ok((name, Some(false))) => {
+                tracing::info!(persona = %name, "selection: not interested");
+                declined.push(name);
+            }
+            Ok((name, interested)) => {
+                if interested.is_none() {
+                    tracing::warn!(persona = %name, "selection: poll failed; kept (fail open)");
+                }
+                selected.push(name);
+            }
+            // Its name is lost with the task: the sweep below keeps it (fail open).
+            Err(e) => tracing::warn!(error = %e, "selection: a poll task ended abnormally"),
+        }
+    }
+    for name in polled {
+        if !declined.contains(&name) && !selected.contains(&name) {
+            selected.push(name);
+        }
+    }
+    // Catalog order, whatever order the polls finished in.
+    let order: Vec<&str> = ctx.catalog.reviewers().map(|p| p.name.as_str()).collect();
+    selected.sort_by_key(|n| order.iter().position(|o| o == n));
+    Some(selected)
+}
+
+/// The flow's deterministic rules on a plan: gaps in its coverage become tasks, its team's
+/// always-on and signalled members are seated, unsignalled conditional members are refused.
+fn apply_flow_rules(
+    ctx: &ReviewContext,
+    stage_tools: &[String],
+    tasks: &mut Vec<Task>,
+) -> Vec<RejectedTask> {
+    let mut refused = quorum_core::coverage::complete_plan(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        tasks,
+    );
+    refused.extend(quorum_core::docreview::complete_team(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        tasks,
+    ));
+    refused
+}
+
 /// Plan, and re-plan with the rejection reasons when no task survives validation.
 pub async fn plan(
     ctx: &ReviewContext,
     classification: &Classification,
 ) -> Result<Plan, AttemptError> {
-    let (probe_system, probe_user) = planner_prompt(ctx, classification, &[]);
+    let roster = select_personas(ctx, classification).await;
+    let roster = roster.as_deref();
+    let (probe_system, probe_user) = planner_prompt(ctx, classification, &[], roster);
     let (client, model) = ctx.pick("planner", &probe_system, &probe_user, None)?;
     let budget = ctx.budget_for(&client, &model);
     let spec = ctx.call_spec(budget, &model);
     let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
-    let personas: Vec<&str> = ctx.catalog.personas.keys().map(String::as_str).collect();
+    let personas: Vec<&str> = ctx
+        .catalog
+        .reviewers()
+        .filter(|p| roster.is_none_or(|r| r.contains(&p.name)))
+        .map(|p| p.name.as_str())
+        .collect();
     let files: Vec<&str> = ctx.pack.files.keys().map(String::as_str).collect();
     let mut stats = CallStats::default();
     let mut errors: Vec<String> = Vec::new();
     let mut all_rejected = Vec::new();
     for round in 0..=ctx.flow.parameters.planner_retries {
-        let (system, user) = planner_prompt_in(ctx, classification, &errors, budget);
+        let (system, user) = planner_prompt_in(ctx, classification, &errors, roster, budget);
         let parsed = agent::json_call(
             &client,
             &spec,
@@ -358,18 +518,33 @@ pub async fn plan(
             Err(e) => return Err(e),
         };
         let values = quorum_core::parse::dedup_by_key(values, "id");
-        let (tasks, rejected) = schema::validate_tasks(
+        let (mut tasks, mut rejected) = schema::validate_tasks(
             &values,
             &ctx.catalog,
             &ctx.pack,
             stage_tools,
             ctx.flow.parameters.max_tasks,
         );
+        if let Some(roster) = roster {
+            tasks.retain(|t| {
+                let kept = roster.contains(&t.persona);
+                if !kept {
+                    rejected.push(RejectedTask {
+                        id: t.id.clone(),
+                        persona: t.persona.clone(),
+                        reason: "not selected for this review (prefilter and interest poll)".into(),
+                    });
+                }
+                kept
+            });
+        }
         for r in &rejected {
             tracing::info!(task = %r.id, persona = %r.persona, reason = %r.reason, "planner task rejected");
         }
         if !tasks.is_empty() {
+            let mut tasks = tasks;
             all_rejected.extend(rejected);
+            all_rejected.extend(apply_flow_rules(ctx, stage_tools, &mut tasks));
             return Ok(Plan {
                 tasks,
                 rejected: all_rejected,
@@ -386,6 +561,19 @@ pub async fn plan(
         };
         tracing::warn!(round, "plan has no valid task; re-planning with the errors");
         all_rejected.extend(rejected);
+    }
+    // The flow's own members and coverage tasks do not depend on the planner: they are seated
+    // even when it produced nothing usable.
+    let mut tasks = Vec::new();
+    let refused = apply_flow_rules(ctx, stage_tools, &mut tasks);
+    if !tasks.is_empty() {
+        tracing::warn!("no valid planner task; running the tasks the flow's rules set");
+        all_rejected.extend(refused);
+        return Ok(Plan {
+            tasks,
+            rejected: all_rejected,
+            stage: StageStats { model, stats },
+        });
     }
     Err(AttemptError::SchemaViolation(format!(
         "the planner produced no valid task ({})",
@@ -421,6 +609,11 @@ pub fn specialist_prompt_in(
         "\n{DATA_NOT_INSTRUCTIONS}\n\n{}\n",
         schema::FINDINGS_FORMAT
     );
+    // A flow may add to the output contract (document review's routing fields).
+    let extra = ctx.instructions(Role::Specialist);
+    if !extra.is_empty() {
+        let _ = write!(system, "\n## This review's additional rules\n{extra}\n");
+    }
     if !task.tools.is_empty() {
         let _ = write!(
             system,

@@ -42,6 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         evidence: "v[i]".into(),
         why_it_matters: "panics on bad input".into(),
         suggested_fix: "use v.get(i)".into(),
+        routing: Default::default(),
     };
 
     let started = Instant::now();

@@ -48,6 +48,7 @@ pub fn finding(
         anchor: anchor.into(),
         promoted: false,
         notes: Vec::new(),
+        routing: Default::default(),
     }
 }
 
@@ -150,6 +151,7 @@ pub fn realistic_report() -> Report {
             persona: "security-auditor".into(),
             model: "qwen2.5-coder".into(),
             tasks: 2,
+            reason: None,
         }],
         findings,
         residual_concerns: vec![],
@@ -200,5 +202,7 @@ pub fn realistic_report() -> Report {
             }],
             profile: String::new(),
         },
+        coverage: None,
+        safe_fixes: Vec::new(),
     }
 }

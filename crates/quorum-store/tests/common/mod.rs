@@ -28,6 +28,8 @@ pub fn task(id: &str) -> Task {
         tools: vec!["read_file".to_string()],
         verification: String::new(),
         model: None,
+        dimension: None,
+        origin: None,
     }
 }
 
@@ -44,6 +46,7 @@ pub fn finding(title: &str) -> RawFinding {
         evidence: "unsafe { }".to_string(),
         why_it_matters: "memory safety".to_string(),
         suggested_fix: "remove unsafe".to_string(),
+        routing: Default::default(),
     }
 }
 

@@ -1,0 +1,422 @@
+//! Deterministic coverage of a plan: a flow's fixed dimensions and its source directories.
+//!
+//! The planner is a model and may leave a dimension or a directory out. After planning, this
+//! module checks the plan against the flow's rules and adds a task for each gap, with the reason
+//! in the task's `origin`, so coverage is never dropped silently. It also measures, for the
+//! report, which tasks and findings each dimension ended with.
+
+use crate::catalog::Catalog;
+use crate::finding::Finding;
+use crate::flow::{Dimension, Flow};
+use crate::pack::{ContextPack, FileKind};
+use crate::schema;
+use crate::task::{RejectedTask, Task};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The most files a task added by the engine is given: enough for a directory or a dimension's
+/// sweep, few enough that the specialist's prompt budget is not spent on listing them.
+pub const MAX_ADDED_FILES: usize = 30;
+
+/// One dimension's coverage in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DimensionCoverage {
+    pub name: String,
+    pub required: bool,
+    /// Ids of the tasks that count for this dimension.
+    pub tasks: Vec<String>,
+    /// Findings reported by those tasks' personas.
+    pub findings: usize,
+}
+
+/// One source directory and the tasks whose files include it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectoryCoverage {
+    pub directory: String,
+    pub tasks: Vec<String>,
+}
+
+/// A task the engine added to the plan, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AddedTask {
+    pub task: String,
+    pub persona: String,
+    pub reason: String,
+}
+
+/// `report.json` `coverage` (additive): present when the flow declares coverage rules.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CoverageReport {
+    pub dimensions: Vec<DimensionCoverage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub directories: Vec<DirectoryCoverage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<AddedTask>,
+}
+
+/// The directory a file lives in ("." for the root).
+fn dir_of(path: &str) -> &str {
+    path.rsplit_once('/').map_or(".", |(d, _)| d)
+}
+
+/// The top-level component of a directory ("." stays ".").
+fn top_of(dir: &str) -> &str {
+    dir.split('/').next().unwrap_or(dir)
+}
+
+/// Directories holding at least one code file, sorted.
+pub fn source_directories(pack: &ContextPack) -> BTreeSet<String> {
+    pack.files
+        .values()
+        .filter(|f| f.kind == FileKind::Code)
+        .map(|f| dir_of(&f.path).to_string())
+        .collect()
+}
+
+/// Whether a task counts for a dimension: filed under it, or (when filed under none of the
+/// flow's dimensions) run by one of its personas.
+fn counts_for(flow: &Flow, task: &Task, d: &Dimension) -> bool {
+    match task.dimension.as_deref() {
+        Some(name) if flow.dimensions.iter().any(|x| x.name == name) => name == d.name,
+        _ => d.personas.contains(&task.persona),
+    }
+}
+
+fn dimension_origin(name: &str) -> String {
+    format!("coverage: the plan had no task for the {name} dimension")
+}
+
+/// The planner's view of the dimensions: one line each, with the personas that cover it.
+pub fn dimensions_prompt(flow: &Flow) -> String {
+    let mut s = String::new();
+    for d in &flow.dimensions {
+        s.push_str(&format!(
+            "- {}{}: {}\n",
+            d.name,
+            if d.required { " (required)" } else { "" },
+            d.personas.join(", ")
+        ));
+    }
+    s
+}
+
+fn next_id(tasks: &[Task], prefix: &str) -> String {
+    let taken: BTreeSet<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+    (1..)
+        .map(|n| format!("{prefix}{n}"))
+        .find(|id| !taken.contains(id.as_str()))
+        .unwrap_or_else(|| prefix.to_string())
+}
+
+/// What an engine-added task is validated against: the catalog, the pack, the stage's tools.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    pub catalog: &'a Catalog,
+    pub pack: &'a ContextPack,
+    pub stage_tools: &'a [String],
+}
+
+/// Build one engine task through the same validation as the planner's (so its tools are the
+/// usual intersection), stamped with its origin.
+pub fn engine_task(
+    scope: Scope<'_>,
+    id: String,
+    persona: &str,
+    files: &[String],
+    mandate: &str,
+    origin: String,
+) -> Result<Task, RejectedTask> {
+    let Scope {
+        catalog,
+        pack,
+        stage_tools,
+    } = scope;
+    let value = json!({"id": id, "persona": persona, "files": files, "mandate": mandate});
+    let (mut tasks, mut rejected) =
+        schema::validate_tasks(&[value], catalog, pack, stage_tools, usize::MAX);
+    match tasks.pop() {
+        Some(mut t) => {
+            t.origin = Some(origin);
+            Ok(t)
+        }
+        None => Err(rejected.pop().unwrap_or(RejectedTask {
+            id,
+            persona: persona.to_string(),
+            reason: "the engine could not build the task".into(),
+        })),
+    }
+}
+
+fn kind_name(k: FileKind) -> &'static str {
+    match k {
+        FileKind::Code => "code",
+        FileKind::Config => "config",
+        FileKind::Doc => "doc",
+        FileKind::Data => "data",
+    }
+}
+
+/// Add a task for every required dimension without one and for every top-level group of source
+/// directories no task's files reach. Returns what could not be added (a persona the catalog
+/// lacks), so the caller reports it instead of losing it.
+pub fn complete_plan(
+    flow: &Flow,
+    catalog: &Catalog,
+    pack: &ContextPack,
+    stage_tools: &[String],
+    tasks: &mut Vec<Task>,
+) -> Vec<RejectedTask> {
+    let scope = Scope {
+        catalog,
+        pack,
+        stage_tools,
+    };
+    let mut refused = Vec::new();
+    for d in flow.dimensions.iter().filter(|d| d.required) {
+        if tasks.iter().any(|t| counts_for(flow, t, d)) {
+            continue;
+        }
+        let files: Vec<String> = pack
+            .files
+            .values()
+            .filter(|f| d.kinds.is_empty() || d.kinds.iter().any(|k| k == kind_name(f.kind)))
+            .map(|f| f.path.clone())
+            .take(MAX_ADDED_FILES)
+            .collect();
+        let mandate = if d.mandate.trim().is_empty() {
+            format!("Review the work for {} problems.", d.name)
+        } else {
+            d.mandate.trim().to_string()
+        };
+        let Some(persona) = d.personas.first() else {
+            continue;
+        };
+        let id = next_id(tasks, "d");
+        match engine_task(
+            scope,
+            id,
+            persona,
+            &files,
+            &mandate,
+            dimension_origin(&d.name),
+        ) {
+            Ok(mut t) => {
+                t.dimension = Some(d.name.clone());
+                tasks.push(t);
+            }
+            Err(r) => refused.push(r),
+        }
+    }
+    if let Some(rule) = &flow.directory_coverage {
+        let covered: BTreeSet<&str> = tasks
+            .iter()
+            .flat_map(|t| t.files.iter().map(|f| dir_of(f)))
+            .collect();
+        let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for dir in source_directories(pack) {
+            if !covered.contains(dir.as_str()) {
+                missing
+                    .entry(top_of(&dir).to_string())
+                    .or_default()
+                    .push(dir);
+            }
+        }
+        for (top, dirs) in missing {
+            let files: Vec<String> = pack
+                .files
+                .values()
+                .filter(|f| f.kind == FileKind::Code && dirs.iter().any(|d| d == dir_of(&f.path)))
+                .map(|f| f.path.clone())
+                .take(MAX_ADDED_FILES)
+                .collect();
+            let shown = if top == "." {
+                "the root directory".to_string()
+            } else {
+                format!("{top}/")
+            };
+            let mandate = format!("{} Files: the source under {shown}.", rule.mandate.trim());
+            let id = next_id(tasks, "s");
+            let origin = format!(
+                "coverage: no task covered the source in {}",
+                dirs.join(", ")
+            );
+            match engine_task(scope, id, &rule.persona, &files, &mandate, origin) {
+                Ok(t) => tasks.push(t),
+                Err(r) => refused.push(r),
+            }
+        }
+    }
+    refused
+}
+
+/// What the report says about coverage; `None` when the flow declares no coverage rule.
+pub fn report(
+    flow: &Flow,
+    pack: &ContextPack,
+    tasks: &[Task],
+    findings: &[Finding],
+) -> Option<CoverageReport> {
+    if flow.dimensions.is_empty() && flow.directory_coverage.is_none() {
+        return None;
+    }
+    let dimensions = flow
+        .dimensions
+        .iter()
+        .map(|d| {
+            let mine: Vec<&Task> = tasks.iter().filter(|t| counts_for(flow, t, d)).collect();
+            let personas: BTreeSet<&str> = mine.iter().map(|t| t.persona.as_str()).collect();
+            DimensionCoverage {
+                name: d.name.clone(),
+                required: d.required,
+                tasks: mine.iter().map(|t| t.id.clone()).collect(),
+                findings: findings
+                    .iter()
+                    .filter(|f| {
+                        f.reporters
+                            .iter()
+                            .any(|r| personas.contains(r.persona.as_str()))
+                    })
+                    .count(),
+            }
+        })
+        .collect();
+    let directories = if flow.directory_coverage.is_some() {
+        source_directories(pack)
+            .into_iter()
+            .map(|dir| DirectoryCoverage {
+                tasks: tasks
+                    .iter()
+                    .filter(|t| t.files.iter().any(|f| dir_of(f) == dir))
+                    .map(|t| t.id.clone())
+                    .collect(),
+                directory: dir,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let added = tasks
+        .iter()
+        .filter_map(|t| {
+            let reason = t.origin.as_deref()?;
+            reason.starts_with("coverage:").then(|| AddedTask {
+                task: t.id.clone(),
+                persona: t.persona.clone(),
+                reason: reason.to_string(),
+            })
+        })
+        .collect();
+    Some(CoverageReport {
+        dimensions,
+        directories,
+        added,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pack::PackFile;
+    use std::path::Path;
+
+    fn repo() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    fn pack(files: &[(&str, &str)]) -> ContextPack {
+        let mut p = ContextPack {
+            root: std::path::PathBuf::from("/nonexistent"),
+            head_sha: None,
+            files: BTreeMap::new(),
+            skipped: Vec::new(),
+        };
+        for (path, text) in files {
+            let f = PackFile::new(path.to_string(), std::sync::Arc::from(*text));
+            p.files.insert(f.path.clone(), f);
+        }
+        p
+    }
+
+    fn flow() -> Flow {
+        Flow::load(&repo().join("flows/comprehensive.yaml")).unwrap()
+    }
+
+    fn task(id: &str, persona: &str, files: &[&str]) -> Task {
+        Task {
+            id: id.into(),
+            persona: persona.into(),
+            files: files.iter().map(|s| s.to_string()).collect(),
+            mandate: "m".into(),
+            tools: vec![],
+            verification: String::new(),
+            model: None,
+            dimension: None,
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn every_missing_dimension_and_directory_gets_a_task_with_a_reason() {
+        let flow = flow();
+        let catalog = Catalog::load(&repo().join("personas")).unwrap();
+        flow.check_personas(&catalog).unwrap();
+        let pack = pack(&[
+            ("src/a.py", "x = 1\n"),
+            ("src/deep/b.py", "y = 2\n"),
+            ("lib/c.py", "z = 3\n"),
+            ("README.md", "# readme\n"),
+        ]);
+        let first = &flow.dimensions[0];
+        let mut tasks = vec![task("t1", &first.personas[0], &["src/a.py"])];
+        let refused = complete_plan(&flow, &catalog, &pack, &["file_read".into()], &mut tasks);
+        assert!(refused.is_empty(), "{refused:?}");
+        for d in flow.dimensions.iter().filter(|d| d.required) {
+            assert!(
+                tasks.iter().any(|t| counts_for(&flow, t, d)),
+                "dimension {} has no task",
+                d.name
+            );
+        }
+        // t1 already covers the first dimension: nothing was added for it.
+        assert!(!tasks
+            .iter()
+            .any(|t| t.origin.as_deref() == Some(dimension_origin(&first.name).as_str())));
+        // Dimension tasks read every file; the directory rule then finds all directories
+        // covered, so it adds nothing more.
+        let report = report(&flow, &pack, &tasks, &[]).unwrap();
+        for d in &report.directories {
+            assert!(!d.tasks.is_empty(), "{} uncovered", d.directory);
+        }
+        assert_eq!(report.dimensions.len(), flow.dimensions.len());
+        assert!(report
+            .added
+            .iter()
+            .all(|a| a.reason.starts_with("coverage:")));
+    }
+
+    #[test]
+    fn uncovered_directories_are_grouped_by_top_level_directory() {
+        let mut flow = flow();
+        flow.dimensions.clear();
+        let catalog = Catalog::load(&repo().join("personas")).unwrap();
+        let pack = pack(&[
+            ("src/a.py", "x = 1\n"),
+            ("src/deep/b.py", "y = 2\n"),
+            ("lib/c.py", "z = 3\n"),
+            ("main.py", "print(1)\n"),
+        ]);
+        let mut tasks = vec![task("t1", "software_developer", &["src/a.py"])];
+        complete_plan(&flow, &catalog, &pack, &["file_read".into()], &mut tasks);
+        let added: Vec<(&str, &[String])> = tasks[1..]
+            .iter()
+            .map(|t| (t.origin.as_deref().unwrap_or(""), t.files.as_slice()))
+            .collect();
+        assert_eq!(added.len(), 3, "{added:?}");
+        assert!(added[0].0.contains("source in ."), "{added:?}");
+        assert_eq!(added[0].1, ["main.py"]);
+        assert_eq!(added[1].1, ["lib/c.py"]);
+        assert_eq!(added[2].1, ["src/deep/b.py"]);
+        assert!(added[2].0.contains("src/deep"));
+    }
+}
