@@ -2,6 +2,7 @@
 //! library crates. Glue only — every decision about a review lives in quorum-runtime/-core.
 
 mod commands;
+mod dashboard;
 mod exit;
 mod node;
 mod progress;
@@ -129,6 +130,10 @@ pub struct NodeArgs {
     /// Serve the gRPC API here (host:port); requires QUORUM_API_TOKEN or --token-file.
     #[arg(long)]
     pub api: Option<String>,
+    /// Serve the live dashboard and Prometheus /metrics here (host:port), behind the API's
+    /// token (open it as http://HOST:PORT/?token=...).
+    #[arg(long, requires = "api")]
+    pub http: Option<String>,
     /// This node's name (default: the host name).
     #[arg(long)]
     pub name: Option<String>,

@@ -95,6 +95,24 @@ impl LlmClient {
                     })?;
                 self.backend.chat(req).await
             };
+            match &result {
+                Ok(resp) => quorum_metrics::model_call(
+                    self.backend.url(),
+                    &req.model,
+                    "ok",
+                    Some(resp.duration_ms as f64 / 1000.0),
+                    resp.usage.tokens_in,
+                    resp.usage.tokens_out,
+                ),
+                Err(err) => quorum_metrics::model_call(
+                    self.backend.url(),
+                    &req.model,
+                    err.class(),
+                    None,
+                    0,
+                    0,
+                ),
+            }
             match result {
                 Ok(mut resp) => {
                     resp.attempts = attempt;

@@ -78,6 +78,7 @@ fn progress_kind(p: &Progress) -> &'static str {
         Progress::TaskFinished { .. } => "task_finished",
         Progress::Verified { .. } => "verified",
         Progress::Usage { .. } => "usage",
+        Progress::Finding { .. } => "finding",
         Progress::Finished { .. } => "progress_finished",
     }
 }

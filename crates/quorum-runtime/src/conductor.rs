@@ -182,6 +182,7 @@ pub struct ConductorState {
 
 impl ConductorState {
     fn emit(&self, p: Progress) {
+        crate::obs::observe(&self.ctx.flow_id, &p);
         if let Some(tx) = &self.progress {
             let _ = tx.send(p);
         }
@@ -309,10 +310,15 @@ impl FlowConductor {
             })
             .await;
         state.live.insert(attempt, run);
+        if matches!(job, Job::Specialist { .. }) {
+            quorum_metrics::placed(false);
+        }
         state.emit(Progress::TaskStarted {
             task: id.clone(),
             persona,
             attempt: n,
+            node: state.ctx.node.clone(),
+            model: state.runs[run].model.clone(),
         });
         tracing::debug!(task = %id, attempt = n, "dispatching attempt");
         let args = WorkerArgs {
@@ -495,10 +501,13 @@ impl FlowConductor {
         state.placements.insert(attempt, node.clone());
         *state.remote_in_flight.entry(node.clone()).or_default() += 1;
         state.active_specialists += 1;
+        quorum_metrics::placed(true);
         state.emit(Progress::TaskStarted {
             task: id.clone(),
             persona,
             attempt: n,
+            node: node.clone(),
+            model: state.runs[run].model.clone(),
         });
         tracing::debug!(task = %id, attempt = n, node = %node, "dispatching attempt to a peer");
         let lease = state
@@ -554,6 +563,7 @@ impl FlowConductor {
         state.leases.remove(&attempt);
         let Some(run) = state.live.remove(&attempt) else {
             tracing::info!(attempt, node = ?remote_node, "ignoring result of a fenced attempt");
+            quorum_metrics::fenced("late_result");
             state
                 .ctx
                 .facts
@@ -594,6 +604,7 @@ impl FlowConductor {
                 continue;
             };
             tracing::warn!(attempt, node = %node, "attempt lease lapsed; fencing it and placing it elsewhere");
+            quorum_metrics::fenced("lease_lapsed");
             state
                 .suspects
                 .insert(node.clone(), now + LAPSED_NODE_AVOIDED_FOR);
@@ -703,6 +714,7 @@ impl FlowConductor {
             let outcome = JobOutcome::Specialist(Err(AttemptError::NodeLost(node.clone())));
             state.leases.remove(&attempt);
             if let Some(run) = state.live.remove(&attempt) {
+                quorum_metrics::fenced("node_lost");
                 state.placements.remove(&attempt);
                 if let Some(c) = state.remote_in_flight.get_mut(&node) {
                     *c = c.saturating_sub(1);
@@ -834,6 +846,10 @@ impl FlowConductor {
                 ok: false,
                 findings: 0,
                 error: Some(err.to_string()),
+                error_class: Some(err.class().to_string()),
+                model: r.model.clone(),
+                tokens_in: 0,
+                tokens_out: 0,
             });
             if retrying {
                 return if is_specialist {
@@ -927,6 +943,10 @@ impl FlowConductor {
                     ok: true,
                     findings: out.findings.len(),
                     error: None,
+                    error_class: None,
+                    model: out.stage.model.clone(),
+                    tokens_in: out.stage.stats.tokens_in,
+                    tokens_out: out.stage.stats.tokens_out,
                 });
                 let reporter = Reporter {
                     persona,
@@ -958,10 +978,12 @@ impl FlowConductor {
                 state.verifier_degraded = v.degraded;
                 let total = v.judged.len();
                 state.emit(Progress::Verified { done: total, total });
-                state.gated = Some(dedup::merge_and_gate(
-                    v.judged,
-                    state.ctx.flow.parameters.confidence_gate,
-                ));
+                let gated =
+                    dedup::merge_and_gate(v.judged, state.ctx.flow.parameters.confidence_gate);
+                for p in crate::obs::finding_events(&gated.findings) {
+                    state.emit(p);
+                }
+                state.gated = Some(gated);
                 Self::start_phase(myself, state, Phase::Synthesize).await?;
             }
             JobOutcome::Synthesize(Ok((s, st))) => {
@@ -1000,6 +1022,20 @@ impl FlowConductor {
                 findings,
             })
             .await;
+        // Specialists report their own success (with findings); stage runs end here.
+        if r.task.is_none() {
+            state.emit(Progress::TaskFinished {
+                task: r.id.clone(),
+                persona: r.persona.clone(),
+                ok: true,
+                findings: 0,
+                error: None,
+                error_class: None,
+                model: model.to_string(),
+                tokens_in: stats.tokens_in,
+                tokens_out: stats.tokens_out,
+            });
+        }
     }
 
     /// Stop new work once the flow's token budget is spent; what is running finishes, what was
@@ -1453,6 +1489,7 @@ impl Actor for FlowConductor {
                     // Not where this attempt runs (any more): a late result of a fenced or
                     // re-placed attempt, or a peer speaking for another. Recorded, not counted.
                     tracing::info!(attempt, node = %node, "ignoring a result from a node the attempt is not placed on");
+                    quorum_metrics::fenced("wrong_node");
                     state
                         .ctx
                         .facts

@@ -15,6 +15,7 @@ pub mod conductor;
 pub mod context;
 pub mod error;
 pub mod facts;
+pub mod obs;
 pub mod progress;
 pub mod remote;
 pub mod report;
@@ -56,6 +57,7 @@ pub async fn run_review_from(
         progress,
         resume,
     };
+    obs::review_started(&args.ctx.flow_id, &args.ctx.node);
     // Registered by name so results from other nodes can be routed to this review.
     let name = remote::conductor_name(&args.ctx.flow_id);
     let (actor, handle) = Actor::spawn(Some(name), conductor::FlowConductor, args)
