@@ -5,6 +5,8 @@ mod commands;
 mod dashboard;
 mod exit;
 mod node;
+#[cfg(feature = "otel")]
+mod otel;
 mod progress;
 mod settings;
 
@@ -284,17 +286,65 @@ pub struct ReviewArgs {
     pub quiet: bool,
 }
 
-fn init_logs(format: &str) {
-    use tracing_subscriber::EnvFilter;
+/// What must be flushed before the process exits.
+struct LogGuard {
+    #[cfg(feature = "otel")]
+    traces: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl LogGuard {
+    fn shutdown(self) {
+        #[cfg(feature = "otel")]
+        if let Some(p) = self.traces {
+            if let Err(e) = p.shutdown() {
+                eprintln!("quorum: traces not all exported: {e}");
+            }
+        }
+    }
+}
+
+fn init_logs(format: &str, service: &str) -> LogGuard {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false);
-    if format == "json" {
-        builder.json().init();
+    let fmt = if format == "json" {
+        fmt.json().with_filter(filter).boxed()
     } else {
-        builder.init();
+        fmt.with_filter(filter).boxed()
+    };
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "otel")]
+    if otel::wanted() {
+        match otel::layer(service) {
+            Ok((layer, provider)) => {
+                registry.with(layer).init();
+                return LogGuard {
+                    traces: Some(provider),
+                };
+            }
+            Err(e) => eprintln!("quorum: {e}; traces are not exported"),
+        }
+    }
+    let _ = service;
+    registry.init();
+    LogGuard {
+        #[cfg(feature = "otel")]
+        traces: None,
+    }
+}
+
+/// How this process is named in exported traces: `quorum-node-NAME` for a named node.
+fn service_name(cli: &Cli) -> String {
+    match &cli.command {
+        Command::Node(n) => match &n.name {
+            Some(name) => format!("quorum-node-{name}"),
+            None => "quorum-node".into(),
+        },
+        _ => "quorum".into(),
     }
 }
 
@@ -312,7 +362,7 @@ fn main() {
             std::process::exit(code);
         }
     };
-    init_logs(&cli.log_format);
+    let logs = init_logs(&cli.log_format, &service_name(&cli));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -335,5 +385,7 @@ fn main() {
     };
     // Don't wait for lingering background tasks (a hung backend call) on the way out.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Outside the async runtime: the trace exporter's blocking client flushes here.
+    logs.shutdown();
     std::process::exit(code as i32);
 }

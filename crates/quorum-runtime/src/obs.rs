@@ -6,8 +6,55 @@
 
 use crate::progress::Progress;
 use quorum_core::finding::Finding;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
+
+/// How a trace context crosses to a peer: the binary installs these when it exports traces
+/// (the runtime itself knows no tracing backend). `inject` writes a span's context as text
+/// headers (W3C `traceparent`); `extract` makes those the parent of a span.
+#[derive(Clone, Copy)]
+pub struct TracePropagation {
+    pub inject: fn(&tracing::Span) -> BTreeMap<String, String>,
+    pub extract: fn(&tracing::Span, &BTreeMap<String, String>),
+}
+
+static PROPAGATION: OnceLock<TracePropagation> = OnceLock::new();
+
+/// Install the propagation (once per process; later calls are ignored).
+pub fn set_trace_propagation(p: TracePropagation) {
+    let _ = PROPAGATION.set(p);
+}
+
+/// The trace context of `task`'s live attempt in `flow_id`, for a `RemoteAttempt`; None when
+/// traces are not exported.
+pub fn trace_context(flow_id: &str, task: &str) -> Option<BTreeMap<String, String>> {
+    let p = PROPAGATION.get()?;
+    let span = attempt_span(flow_id, task)?;
+    let headers = (p.inject)(&span);
+    (!headers.is_empty()).then_some(headers)
+}
+
+/// The span a peer runs a shipped attempt in: a child of the origin's attempt span when the
+/// attempt carried its context.
+pub fn remote_attempt_span(
+    trace: Option<&BTreeMap<String, String>>,
+    flow_id: &str,
+    task: &str,
+    node: &str,
+) -> tracing::Span {
+    let span = tracing::info_span!(
+        parent: None,
+        "remote_attempt",
+        flow_id = %flow_id,
+        task = %task,
+        role = role_of(task),
+        node = %node,
+    );
+    if let (Some(p), Some(t)) = (PROPAGATION.get(), trace) {
+        (p.extract)(&span, t);
+    }
+    span
+}
 
 /// Open spans of one review: the review itself, its current stage, its live attempts.
 struct ReviewSpans {

@@ -55,6 +55,10 @@ pub struct RemoteAttempt {
     /// places it elsewhere; the worker renews well within it while it works.
     #[serde(default)]
     pub lease_ms: u64,
+    /// The origin's trace context (W3C headers) when it exports traces, so the peer's spans
+    /// join the review's trace.
+    #[serde(default)]
+    pub trace: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl RemoteAttempt {
@@ -99,6 +103,7 @@ impl RemoteAttempt {
                 .collect(),
             sensitive: ctx.backends.sensitive,
             lease_ms: lease.as_millis() as u64,
+            trace: crate::obs::trace_context(&ctx.flow_id, &task.id),
         })
     }
 }
@@ -218,7 +223,11 @@ pub async fn run_attempt(
         ctx.flow.parameters.call_timeout_secs.max(1)
             * (ctx.flow.parameters.max_iterations as u64 + 2),
     );
-    let run = stages::specialist(&ctx, &task, req.prior_error.as_deref());
+    let span = crate::obs::remote_attempt_span(req.trace.as_ref(), &req.flow_id, &task.id, node);
+    let run = tracing::Instrument::instrument(
+        stages::specialist(&ctx, &task, req.prior_error.as_deref()),
+        span,
+    );
     match tokio::time::timeout(deadline, run).await {
         Ok(r) => RemoteOutcome::from_result(r),
         Err(_) => RemoteOutcome::from_result(Err(AttemptError::Deadline(deadline.as_secs()))),
