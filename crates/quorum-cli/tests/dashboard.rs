@@ -327,6 +327,16 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
         );
         assert!(sum(&samples, "quorum_placements_total", Some(("placement", "local"))) >= 3.0);
         assert_eq!(sum(&samples, "quorum_cluster_nodes", Some(("state", "up"))), 1.0);
+        // Everything drained once the review ended; the gauges exist.
+        for q in ["reviews_running", "tasks_pending", "specialists_active", "model_calls_in_flight"] {
+            assert!(
+                samples
+                    .iter()
+                    .any(|s| s.name == "quorum_queue_depth" && s.labels.get("queue").map(String::as_str) == Some(q)),
+                "no queue_depth{{queue={q:?}}}: {text}"
+            );
+            assert_eq!(sum(&samples, "quorum_queue_depth", Some(("queue", q))), 0.0, "{q}");
+        }
 
         // The JSON feeds the page reads.
         let (code, body) = get(&format!("{dash}api/reviews/{flow_id}/events"), Some(TOKEN)).await;

@@ -89,10 +89,13 @@ impl LlmClient {
                 "llm call"
             );
             let result = {
+                let waiting = quorum_metrics::QueueGuard::new("model_calls_waiting");
                 let _permit =
                     self.limiter.acquire().await.map_err(|_| {
                         LlmError::Config("the concurrency limiter was closed".into())
                     })?;
+                drop(waiting);
+                let _in_flight = quorum_metrics::QueueGuard::new("model_calls_in_flight");
                 self.backend.chat(req).await
             };
             match &result {

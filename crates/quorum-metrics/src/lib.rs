@@ -147,7 +147,7 @@ fn metrics() -> &'static Metrics {
         let queues = Family::<QueueLabel, Gauge>::default();
         registry.register(
             "queue_depth",
-            "Work waiting or in flight: reviews_running, tasks_pending, specialists_active, model_calls_in_flight",
+            "Work waiting or in flight: reviews_running, tasks_pending (planned specialist tasks neither succeeded nor running), specialists_active, model_calls_waiting, model_calls_in_flight",
             queues.clone(),
         );
         Metrics {
@@ -284,6 +284,23 @@ pub fn add_queue_depth(queue: &str, delta: i64) {
             queue: queue.to_string(),
         })
         .inc_by(delta);
+}
+
+/// Counts one item in `queue` for as long as it lives, so a cancelled or failed wait can never
+/// leave the gauge high.
+pub struct QueueGuard(&'static str);
+
+impl QueueGuard {
+    pub fn new(queue: &'static str) -> QueueGuard {
+        add_queue_depth(queue, 1);
+        QueueGuard(queue)
+    }
+}
+
+impl Drop for QueueGuard {
+    fn drop(&mut self) {
+        add_queue_depth(self.0, -1);
+    }
 }
 
 /// The Content-Type of [`render`]'s output.

@@ -56,11 +56,29 @@ pub fn remote_attempt_span(
     span
 }
 
-/// Open spans of one review: the review itself, its current stage, its live attempts.
+/// Open spans of one review (the review itself, its current stage, its live attempts) and
+/// what its queue gauges need.
 struct ReviewSpans {
     review: tracing::Span,
     stage: Option<tracing::Span>,
     attempts: HashMap<String, tracing::Span>,
+    /// Specialist tasks planned and not yet finished for good.
+    planned: usize,
+    /// Specialist tasks that succeeded.
+    done: std::collections::HashSet<String>,
+    /// Specialist tasks with an attempt running now.
+    running: std::collections::HashSet<String>,
+}
+
+/// Recompute the task gauges from every review this process runs.
+fn set_task_gauges(all: &HashMap<String, ReviewSpans>) {
+    let pending: usize = all
+        .values()
+        .map(|r| r.planned.saturating_sub(r.done.len() + r.running.len()))
+        .sum();
+    let active: usize = all.values().map(|r| r.running.len()).sum();
+    quorum_metrics::set_queue_depth("tasks_pending", pending as i64);
+    quorum_metrics::set_queue_depth("specialists_active", active as i64);
 }
 
 fn spans() -> &'static Mutex<HashMap<String, ReviewSpans>> {
@@ -92,6 +110,9 @@ pub fn review_started(flow_id: &str, node: &str) {
                 review,
                 stage: None,
                 attempts: HashMap::new(),
+                planned: 0,
+                done: Default::default(),
+                running: Default::default(),
             },
         );
     }
@@ -135,12 +156,14 @@ pub fn observe(flow_id: &str, p: &Progress) {
             drop(r);
             quorum_metrics::add_queue_depth("reviews_running", -1);
         }
+        set_task_gauges(&all);
         return;
     }
     let Some(r) = all.get_mut(flow_id) else {
         return;
     };
     match p {
+        Progress::Planned { tasks, .. } => r.planned = *tasks,
         Progress::Stage { stage } => {
             r.attempts.clear();
             r.stage = Some(tracing::info_span!(parent: &r.review, "stage", stage = %stage));
@@ -164,10 +187,17 @@ pub fn observe(flow_id: &str, p: &Progress) {
                 model = %model,
             );
             r.attempts.insert(task.clone(), span);
+            if role_of(task) == "specialist" {
+                r.running.insert(task.clone());
+            }
         }
         Progress::TaskFinished {
             task, ok, error, ..
         } => {
+            r.running.remove(task);
+            if *ok && role_of(task) == "specialist" {
+                r.done.insert(task.clone());
+            }
             if let Some(span) = r.attempts.remove(task) {
                 if !ok {
                     span.in_scope(|| {
@@ -181,6 +211,7 @@ pub fn observe(flow_id: &str, p: &Progress) {
         }
         _ => {}
     }
+    set_task_gauges(&all);
 }
 
 /// One `Progress::Finding` per surviving finding, in report order.
