@@ -30,6 +30,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Resume(args) => resume(args).await,
         Command::Trace { command, common } => trace(command, &common),
         Command::Node(args) => crate::node::node(args).await,
+        Command::Mcp(args) => crate::mcp::serve(args).await,
         Command::Flows {
             command:
                 FlowsCommand::Cancel {
@@ -182,11 +183,49 @@ fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
 }
 
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
-    let settings = load_settings(args.backend.common.config.as_deref())?;
     if !args.cluster.is_empty() {
         let urls = args.cluster.clone();
         return crate::node::review_remote(args, &urls).await;
     }
+    match prepare_review(&args).await? {
+        Prepared::Resume(r) => resume(r).await,
+        Prepared::Run(l) => {
+            drive(
+                &l.data,
+                l.ctx,
+                None,
+                &l.params,
+                args.out.as_deref(),
+                args.quiet,
+            )
+            .await
+        }
+    }
+}
+
+/// A local review ready to run: its store is created and its pack saved.
+pub(crate) struct LocalReview {
+    pub data: DataDir,
+    pub ctx: Arc<ReviewContext>,
+    params: RunParams,
+}
+
+impl LocalReview {
+    /// Where its reports go and in which formats.
+    pub fn outputs(&self) -> (&Path, &[String]) {
+        (&self.params.out_dir, &self.params.formats)
+    }
+}
+
+pub(crate) enum Prepared {
+    /// `--resume` found an interrupted review of the same target and flow.
+    Resume(crate::ResumeArgs),
+    Run(LocalReview),
+}
+
+/// Everything `quorum review PATH` does before the review runs.
+pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
+    let settings = load_settings(args.backend.common.config.as_deref())?;
     let fail_on_text = args
         .fail_on
         .clone()
@@ -238,13 +277,12 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     // An interrupted review of the same target and flow: continue it on request, else say so.
     if let Ok(Some(prev)) = data.find_resumable(&root.display().to_string(), &flow.name) {
         if args.resume {
-            return resume(crate::ResumeArgs {
+            return Ok(Prepared::Resume(crate::ResumeArgs {
                 flow_id: prev.flow_id,
                 backend: args.backend.clone(),
                 out: args.out.clone(),
                 quiet: args.quiet,
-            })
-            .await;
+            }));
         }
         eprintln!(
             "quorum: note: review {} of this target was interrupted; continue it with `quorum resume {}` (or --resume). Starting a new review.",
@@ -333,7 +371,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
     });
-    drive(&data, ctx, None, &params, args.out.as_deref(), args.quiet).await
+    Ok(Prepared::Run(LocalReview { data, ctx, params }))
 }
 
 pub(crate) type RuntimeLayer = std::collections::BTreeMap<

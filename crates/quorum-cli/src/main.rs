@@ -4,6 +4,7 @@
 mod commands;
 mod dashboard;
 mod exit;
+mod mcp;
 mod node;
 #[cfg(feature = "otel")]
 mod otel;
@@ -38,6 +39,8 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Run a long-lived node: the review service behind the gRPC API.
     Node(NodeArgs),
+    /// Serve the Model Context Protocol on stdio: tools to start, follow and read reviews.
+    Mcp(mcp::McpArgs),
     /// Inspect and prune stored reviews.
     Flows {
         #[command(subcommand)]
