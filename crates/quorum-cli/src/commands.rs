@@ -40,6 +40,16 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 },
             common,
         } => cancel(&flow_id, &cluster, token_file.as_deref(), &common).await,
+        Command::Flows {
+            command:
+                FlowsCommand::Show {
+                    flow_id,
+                    watch: true,
+                    cluster,
+                    token_file,
+                },
+            common,
+        } => crate::watch::watch(&flow_id, &cluster, token_file.as_deref(), &common).await,
         Command::Flows { command, common } => flows(command, &common),
         Command::Cluster {
             command:
@@ -400,7 +410,8 @@ async fn drive(
     let backends = ctx.backends.clone();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let draw = !quiet && std::io::stderr().is_terminal();
-    let renderer = tokio::spawn(crate::progress::render(rx, draw));
+    let hint = crate::progress::Hint::from_backends(&ctx.backends, ctx.max_concurrent());
+    let renderer = tokio::spawn(crate::progress::render_with(rx, draw, hint));
     let run = quorum_runtime::run_review_from(ctx, Some(tx), resume);
     // `quorum flows cancel` from another process leaves a request beside the store.
     let cancel_watch = {
@@ -643,7 +654,7 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
                 );
             }
         }
-        FlowsCommand::Show { flow_id } => {
+        FlowsCommand::Show { flow_id, .. } => {
             let store = data.open_flow(&flow_id).map_err(store_err)?;
             let meta = store.meta().map_err(store_err)?;
             let replay = store.replay().map_err(store_err)?;

@@ -10,6 +10,7 @@ mod node;
 mod otel;
 mod progress;
 mod settings;
+mod watch;
 
 use clap::{Args, Parser, Subcommand};
 use exit::{Coded, ExitCode};
@@ -79,7 +80,18 @@ pub enum FlowsCommand {
     /// Stored reviews, newest first, with their derived status.
     List,
     /// One review: what it was started with, its tasks and events.
-    Show { flow_id: String },
+    Show {
+        flow_id: String,
+        /// Follow a running review until it ends, then show it.
+        #[arg(long)]
+        watch: bool,
+        /// Follow it on a cluster through a node's API (http://host:port[,…]); needs --watch.
+        #[arg(long, value_delimiter = ',', requires = "watch")]
+        cluster: Vec<String>,
+        /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
     /// Delete finished and interrupted reviews older than DAYS (never running ones).
     Gc {
         #[arg(long, value_name = "DAYS")]
