@@ -35,13 +35,23 @@ fn cmd(args: &[&str], work: &Path) -> tokio::process::Command {
 
 /// A node with `--http`; returns it with its API and dashboard URLs.
 async fn start_node(work: &Path, backend: &str) -> (tokio::process::Child, String, String) {
+    start_node_at(work, backend, "127.0.0.1:0", "127.0.0.1:0").await
+}
+
+/// `start_node` on chosen addresses (a node restarted where it was).
+async fn start_node_at(
+    work: &Path,
+    backend: &str,
+    api: &str,
+    http: &str,
+) -> (tokio::process::Child, String, String) {
     let mut child = cmd(
         &[
             "node",
             "--api",
-            "127.0.0.1:0",
+            api,
             "--http",
-            "127.0.0.1:0",
+            http,
             "--backend",
             backend,
             "--model",
@@ -401,4 +411,76 @@ fn urlencode(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_a_review_the_node_resumed_after_a_restart() {
+    tokio::time::timeout(Duration::from_secs(300), async {
+        let server = ScriptedServer::start(six_task_script(600, false))
+            .await
+            .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let backend = format!("ollama={}", server.ollama_url());
+        let (api, http) = (
+            format!("127.0.0.1:{}", free_port()),
+            format!("127.0.0.1:{}", free_port()),
+        );
+        let (mut node, api_url, _) = start_node_at(work.path(), &backend, &api, &http).await;
+        let review = {
+            let (w, api_url) = (work.path().to_path_buf(), api_url.clone());
+            tokio::spawn(async move { review(&api_url, &w).await })
+        };
+        // Two specialist calls in, the node dies; it comes back on the same ports and data.
+        for i in 0.. {
+            assert!(i < 2000, "the specialists never started");
+            if server
+                .requests()
+                .iter()
+                .filter(|r| task_of(r).is_some())
+                .count()
+                >= 2
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        node.kill().await.unwrap();
+        let _ = node.wait().await;
+        let (mut node, _, dash) = start_node_at(work.path(), &backend, &api, &http).await;
+        let report = review.await.unwrap();
+        let flow_id = report["flow_id"].as_str().unwrap().to_string();
+
+        let Some(bin) = chromium() else {
+            println!("SKIP: no chromium on PATH; the resumed review was not checked in a browser");
+            let _ = node.kill().await;
+            return;
+        };
+        let url = format!("{dash}?token={}&flow={flow_id}", urlencode(TOKEN));
+        let profile = work.path().join("chromium-profile");
+        let o = chromium_run(&bin, &profile, &["--dump-dom".to_string()], &url).await;
+        let dom = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(dom.contains(&flow_id), "{dom}");
+        assert!(
+            dom.contains("status completed"),
+            "not shown completed:\n{dom}"
+        );
+        for i in 1..=SIX_TASKS {
+            assert!(
+                dom.contains(&format!("data-task=\"t{i}\"")),
+                "no task t{i}:\n{dom}"
+            );
+        }
+        assert!(dom.contains("Defect in area"), "no finding:\n{dom}");
+        let _ = node.kill().await;
+    })
+    .await
+    .expect("test timed out");
 }
