@@ -484,3 +484,72 @@ async fn the_dashboard_shows_a_review_the_node_resumed_after_a_restart() {
     .await
     .expect("test timed out");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_stream_sends_a_running_review_s_events_as_sse_until_it_finishes() {
+    tokio::time::timeout(Duration::from_secs(300), async {
+        let server = ScriptedServer::start(six_task_script(400, false))
+            .await
+            .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let backend = format!("ollama={}", server.ollama_url());
+        let (mut node, api, dash) = start_node(work.path(), &backend).await;
+        let review = {
+            let (w, api) = (work.path().to_path_buf(), api.clone());
+            tokio::spawn(async move { review(&api, &w).await })
+        };
+        // The review is running once a specialist has been asked (each takes 400 ms).
+        for i in 0.. {
+            assert!(i < 2000, "the specialists never started");
+            if server.requests().iter().any(|r| task_of(r).is_some()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (_, list) = get(&format!("{dash}api/reviews"), Some(TOKEN)).await;
+        let list: Value = serde_json::from_str(&list).unwrap();
+        let flow_id = list["reviews"][0]["flow_id"].as_str().unwrap().to_string();
+        assert_eq!(list["reviews"][0]["status"], "running", "{list}");
+
+        // Skip what the page already rendered from the backlog: the first two events.
+        let (code, body) = get(
+            &format!("{dash}api/reviews/{flow_id}/stream?after=2"),
+            Some(TOKEN),
+        )
+        .await;
+        assert_eq!(code, 200);
+        let mut ids = Vec::new();
+        let mut kinds = Vec::new();
+        for line in body.lines() {
+            if let Some(id) = line.strip_prefix("id: ") {
+                ids.push(id.trim().parse::<u64>().unwrap());
+            }
+            if let Some(data) = line.strip_prefix("data: ") {
+                let v: Value = serde_json::from_str(data).unwrap();
+                kinds.push(v["kind"].as_str().unwrap().to_string());
+            }
+        }
+        assert_eq!(
+            ids.first(),
+            Some(&3),
+            "events after ?after=2 start at 3: {ids:?}"
+        );
+        assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+        assert_eq!(
+            kinds.last().map(String::as_str),
+            Some("finished"),
+            "{kinds:?}"
+        );
+        assert_eq!(
+            kinds.iter().filter(|k| *k == "finding").count(),
+            SIX_TASKS,
+            "{kinds:?}"
+        );
+        assert!(kinds.iter().any(|k| k == "task_started"));
+        let report = review.await.unwrap();
+        assert_eq!(report["flow_id"], flow_id.as_str());
+        let _ = node.kill().await;
+    })
+    .await
+    .expect("test timed out");
+}

@@ -245,23 +245,29 @@ async fn stream(
         Ok(st) => st,
         Err(e) => return api_error(e),
     };
-    let mut finished = false;
-    let sse = stream
-        .filter(move |e| e.seq > after)
-        .take_while(move |e| {
-            // Include the finished event itself, then stop.
-            let go = !finished;
-            finished = finished || e.kind == FINISHED_KIND;
-            go
-        })
-        .map(|e| {
-            Ok::<_, Infallible>(
-                Event::default()
-                    .id(e.seq.to_string())
-                    .event("review")
-                    .data(event_json(&e).to_string()),
-            )
-        });
+    // Forwarded through a channel so the response ends right after the `finished` event,
+    // not when some later event (there is none) would have been looked at.
+    let (tx, rx) = tokio::sync::mpsc::channel::<pb::ReviewEvent>(64);
+    tokio::spawn(async move {
+        let mut stream = stream;
+        while let Some(e) = stream.next().await {
+            if e.seq <= after {
+                continue;
+            }
+            let done = e.kind == FINISHED_KIND;
+            if tx.send(e).await.is_err() || done {
+                break;
+            }
+        }
+    });
+    let sse = tokio_stream::wrappers::ReceiverStream::new(rx).map(|e| {
+        Ok::<_, Infallible>(
+            Event::default()
+                .id(e.seq.to_string())
+                .event("review")
+                .data(event_json(&e).to_string()),
+        )
+    });
     Sse::new(sse)
         .keep_alive(KeepAlive::default())
         .into_response()
