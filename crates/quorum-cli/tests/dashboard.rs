@@ -359,6 +359,14 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
             .map(|e| e["kind"].as_str().unwrap())
             .collect();
         assert!(kinds.contains(&"finding") && kinds.last() == Some(&"finished"), "{kinds:?}");
+        // Progress events carry when they happened, for the timeline.
+        let stage = events["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "stage")
+            .unwrap();
+        assert!(stage["data"]["at_ms"].as_u64().unwrap() > 0, "{stage}");
 
         let Some(bin) = chromium() else {
             println!("SKIP: no chromium on PATH; the dashboard was not checked in a browser (apt-get install chromium)");

@@ -101,7 +101,7 @@ function apply(v, ev) {
     case "progress_finished": line = null; break;
     case "finished": v.status = d.status || "finished"; line = "finished: " + v.status + (d.error ? " (" + d.error + ")" : ""); break;
   }
-  if (line) v.timeline.push({ seq: ev.seq, at: new Date().toLocaleTimeString(), line });
+  if (line) v.timeline.push({ seq: ev.seq, at: new Date(d.at_ms || Date.now()).toLocaleTimeString(), line });
 }
 
 function fromReport(v, r) {
