@@ -30,6 +30,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Resume(args) => resume(args).await,
         Command::Trace { command, common } => trace(command, &common),
         Command::Node(args) => crate::node::node(args).await,
+        Command::Mcp(args) => crate::mcp::serve(args).await,
         Command::Flows {
             command:
                 FlowsCommand::Cancel {
@@ -39,6 +40,16 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                 },
             common,
         } => cancel(&flow_id, &cluster, token_file.as_deref(), &common).await,
+        Command::Flows {
+            command:
+                FlowsCommand::Show {
+                    flow_id,
+                    watch: true,
+                    cluster,
+                    token_file,
+                },
+            common,
+        } => crate::watch::watch(&flow_id, &cluster, token_file.as_deref(), &common).await,
         Command::Flows { command, common } => flows(command, &common),
         Command::Cluster {
             command:
@@ -184,7 +195,6 @@ fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
 }
 
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
-    let settings = load_settings(args.backend.common.config.as_deref())?;
     if !args.cluster.is_empty() {
         if args.diff.is_some() || args.profile.is_some() {
             bail!("--diff and --profile are not supported with --cluster yet: review the change on this machine");
@@ -195,6 +205,45 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         let urls = args.cluster.clone();
         return crate::node::review_remote(args, &urls).await;
     }
+    match prepare_review(&args).await? {
+        Prepared::Resume(r) => resume(r).await,
+        Prepared::Run(l) => {
+            drive(
+                &l.data,
+                l.ctx,
+                None,
+                &l.params,
+                args.out.as_deref(),
+                args.quiet,
+            )
+            .await
+        }
+    }
+}
+
+/// A local review ready to run: its store is created and its pack saved.
+pub(crate) struct LocalReview {
+    pub data: DataDir,
+    pub ctx: Arc<ReviewContext>,
+    params: RunParams,
+}
+
+impl LocalReview {
+    /// Where its reports go and in which formats.
+    pub fn outputs(&self) -> (&Path, &[String]) {
+        (&self.params.out_dir, &self.params.formats)
+    }
+}
+
+pub(crate) enum Prepared {
+    /// `--resume` found an interrupted review of the same target and flow.
+    Resume(crate::ResumeArgs),
+    Run(LocalReview),
+}
+
+/// Everything `quorum review PATH` does before the review runs.
+pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
+    let settings = load_settings(args.backend.common.config.as_deref())?;
     if let Some(p) = &args.profile {
         crate::target::parse_profile(p, "--profile")?;
     }
@@ -254,13 +303,12 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     // An interrupted review of the same target and flow: continue it on request, else say so.
     if let Ok(Some(prev)) = data.find_resumable(&root.display().to_string(), &flow.name) {
         if args.resume {
-            return resume(crate::ResumeArgs {
+            return Ok(Prepared::Resume(crate::ResumeArgs {
                 flow_id: prev.flow_id,
                 backend: args.backend.clone(),
                 out: args.out.clone(),
                 quiet: args.quiet,
-            })
-            .await;
+            }));
         }
         eprintln!(
             "quorum: note: review {} of this target was interrupted; continue it with `quorum resume {}` (or --resume). Starting a new review.",
@@ -360,7 +408,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
         scope,
     });
-    drive(&data, ctx, None, &params, args.out.as_deref(), args.quiet).await
+    Ok(Prepared::Run(LocalReview { data, ctx, params }))
 }
 
 pub(crate) type RuntimeLayer = std::collections::BTreeMap<
@@ -389,8 +437,9 @@ async fn drive(
     let backends = ctx.backends.clone();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let draw = !quiet && std::io::stderr().is_terminal();
-    let renderer = tokio::spawn(crate::progress::render(rx, draw));
     let pack = params.apply_safe_fixes.as_ref().map(|_| ctx.pack.clone());
+    let hint = crate::progress::Hint::from_backends(&ctx.backends, ctx.max_concurrent());
+    let renderer = tokio::spawn(crate::progress::render_with(rx, draw, hint));
     let run = quorum_runtime::run_review_from(ctx, Some(tx), resume);
     // `quorum flows cancel` from another process leaves a request beside the store.
     let cancel_watch = {
@@ -637,7 +686,7 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
                 );
             }
         }
-        FlowsCommand::Show { flow_id } => {
+        FlowsCommand::Show { flow_id, .. } => {
             let store = data.open_flow(&flow_id).map_err(store_err)?;
             let meta = store.meta().map_err(store_err)?;
             let replay = store.replay().map_err(store_err)?;

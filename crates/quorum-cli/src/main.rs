@@ -2,12 +2,17 @@
 //! library crates. Glue only — every decision about a review lives in quorum-runtime/-core.
 
 mod commands;
+mod dashboard;
 mod exit;
 mod fixes;
+mod mcp;
 mod node;
+#[cfg(feature = "otel")]
+mod otel;
 mod progress;
 mod settings;
 mod target;
+mod watch;
 
 use clap::{Args, Parser, Subcommand};
 use exit::{Coded, ExitCode};
@@ -37,6 +42,8 @@ pub enum Command {
     Resume(ResumeArgs),
     /// Run a long-lived node: the review service behind the gRPC API.
     Node(NodeArgs),
+    /// Serve the Model Context Protocol on stdio: tools to start, follow and read reviews.
+    Mcp(mcp::McpArgs),
     /// Inspect and prune stored reviews.
     Flows {
         #[command(subcommand)]
@@ -75,7 +82,18 @@ pub enum FlowsCommand {
     /// Stored reviews, newest first, with their derived status.
     List,
     /// One review: what it was started with, its tasks and events.
-    Show { flow_id: String },
+    Show {
+        flow_id: String,
+        /// Follow a running review until it ends, then show it.
+        #[arg(long)]
+        watch: bool,
+        /// Follow it on a cluster through a node's API (http://host:port[,…]); needs --watch.
+        #[arg(long, value_delimiter = ',', requires = "watch")]
+        cluster: Vec<String>,
+        /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+    },
     /// Delete finished and interrupted reviews older than DAYS (never running ones).
     Gc {
         #[arg(long, value_name = "DAYS")]
@@ -131,6 +149,10 @@ pub struct NodeArgs {
     /// Serve the gRPC API here (host:port); requires QUORUM_API_TOKEN or --token-file.
     #[arg(long)]
     pub api: Option<String>,
+    /// Serve the live dashboard and Prometheus /metrics here (host:port), behind the API's
+    /// token (open it as http://HOST:PORT/?token=...).
+    #[arg(long, requires = "api")]
+    pub http: Option<String>,
     /// This node's name (default: the host name).
     #[arg(long)]
     pub name: Option<String>,
@@ -293,17 +315,65 @@ pub struct ReviewArgs {
     pub apply_safe_fixes: Option<PathBuf>,
 }
 
-fn init_logs(format: &str) {
-    use tracing_subscriber::EnvFilter;
+/// What must be flushed before the process exits.
+struct LogGuard {
+    #[cfg(feature = "otel")]
+    traces: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl LogGuard {
+    fn shutdown(self) {
+        #[cfg(feature = "otel")]
+        if let Some(p) = self.traces {
+            if let Err(e) = p.shutdown() {
+                eprintln!("quorum: traces not all exported: {e}");
+            }
+        }
+    }
+}
+
+fn init_logs(format: &str, service: &str) -> LogGuard {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false);
-    if format == "json" {
-        builder.json().init();
+    let fmt = if format == "json" {
+        fmt.json().with_filter(filter).boxed()
     } else {
-        builder.init();
+        fmt.with_filter(filter).boxed()
+    };
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "otel")]
+    if otel::wanted() {
+        match otel::layer(service) {
+            Ok((layer, provider)) => {
+                registry.with(layer).init();
+                return LogGuard {
+                    traces: Some(provider),
+                };
+            }
+            Err(e) => eprintln!("quorum: {e}; traces are not exported"),
+        }
+    }
+    let _ = service;
+    registry.init();
+    LogGuard {
+        #[cfg(feature = "otel")]
+        traces: None,
+    }
+}
+
+/// How this process is named in exported traces: `quorum-node-NAME` for a named node.
+fn service_name(cli: &Cli) -> String {
+    match &cli.command {
+        Command::Node(n) => match &n.name {
+            Some(name) => format!("quorum-node-{name}"),
+            None => "quorum-node".into(),
+        },
+        _ => "quorum".into(),
     }
 }
 
@@ -321,7 +391,7 @@ fn main() {
             std::process::exit(code);
         }
     };
-    init_logs(&cli.log_format);
+    let logs = init_logs(&cli.log_format, &service_name(&cli));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -344,5 +414,7 @@ fn main() {
     };
     // Don't wait for lingering background tasks (a hung backend call) on the way out.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Outside the async runtime: the trace exporter's blocking client flushes here.
+    logs.shutdown();
     std::process::exit(code as i32);
 }

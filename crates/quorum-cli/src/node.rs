@@ -61,6 +61,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             bail!("refusing to serve the API on non-loopback {a} without TLS; put it behind a TLS proxy or pass --insecure");
         }
     }
+    let http_addr = crate::dashboard::http_addr(args.http.as_deref(), args.insecure)?;
     let listen: Option<SocketAddr> = match &args.listen {
         Some(l) => Some(
             l.parse()
@@ -287,6 +288,10 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                     }
                 }
             });
+        }
+        if let Some(addr) = http_addr {
+            let url = crate::dashboard::start(addr, svc.clone(), &token).await?;
+            line.push_str(&format!(" dashboard on {url}"));
         }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         server = Some(tokio::spawn(quorum_api::serve_with_listener(

@@ -1,11 +1,48 @@
-//! The progress line on stderr: stage, tasks done/total, findings so far, tokens.
+//! The progress display on stderr, drawn with indicatif: a line per stage as it runs (a bar
+//! of tasks done/total for the specialists, with an ETA), findings and tokens so far.
 //!
 //! Drawn only when stderr is a terminal and --quiet is off; otherwise events are drained
-//! silently, so piping quorum into a file never fills it with carriage returns.
+//! silently, so piping quorum into a file never fills it with control sequences. NO_COLOR
+//! (any non-empty value) draws the same lines without colour.
 
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use quorum_runtime::Progress;
-use std::io::Write;
+use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
+
+/// What the display knows in advance: how long a specialist task takes on this machine's
+/// model, from its card's runtime layer, when it has run before.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hint {
+    pub task_ms: Option<u64>,
+    pub concurrency: usize,
+}
+
+impl Hint {
+    /// From the learned latency of the default model (averaged over the task types it ran).
+    pub fn from_backends(b: &quorum_runtime::Backends, concurrency: usize) -> Hint {
+        let snapshot = b.runtime_snapshot();
+        let task_ms = snapshot.get(&b.default_model).and_then(|by_type| {
+            let known: Vec<f64> = by_type
+                .values()
+                .filter(|s| s.calls > 0 && s.latency_ms_avg > 0.0)
+                .map(|s| s.latency_ms_avg)
+                .collect();
+            (!known.is_empty()).then(|| (known.iter().sum::<f64>() / known.len() as f64) as u64)
+        });
+        Hint {
+            task_ms,
+            concurrency: concurrency.max(1),
+        }
+    }
+
+    /// Time left for `remaining` tasks, or None when the latency is unknown.
+    fn eta(&self, remaining: usize) -> Option<Duration> {
+        let per = self.task_ms?;
+        let waves = remaining.div_ceil(self.concurrency.max(1)) as u64;
+        Some(Duration::from_millis(per.saturating_mul(waves)))
+    }
+}
 
 #[derive(Default)]
 struct View {
@@ -14,6 +51,7 @@ struct View {
     done: usize,
     failed: usize,
     findings: usize,
+    verified: usize,
     tokens_in: u64,
     tokens_out: u64,
 }
@@ -47,6 +85,7 @@ impl View {
                     self.failed += 1;
                 }
             }
+            Progress::Finding { .. } => self.verified += 1,
             Progress::Usage {
                 tokens_in,
                 tokens_out,
@@ -59,40 +98,201 @@ impl View {
         }
     }
 
-    fn line(&self) -> String {
+    fn summary(&self) -> String {
         format!(
-            "quorum [{}] tasks {}/{}{} · findings {} · tokens {} in / {} out",
-            if self.stage.is_empty() {
-                "starting"
-            } else {
-                &self.stage
-            },
-            self.done,
-            self.total,
-            if self.failed > 0 {
-                format!(" ({} failed attempts)", self.failed)
+            "findings {}{} · tokens {} in / {} out{}",
+            self.findings,
+            if self.verified > 0 {
+                format!(" ({} verified)", self.verified)
             } else {
                 String::new()
             },
-            self.findings,
             human(self.tokens_in),
-            human(self.tokens_out)
+            human(self.tokens_out),
+            if self.failed > 0 {
+                format!(" · {} failed attempts", self.failed)
+            } else {
+                String::new()
+            }
         )
     }
 }
 
-/// Consume progress events until the sender is dropped.
-pub async fn render(mut rx: UnboundedReceiver<Progress>, draw: bool) {
-    let mut view = View::default();
-    let mut err = std::io::stderr();
-    while let Some(p) = rx.recv().await {
-        view.apply(&p);
-        if draw {
-            let _ = write!(err, "\r\x1b[2K{}", view.line());
-            let _ = err.flush();
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
+struct Bars {
+    multi: MultiProgress,
+    header: ProgressBar,
+    current: Option<(String, ProgressBar)>,
+    color: bool,
+    hint: Hint,
+}
+
+impl Bars {
+    fn new(hint: Hint) -> Bars {
+        let color = !no_color();
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let header = multi.add(ProgressBar::new_spinner());
+        header.set_style(Self::style(
+            color,
+            "{spinner:.cyan} {prefix:.bold} {msg}",
+            "{spinner} {prefix} {msg}",
+        ));
+        header.set_prefix("quorum");
+        header.set_message("starting");
+        header.enable_steady_tick(Duration::from_millis(120));
+        Bars {
+            multi,
+            header,
+            current: None,
+            color,
+            hint,
         }
     }
-    if draw {
-        let _ = writeln!(err);
+
+    fn style(color: bool, colored: &str, plain: &str) -> ProgressStyle {
+        ProgressStyle::with_template(if color { colored } else { plain })
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ")
+            .tick_chars("|/-\\ ")
+    }
+
+    /// Close the running stage's line and open one for `stage`.
+    fn start_stage(&mut self, stage: &str, view: &View) {
+        self.finish_stage();
+        let bar = if stage == "specialists" {
+            let b = self.multi.add(ProgressBar::new(view.total as u64));
+            b.set_style(Self::style(
+                self.color,
+                "  {prefix:>12.bold} [{bar:30.green/white}] {pos}/{len} tasks {msg}",
+                "  {prefix:>12} [{bar:30}] {pos}/{len} tasks {msg}",
+            ));
+            b
+        } else {
+            let b = self.multi.add(ProgressBar::new_spinner());
+            b.set_style(Self::style(
+                self.color,
+                "  {prefix:>12.bold} {spinner:.cyan} {elapsed} {msg}",
+                "  {prefix:>12} {spinner} {elapsed} {msg}",
+            ));
+            b.enable_steady_tick(Duration::from_millis(120));
+            b
+        };
+        bar.set_prefix(stage.to_string());
+        self.current = Some((stage.to_string(), bar));
+    }
+
+    fn finish_stage(&mut self) {
+        if let Some((stage, bar)) = self.current.take() {
+            let (colored, plain) = if stage == "specialists" {
+                (
+                    "  {prefix:>12.bold} {msg:.green} {pos}/{len} tasks in {elapsed}",
+                    "  {prefix:>12} {msg} {pos}/{len} tasks in {elapsed}",
+                )
+            } else {
+                (
+                    "  {prefix:>12.bold} {msg:.green} in {elapsed}",
+                    "  {prefix:>12} {msg} in {elapsed}",
+                )
+            };
+            bar.set_style(Self::style(self.color, colored, plain));
+            bar.finish_with_message("done");
+        }
+    }
+
+    fn update(&mut self, view: &View, p: &Progress) {
+        if let Progress::Stage { stage } = p {
+            self.start_stage(stage, view);
+        }
+        if let Some((stage, bar)) = &self.current {
+            if stage == "specialists" {
+                bar.set_length(view.total as u64);
+                bar.set_position(view.done as u64);
+                let remaining = view.total.saturating_sub(view.done);
+                let eta = match self.hint.eta(remaining) {
+                    Some(d) if remaining > 0 => format!("· ETA ~{}s (model card)", d.as_secs()),
+                    _ if remaining > 0 && view.done > 0 => {
+                        format!("· ETA ~{}s", bar.eta().as_secs())
+                    }
+                    _ => String::new(),
+                };
+                bar.set_message(eta);
+            }
+        }
+        self.header
+            .set_message(format!("[{}] {}", view.stage, view.summary()));
+    }
+
+    fn finish(mut self, view: &View) {
+        self.finish_stage();
+        self.header.set_style(Self::style(
+            self.color,
+            "{prefix:.bold} {msg}",
+            "{prefix} {msg}",
+        ));
+        self.header.finish_with_message(view.summary());
+    }
+}
+
+/// Consume progress events until the sender is dropped.
+pub async fn render(rx: UnboundedReceiver<Progress>, draw: bool) {
+    render_with(rx, draw, Hint::default()).await
+}
+
+/// [`render`], with what is known in advance about task durations.
+pub async fn render_with(mut rx: UnboundedReceiver<Progress>, draw: bool, hint: Hint) {
+    let mut view = View::default();
+    let mut bars = draw.then(|| Bars::new(hint));
+    while let Some(p) = rx.recv().await {
+        view.apply(&p);
+        if let Some(b) = bars.as_mut() {
+            b.update(&view, &p);
+        }
+    }
+    if let Some(b) = bars {
+        b.finish(&view);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_runs_are_not_tasks_and_findings_add_up() {
+        let mut v = View::default();
+        let fin = |task: &str, ok: bool, findings: usize| Progress::TaskFinished {
+            task: task.into(),
+            persona: String::new(),
+            ok,
+            findings,
+            error: None,
+            error_class: None,
+            model: String::new(),
+            tokens_in: 0,
+            tokens_out: 0,
+        };
+        v.apply(&fin("scout", true, 0));
+        v.apply(&Progress::Planned {
+            tasks: 3,
+            rejected: 0,
+        });
+        v.apply(&fin("t1", true, 2));
+        v.apply(&fin("t2", false, 0));
+        v.apply(&fin("planner", true, 0));
+        assert_eq!((v.total, v.done, v.failed, v.findings), (3, 1, 1, 2));
+        assert!(v.summary().contains("1 failed attempts"));
+    }
+
+    #[test]
+    fn the_eta_counts_waves_of_the_concurrency() {
+        let h = Hint {
+            task_ms: Some(2000),
+            concurrency: 2,
+        };
+        assert_eq!(h.eta(5), Some(Duration::from_secs(6)));
+        assert_eq!(Hint::default().eta(5), None);
     }
 }

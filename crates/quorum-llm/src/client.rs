@@ -148,12 +148,33 @@ impl LlmClient {
                 "llm call"
             );
             let result = {
+                let waiting = quorum_metrics::QueueGuard::new("model_calls_waiting");
                 let _permit =
                     self.limiter.acquire().await.map_err(|_| {
                         LlmError::Config("the concurrency limiter was closed".into())
                     })?;
+                drop(waiting);
+                let _in_flight = quorum_metrics::QueueGuard::new("model_calls_in_flight");
                 self.backend.chat(req).await
             };
+            match &result {
+                Ok(resp) => quorum_metrics::model_call(
+                    self.backend.url(),
+                    &req.model,
+                    "ok",
+                    Some(resp.duration_ms as f64 / 1000.0),
+                    resp.usage.tokens_in,
+                    resp.usage.tokens_out,
+                ),
+                Err(err) => quorum_metrics::model_call(
+                    self.backend.url(),
+                    &req.model,
+                    err.class(),
+                    None,
+                    0,
+                    0,
+                ),
+            }
             match result {
                 Ok(mut resp) => {
                     resp.attempts = attempt;

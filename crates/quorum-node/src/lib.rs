@@ -6,6 +6,7 @@
 //! runtime's job. This crate maps the API onto it.
 
 pub mod cluster;
+pub mod http;
 mod service;
 
 pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry};

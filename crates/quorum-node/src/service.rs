@@ -78,6 +78,7 @@ fn progress_kind(p: &Progress) -> &'static str {
         Progress::TaskFinished { .. } => "task_finished",
         Progress::Verified { .. } => "verified",
         Progress::Usage { .. } => "usage",
+        Progress::Finding { .. } => "finding",
         Progress::Finished { .. } => "progress_finished",
     }
 }
@@ -255,7 +256,12 @@ impl NodeService {
         let pump_id = id.clone();
         tokio::spawn(async move {
             while let Some(p) = rx.recv().await {
-                let json = serde_json::to_string(&p).unwrap_or_default();
+                // When it happened, for the dashboard's timeline (readers ignore the field).
+                let mut v = serde_json::to_value(&p).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("at_ms".into(), quorum_runtime::facts::now_ms().into());
+                }
+                let json = v.to_string();
                 if let Ok(mut f) = pump_flows.lock() {
                     if let Some(s) = f.get_mut(&pump_id) {
                         s.push(progress_kind(&p), json);

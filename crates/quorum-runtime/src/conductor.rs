@@ -154,6 +154,7 @@ pub struct ConductorState {
 
 impl ConductorState {
     fn emit(&self, p: Progress) {
+        crate::obs::observe(&self.ctx.flow_id, &p);
         if let Some(tx) = &self.progress {
             let _ = tx.send(p);
         }
@@ -392,6 +393,11 @@ impl FlowConductor {
             } => {
                 state.workers.remove(&attempt);
                 state.actors.retain(|_, a| *a != attempt);
+                quorum_metrics::fenced(match class.as_str() {
+                    "lease_expired" => "lease_lapsed",
+                    "node_lost" => "node_lost",
+                    _ => "refused",
+                });
                 let r = &mut state.runs[key];
                 r.handed_back += 1;
                 r.state = TaskState::Pending;
@@ -409,6 +415,11 @@ impl FlowConductor {
                     .await;
             }
             Command::Ignored { attempt, from, why } => {
+                quorum_metrics::fenced(if why.starts_with("from a node") {
+                    "wrong_node"
+                } else {
+                    "late_result"
+                });
                 let from = from.node().unwrap_or(state.ctx.node.as_str()).to_string();
                 tracing::info!(attempt, from = %from, why, "result not counted");
                 state
@@ -452,10 +463,15 @@ impl FlowConductor {
                 node: node.clone(),
             })
             .await;
+        if state.runs[key].task.is_some() || state.verify.is_some() {
+            quorum_metrics::placed(place != Place::Local);
+        }
         state.emit(Progress::TaskStarted {
             task: id.clone(),
             persona,
             attempt: n,
+            node: node.clone(),
+            model: state.runs[key].model.clone(),
         });
         if let Some(batch) = state.verify.as_ref().and_then(|v| v.batch(key)) {
             return Self::start_verification_batch(myself, state, attempt, key, place, batch).await;
@@ -655,6 +671,10 @@ impl FlowConductor {
             ok: false,
             findings: 0,
             error: Some(message.to_string()),
+            error_class: Some(class.to_string()),
+            model: r.model.clone(),
+            tokens_in: 0,
+            tokens_out: 0,
         });
         if terminal.is_some() {
             if let Some(v) = state.verify.as_mut() {
@@ -762,7 +782,16 @@ impl FlowConductor {
     /// Grounding alone judges what was reported (no model call), then the gate.
     fn ground_only(state: &ConductorState) -> Gated {
         let judged = stages::ground_only(&state.ctx, state.reported.clone());
-        state.ctx.gate(judged)
+        Self::gate(state, judged)
+    }
+
+    /// Merge and gate the verdicts; the surviving findings go out as progress events.
+    fn gate(state: &ConductorState, judged: Vec<quorum_core::finding::Judged>) -> Gated {
+        let gated = state.ctx.gate(judged);
+        for p in crate::obs::finding_events(&gated.findings) {
+            state.emit(p);
+        }
+        gated
     }
 }
 

@@ -16,6 +16,7 @@ pub mod context;
 pub mod error;
 pub mod facts;
 pub mod history;
+pub mod obs;
 pub mod progress;
 pub mod remote;
 pub mod report;
@@ -57,6 +58,7 @@ pub async fn run_review_from(
         progress,
         resume,
     };
+    obs::review_started(&args.ctx.flow_id, &args.ctx.node);
     // Registered by name so results from other nodes can be routed to this review.
     let name = remote::conductor_name(&args.ctx.flow_id);
     let (actor, handle) = Actor::spawn(Some(name), conductor::FlowConductor, args)

@@ -65,6 +65,10 @@ pub struct RemoteAttempt {
     /// then this node's verifier model, which never sees who reported them or how sure).
     #[serde(default)]
     pub verify: Option<Vec<Reported>>,
+    /// The origin's trace context (W3C headers) when it exports traces, so the peer's spans
+    /// join the review's trace.
+    #[serde(default)]
+    pub trace: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl RemoteAttempt {
@@ -109,6 +113,7 @@ impl RemoteAttempt {
             lease_ms: lease.as_millis() as u64,
             scope: Default::default(),
             verify: Some(reported),
+            trace: crate::obs::trace_context(&ctx.flow_id, id),
         }
     }
 
@@ -146,6 +151,7 @@ impl RemoteAttempt {
             lease_ms: lease.as_millis() as u64,
             scope: ctx.scope.for_task(&task.files),
             verify: None,
+            trace: crate::obs::trace_context(&ctx.flow_id, &task.id),
         })
     }
 }
@@ -314,7 +320,11 @@ pub async fn run_attempt(
         ctx.flow.parameters.call_timeout_secs.max(1)
             * (ctx.flow.parameters.max_iterations as u64 + 2),
     );
-    let run = stages::specialist(&ctx, &task, req.prior_error.as_deref());
+    let span = crate::obs::remote_attempt_span(req.trace.as_ref(), &req.flow_id, &task.id, node);
+    let run = tracing::Instrument::instrument(
+        stages::specialist(&ctx, &task, req.prior_error.as_deref()),
+        span,
+    );
     match tokio::time::timeout(deadline, run).await {
         Ok(r) => RemoteOutcome::from_result(r),
         Err(_) => RemoteOutcome::from_result(Err(AttemptError::Deadline(deadline.as_secs()))),

@@ -104,7 +104,16 @@ fn creating_a_flow_twice_fails_and_keeps_the_first() {
         data.create_flow(&second),
         Err(StoreError::AlreadyExists { flow_id }) if flow_id == "f1"
     ));
-    assert_eq!(data.open_flow("f1").unwrap().meta().unwrap(), first);
+    // sled releases its file lock from a background thread shortly after the drop.
+    let mut opened = data.open_flow("f1");
+    for _ in 0..100 {
+        if !matches!(opened, Err(StoreError::Locked { .. })) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        opened = data.open_flow("f1");
+    }
+    assert_eq!(opened.unwrap().meta().unwrap(), first);
 }
 
 #[test]

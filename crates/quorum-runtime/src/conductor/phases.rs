@@ -177,6 +177,10 @@ impl FlowConductor {
                     ok: true,
                     findings: out.findings.len(),
                     error: None,
+                    error_class: None,
+                    model: out.stage.model.clone(),
+                    tokens_in: out.stage.stats.tokens_in,
+                    tokens_out: out.stage.stats.tokens_out,
                 });
                 let reporter = Reporter {
                     persona,
@@ -222,7 +226,7 @@ impl FlowConductor {
                 state.verifier_degraded = v.degraded;
                 let total = v.judged.len();
                 state.emit(Progress::Verified { done: total, total });
-                state.gated = Some(state.ctx.gate(v.judged));
+                state.gated = Some(Self::gate(state, v.judged));
                 Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await?;
             }
             JobOutcome::Synthesize(Ok((s, st))) => {
@@ -262,6 +266,20 @@ impl FlowConductor {
                 findings,
             })
             .await;
+        // Specialists report their own success (with findings); stage runs end here.
+        if r.task.is_none() {
+            state.emit(Progress::TaskFinished {
+                task: r.id.clone(),
+                persona: r.persona.clone(),
+                ok: true,
+                findings: 0,
+                error: None,
+                error_class: None,
+                model: model.to_string(),
+                tokens_in: stats.tokens_in,
+                tokens_out: stats.tokens_out,
+            });
+        }
     }
 
     /// A stage run failed for good. Scout and synthesizer degrade to deterministic fallbacks;
@@ -494,7 +512,7 @@ impl FlowConductor {
         if unfinished.is_empty() {
             if let Some(judged) = replay.judged.clone() {
                 state.add_run(stage_run("verifier", true));
-                state.gated = Some(state.ctx.gate(judged));
+                state.gated = Some(Self::gate(state, judged));
                 state.verifier_model = succeeded("verifier").map(|a| a.model.clone());
                 if let Some((summary, action_items, fallback)) = replay.synthesis.clone() {
                     state.add_run(stage_run("synthesizer", !fallback));
@@ -667,7 +685,7 @@ impl FlowConductor {
             .await;
         let total = judged.len();
         state.emit(Progress::Verified { done: total, total });
-        state.gated = Some(state.ctx.gate(judged));
+        state.gated = Some(Self::gate(state, judged));
         Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await
     }
 

@@ -1,0 +1,383 @@
+//! `quorum mcp`: a real process spoken to in JSON-RPC over its stdin/stdout, running a review
+//! against the scripted model server.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use quorum_testkit::ScriptedServer;
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::time::Duration;
+use support::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorum");
+const TOKEN: &str = "mcp-test-token";
+
+struct Session {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    out: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+}
+
+impl Session {
+    async fn send(&mut self, v: Value) {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// A request and its response (every stdout line must be JSON-RPC).
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let line = self
+                .out
+                .next_line()
+                .await
+                .unwrap()
+                .expect("quorum mcp closed stdout");
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON-RPC ({e}): {line:?}"));
+            assert_eq!(v["jsonrpc"], "2.0", "{v}");
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// tools/call; returns the tool's JSON text payload, or the error object.
+    async fn tool(&mut self, name: &str, args: Value) -> Result<Value, Value> {
+        let r = self
+            .call("tools/call", json!({"name": name, "arguments": args}))
+            .await;
+        if !r["error"].is_null() {
+            return Err(r["error"].clone());
+        }
+        let res = &r["result"];
+        let text = res["content"][0]["text"].as_str().unwrap_or_default();
+        if res["isError"] == true {
+            return Err(json!(text));
+        }
+        Ok(serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}")))
+    }
+}
+
+async fn spawn_mcp(work: &std::path::Path, args: &[&str]) -> Session {
+    let home = work.join(".home");
+    let mut child = tokio::process::Command::new(BIN)
+        .arg("mcp")
+        .args(args)
+        .current_dir(work)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("QUORUM_HOME", repo_root())
+        .env("QUORUM_API_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    Session {
+        stdin: child.stdin.take().unwrap(),
+        out: BufReader::new(child.stdout.take().unwrap()).lines(),
+        child,
+        next_id: 0,
+    }
+}
+
+impl Session {
+    async fn initialize(&mut self) -> Value {
+        let init = self
+            .call(
+                "initialize",
+                json!({"protocolVersion": "2025-03-26", "capabilities": {},
+                       "clientInfo": {"name": "test-agent", "version": "1"}}),
+            )
+            .await;
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        init
+    }
+
+    /// Poll review_status until the review has ended.
+    async fn until_done(&mut self, flow_id: &str) -> Value {
+        for _ in 0..4000 {
+            let status = self
+                .tool("review_status", json!({"flow_id": flow_id}))
+                .await
+                .unwrap();
+            if status["status"] != "running" {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("review {flow_id} never ended");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_cluster_the_review_runs_on_the_node_and_is_read_back_through_its_api() {
+    tokio::time::timeout(Duration::from_secs(180), async {
+        let server = ScriptedServer::start(code_review_script()).await.unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let home = work.path().join(".home");
+        let mut node = tokio::process::Command::new(BIN)
+            .args([
+                "node",
+                "--api",
+                "127.0.0.1:0",
+                "--name",
+                "mcp-node",
+                "--model",
+                MODEL,
+                "--backend",
+                &format!("ollama={}", server.ollama_url()),
+                "--data-dir",
+                work.path().join("node-data").to_str().unwrap(),
+            ])
+            .current_dir(work.path())
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("QUORUM_HOME", repo_root())
+            .env("QUORUM_API_TOKEN", TOKEN)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("node printed nothing");
+        let api = line.split("api on ").nth(1).unwrap().trim().to_string();
+
+        // No backend here: everything runs on the node.
+        let mut s = spawn_mcp(work.path(), &["--cluster", &api]).await;
+        s.initialize().await;
+        let started = s
+            .tool(
+                "review_start",
+                json!({"path": fixture("code_project").to_str().unwrap()}),
+            )
+            .await
+            .unwrap();
+        let flow_id = started["flow_id"].as_str().unwrap().to_string();
+        let status = s.until_done(&flow_id).await;
+        assert_eq!(status["status"], "completed", "{status}");
+        assert_eq!(
+            status["tasks_done"], 3,
+            "progress should have come over WatchReview: {status}"
+        );
+        let all = s
+            .tool("review_findings", json!({"flow_id": flow_id}))
+            .await
+            .unwrap();
+        assert!(
+            all["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["title"] == "SQL injection in item search"),
+            "{all}"
+        );
+        assert!(server
+            .requests()
+            .iter()
+            .any(|r| r.system.contains("You are security_sentinel")));
+        let _ = node.kill().await;
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_starts_a_review_follows_it_and_reads_its_findings_over_mcp() {
+    tokio::time::timeout(Duration::from_secs(180), async {
+        let server = ScriptedServer::start(code_review_script()).await.unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let mut s = spawn_mcp(
+            work.path(),
+            &[
+                "--backend",
+                &format!("ollama={}", server.ollama_url()),
+                "--model",
+                MODEL,
+                "--data-dir",
+                work.path().join("data").to_str().unwrap(),
+            ],
+        )
+        .await;
+        let init = s
+            .call(
+                "initialize",
+                json!({"protocolVersion": "2025-03-26", "capabilities": {},
+                       "clientInfo": {"name": "test-agent", "version": "1"}}),
+            )
+            .await;
+        assert_eq!(init["result"]["serverInfo"]["name"], "quorum", "{init}");
+        assert!(
+            init["result"]["capabilities"]["tools"].is_object(),
+            "{init}"
+        );
+        s.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+
+        let tools = s.call("tools/list", json!({})).await;
+        let mut names: Vec<&str> = tools["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "finding_explain",
+                "review_findings",
+                "review_start",
+                "review_status"
+            ]
+        );
+        let start_schema = tools["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "review_start")
+            .unwrap()["inputSchema"]
+            .clone();
+        assert_eq!(start_schema["required"], json!(["path"]), "{start_schema}");
+
+        // Bad input is one clear error, not a crash.
+        let err = s
+            .tool(
+                "review_start",
+                json!({"path": work.path().join("nope").to_str().unwrap()}),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+
+        let target = fixture("code_project");
+        let started = s
+            .tool("review_start", json!({"path": target.to_str().unwrap()}))
+            .await
+            .unwrap();
+        let flow_id = started["flow_id"].as_str().unwrap().to_string();
+
+        // Follow it: each answer is a snapshot; the review ends on its own.
+        let mut status;
+        let mut polls = 0;
+        loop {
+            status = s
+                .tool("review_status", json!({"flow_id": flow_id}))
+                .await
+                .unwrap();
+            if status["status"] != "running" {
+                break;
+            }
+            polls += 1;
+            assert!(polls < 2000, "the review never ended: {status}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(status["status"], "completed", "{status}");
+        assert_eq!(status["tasks_total"], 3, "{status}");
+        assert_eq!(status["tasks_done"], 3, "{status}");
+        assert!(status["tokens_in"].as_u64().unwrap() > 0);
+
+        let all = s
+            .tool("review_findings", json!({"flow_id": flow_id}))
+            .await
+            .unwrap();
+        let titles: Vec<&str> = all["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["title"].as_str().unwrap())
+            .collect();
+        assert!(titles.contains(&"SQL injection in item search"), "{all}");
+        assert!(titles.len() >= 2, "{all}");
+        let p0 = s
+            .tool(
+                "review_findings",
+                json!({"flow_id": flow_id, "min_severity": "P0"}),
+            )
+            .await
+            .unwrap();
+        let p0 = p0["findings"].as_array().unwrap();
+        assert!(!p0.is_empty() && p0.len() < titles.len());
+        assert!(p0.iter().all(|f| f["severity"] == "P0"), "{p0:?}");
+
+        let sqli = all["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["title"] == "SQL injection in item search")
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let explained = s
+            .tool(
+                "finding_explain",
+                json!({"flow_id": flow_id, "finding_id": sqli}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(explained["file"], "src/db.py");
+        assert_eq!(explained["suggested_fix"], "use bound parameters");
+        let cited = explained["cited_lines"].as_str().unwrap();
+        assert!(
+            cited.contains("<<<BEGIN UNTRUSTED src/db.py:53-54>>>"),
+            "{cited}"
+        );
+        assert!(cited.contains("   53 | "), "{cited}");
+        assert!(cited.contains("LIKE"), "{cited}");
+        assert_eq!(explained["reporters"][0]["persona"], "security_sentinel");
+
+        let err = s
+            .tool(
+                "finding_explain",
+                json!({"flow_id": flow_id, "finding_id": "F999"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no finding F999"), "{err}");
+
+        // The review really ran against the model server, through this process.
+        let reqs = server.requests();
+        assert!(reqs
+            .iter()
+            .any(|r| r.system.contains("You are the planner")));
+        assert!(reqs
+            .iter()
+            .any(|r| r.system.contains("You are security_sentinel")));
+        // Its reports were written like a `quorum review`'s.
+        let out = work.path().join("quorum-out").join(&flow_id);
+        assert!(
+            out.join("report.json").is_file(),
+            "no report in {}",
+            out.display()
+        );
+
+        drop(s.stdin);
+        let status = tokio::time::timeout(Duration::from_secs(30), s.child.wait())
+            .await
+            .expect("quorum mcp did not exit when stdin closed")
+            .unwrap();
+        assert!(status.success());
+    })
+    .await
+    .expect("test timed out");
+}
