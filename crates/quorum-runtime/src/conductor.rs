@@ -1395,6 +1395,10 @@ impl Actor for FlowConductor {
         msg: ConductorMsg,
         state: &mut ConductorState,
     ) -> Result<(), ActorProcessingErr> {
+        // [raft hook] A review taken over elsewhere refuses this node's facts: stop conducting.
+        if state.ctx.facts.fenced() {
+            return Err("fenced: another node conducts this review now".into());
+        }
         match msg {
             ConductorMsg::Start => {
                 let wall = state.ctx.flow.parameters.max_wall_secs;
