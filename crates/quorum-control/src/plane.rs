@@ -111,6 +111,14 @@ pub struct ControlPlane {
     inner: Arc<Inner>,
 }
 
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane")
+            .field("name", &self.inner.name)
+            .finish()
+    }
+}
+
 struct Inner {
     name: String,
     id: NodeId,

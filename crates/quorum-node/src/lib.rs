@@ -6,7 +6,9 @@
 //! runtime's job. This crate maps the API onto it.
 
 pub mod cluster;
+pub mod control;
 mod service;
 
 pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry};
+pub use control::{ControlSink, NodeControl};
 pub use service::{NodeService, NodeSetup};
