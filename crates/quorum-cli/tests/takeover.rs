@@ -321,9 +321,24 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
     let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
     let flow_id = review_under_way(&nodes, 2, &mut follow).await;
 
+    // Every attempt is one model request here, so a request after the kill is a new attempt.
+    let before: usize = requests_per_task(&nodes[1..]).values().sum();
+    let killed = std::time::Instant::now();
     nodes[0].child.kill().await.unwrap();
     let _ = nodes[0].child.wait().await;
     let done_before = completed_on(&nodes[0].data, &flow_id);
+    let mut first_new_attempt = None;
+    for _ in 0..1200 {
+        if requests_per_task(&nodes[1..]).values().sum::<usize>() > before {
+            first_new_attempt = Some(killed.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A figure for the notes, not an assertion: heartbeat deadline 1 s, election 1-2 s.
+    eprintln!(
+        "takeover: conductor killed -> first new attempt on a survivor after {first_new_attempt:?}"
+    );
     assert!(done_before.len() >= 2, "{done_before:?}");
 
     let (code, report, stderr) = follow.await.unwrap();
