@@ -124,6 +124,8 @@ pub struct NodeControl {
     staging: Mutex<HashMap<String, Vec<(String, String)>>>,
     /// Reviews this node is accepting or taking over right now: the reconciler leaves them be.
     claimed: Mutex<HashSet<String>>,
+    /// Takeover failures already logged, so a review that cannot be taken over here is said once.
+    reported: Mutex<HashSet<(String, String)>>,
     cluster: OnceLock<Cluster>,
     service: OnceLock<Weak<NodeService>>,
 }
@@ -142,6 +144,7 @@ impl NodeControl {
             replicas,
             staging: Mutex::new(HashMap::new()),
             claimed: Mutex::new(HashSet::new()),
+            reported: Mutex::new(HashSet::new()),
             cluster: OnceLock::new(),
             service: OnceLock::new(),
         })
@@ -334,7 +337,9 @@ impl NodeControl {
                 })
                 .map(|m| m.name.clone());
             let Some(node) = pick else {
-                tracing::warn!(flow_id = %flow_id, conductor = %r.conductor, "conductor lost and no live node holds the pack; the review waits");
+                if lock(&self.reported).insert((flow_id.clone(), "no pack holder".into())) {
+                    tracing::warn!(flow_id = %flow_id, conductor = %r.conductor, "conductor lost and no live node holds the pack; the review waits");
+                }
                 continue;
             };
             let cmd = Command::Takeover {
@@ -368,7 +373,9 @@ impl NodeControl {
                 continue;
             }
             if let Err(e) = self.take_over(&service, &flow_id, r.epoch).await {
-                tracing::warn!(flow_id = %flow_id, error = %e, "cannot take the review over");
+                if lock(&self.reported).insert((flow_id.clone(), e.clone())) {
+                    tracing::warn!(flow_id = %flow_id, error = %e, "cannot take the review over");
+                }
             }
             self.release(&flow_id);
         }
@@ -380,6 +387,11 @@ impl NodeControl {
         flow_id: &str,
         epoch: u64,
     ) -> Result<(), String> {
+        // Without a pack copy the review cannot be rebuilt here: leave it (and its epoch) alone
+        // rather than claim it and fail on every tick.
+        if !self.holds_pack(flow_id).await {
+            return Err("this node holds no copy of the review's pack".into());
+        }
         // A fresh epoch of our own fences any earlier instance of this review on this node (a
         // conductor that was stopped and woke up) as well as the one we take over from.
         let cmd = Command::Takeover {
@@ -417,6 +429,20 @@ impl NodeControl {
             .map_err(|e| e.to_string())?;
         tracing::warn!(flow_id, epoch, facts = next, "took the review over");
         Ok(())
+    }
+
+    async fn holds_pack(&self, flow_id: &str) -> bool {
+        let (data, replicas, id) = (
+            self.data.clone(),
+            self.replicas.clone(),
+            flow_id.to_string(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let has = |d: &DataDir| d.open_flow(&id).and_then(|s| s.load_pack()).is_ok();
+            has(&data) || has(&replicas)
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// Rebuild the review's local store from the replicated facts and a held pack copy.
