@@ -357,6 +357,22 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
         ["n2", "n3"].contains(&synth["node"].as_str().unwrap()),
         "{synth}"
     );
+    // Any surviving node answers for the finished review from the replicated facts.
+    for n in &nodes[1..3] {
+        let c = client(n).await;
+        let mut got = None;
+        for _ in 0..600 {
+            if let Ok(r) = c.report(&flow_id).await {
+                got = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let r = got.unwrap_or_else(|| panic!("{} has no report", n.name));
+        let v: Value = serde_json::from_str(&r.report_json).unwrap();
+        assert_eq!(v["flow_id"], flow_id.as_str(), "{}", n.name);
+        assert_eq!(v["findings"], report["findings"], "{}", n.name);
+    }
     // Nothing completed before the kill was asked of a model again.
     let per_task = requests_per_task(&nodes);
     for t in &done_before {
@@ -399,22 +415,42 @@ async fn a_conductor_stopped_past_the_election_timeout_steps_down_when_it_wakes(
     let report = report.expect("no report written");
     assert_complete_once(&report);
 
-    // Woken, n1 no longer conducts the review: its API points at the node that does.
+    // Woken, n1 no longer conducts the review: asked for it, it answers from the replicated
+    // facts (one event, the end) instead of from a run of its own (its whole event log).
+    use tokio_stream::StreamExt;
     let c1 = client(&nodes[0]).await;
-    let mut answer = String::new();
+    let mut seen = Vec::new();
     for _ in 0..600 {
-        match c1.watch(&flow_id).await {
-            Err(e) => {
-                answer = e.to_string();
+        seen.clear();
+        if let Ok(mut events) = c1.watch(&flow_id).await {
+            while let Some(Ok(ev)) = events.next().await {
+                seen.push(ev.kind);
+            }
+            if seen == [quorum_api::FINISHED_KIND] {
                 break;
             }
-            Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(
-        answer.contains(&format!("conducted by node {taken}")),
-        "n1 still answers for the review: {answer:?}"
+    assert_eq!(
+        seen,
+        [quorum_api::FINISHED_KIND],
+        "n1 still answers from its own run"
     );
+    // Its advert stops listing the review too (adverts refresh every 500 ms).
+    let mut listed = true;
+    for _ in 0..600 {
+        let st = c2.cluster_status().await.unwrap();
+        listed = st
+            .iter()
+            .any(|n| n.name == "n1" && n.conducting.contains(&flow_id));
+        if !listed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!listed, "n1 still advertises the review");
+    assert_ne!(taken, "n1");
     let per_task = requests_per_task(&nodes);
     assert!(per_task.values().all(|n| *n <= 2), "{per_task:?}");
     assert_eq!(nodes[0].name, "n1");

@@ -511,6 +511,21 @@ impl ReviewApi for NodeService {
     }
 
     async fn watch(&self, flow_id: &str) -> Result<EventStream, ApiError> {
+        if !self.conducts(flow_id) {
+            // Finished elsewhere: its end is in the replicated facts, and so is its report.
+            if let Some(json) = self.replicated_report(flow_id) {
+                let status = serde_json::from_str::<serde_json::Value>(&json)
+                    .ok()
+                    .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_string))
+                    .unwrap_or_default();
+                let ev = pb::ReviewEvent {
+                    seq: 1,
+                    kind: FINISHED_KIND.to_string(),
+                    json: serde_json::json!({ "status": status }).to_string(),
+                };
+                return Ok(Box::pin(tokio_stream::iter(vec![ev])));
+            }
+        }
         let (backlog, rx, done) = {
             let f = self.flows.lock().map_err(internal)?;
             let s = f.get(flow_id).ok_or_else(|| self.elsewhere(flow_id))?;
