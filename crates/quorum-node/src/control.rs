@@ -3,6 +3,7 @@
 //! the Raft leader reassigns the reviews of a lost conductor, and every node resumes the reviews
 //! assigned to it that it is not running.
 
+use crate::error::NodeError;
 use crate::service::NodeService;
 use quorum_cluster::{Cluster, Envelope};
 use quorum_control::{Command, ControlPlane, Outcome, ReviewRecord};
@@ -54,7 +55,7 @@ impl std::fmt::Debug for NodeControl {
 #[async_trait::async_trait]
 impl FactSink for ControlSink {
     async fn commit(&self, fact: &ReplicatedFact) -> Result<(), String> {
-        let value = replicable(fact)?;
+        let value = replicable(fact).map_err(|e| e.to_string())?;
         let mut next = self.next.lock().await;
         let cmd = Command::AppendFact {
             flow_id: self.flow_id.clone(),
@@ -89,13 +90,14 @@ const FACT_LIMIT: usize = quorum_control::MAX_COMMAND_BYTES - (64 << 10);
 /// The fact as it is replicated. An attempt's transcript (kept for trace export, never read by
 /// resume) is left out when it would push the fact past the control plane's command limit; the
 /// conducting node's own store keeps it whole.
-fn replicable(fact: &ReplicatedFact) -> Result<serde_json::Value, String> {
+fn replicable(fact: &ReplicatedFact) -> Result<serde_json::Value, NodeError> {
     let encode = |f: &ReplicatedFact| {
-        let v = serde_json::to_value(f).map_err(|e| format!("cannot encode a fact: {e}"))?;
+        let v = serde_json::to_value(f)
+            .map_err(|e| NodeError::Data(format!("cannot encode a fact: {e}")))?;
         let n = serde_json::to_vec(&v)
             .map(|b| b.len())
             .unwrap_or(usize::MAX);
-        Ok::<_, String>((v, n))
+        Ok::<_, NodeError>((v, n))
     };
     let (value, size) = encode(fact)?;
     if size <= FACT_LIMIT {
@@ -109,9 +111,9 @@ fn replicable(fact: &ReplicatedFact) -> Result<serde_json::Value, String> {
             return Ok(value);
         }
     }
-    Err(format!(
+    Err(NodeError::Data(format!(
         "a fact of {size} bytes exceeds the control plane's limit of {FACT_LIMIT} bytes"
-    ))
+    )))
 }
 
 /// The control plane as this node uses it.
@@ -194,18 +196,17 @@ impl NodeControl {
         &self,
         meta: &FlowMeta,
         pack: &ContextPack,
-    ) -> Result<Arc<ControlSink>, String> {
+    ) -> Result<Arc<ControlSink>, NodeError> {
         let flow_id = meta.flow_id.clone();
         self.claim(&flow_id);
         let cmd = Command::Accept {
             flow_id: flow_id.clone(),
             node: self.name.clone(),
-            meta: serde_json::to_value(meta).map_err(|e| e.to_string())?,
+            meta: serde_json::to_value(meta).map_err(|e| NodeError::Data(e.to_string()))?,
         };
-        match self.plane.propose(cmd).await {
-            Ok(Outcome::Accepted { .. }) => {}
-            Ok(other) => return Err(format!("the control plane refused the review: {other:?}")),
-            Err(e) => return Err(e.to_string()),
+        match self.plane.propose(cmd).await? {
+            Outcome::Accepted { .. } => {}
+            other => return Err(NodeError::Refused(format!("{other:?}"))),
         }
         self.replicate_pack(meta, pack).await?;
         Ok(Arc::new(ControlSink::new(
@@ -216,7 +217,7 @@ impl NodeControl {
         )))
     }
 
-    async fn replicate_pack(&self, meta: &FlowMeta, pack: &ContextPack) -> Result<(), String> {
+    async fn replicate_pack(&self, meta: &FlowMeta, pack: &ContextPack) -> Result<(), NodeError> {
         let voters = self.plane.voters();
         let need = voters.len() / 2 + 1;
         let mut holders = vec![self.name.clone()];
@@ -234,14 +235,15 @@ impl NodeControl {
                 flow_id: meta.flow_id.clone(),
                 node: h.clone(),
             };
-            self.plane.propose(cmd).await.map_err(|e| e.to_string())?;
+            self.plane.propose(cmd).await?;
         }
         let voters_holding = holders.iter().filter(|h| voters.contains(h)).count();
         if voters_holding < need {
-            return Err(format!(
-                "the review's pack reached {voters_holding} of {} voters, {need} needed for a takeover to be possible",
-                voters.len()
-            ));
+            return Err(NodeError::PackShort {
+                got: voters_holding,
+                voters: voters.len(),
+                need,
+            });
         }
         Ok(())
     }
@@ -254,13 +256,13 @@ impl NodeControl {
         if msg.kind != KIND_PACK_PUT {
             return None;
         }
-        Some(self.store_pack_batch(msg).await)
+        Some(self.store_pack_batch(msg).await.map_err(|e| e.to_string()))
     }
 
-    async fn store_pack_batch(&self, msg: &Envelope) -> Result<Envelope, String> {
+    async fn store_pack_batch(&self, msg: &Envelope) -> Result<Envelope, NodeError> {
         let files: Vec<(String, String)> =
             serde_json::from_value(msg.payload.get("files").cloned().unwrap_or_default())
-                .map_err(|e| format!("bad pack batch: {e}"))?;
+                .map_err(|e| NodeError::Data(format!("pack batch: {e}")))?;
         let last = msg
             .payload
             .get("last")
@@ -274,19 +276,19 @@ impl NodeControl {
         if last {
             let meta: FlowMeta =
                 serde_json::from_value(msg.payload.get("meta").cloned().unwrap_or_default())
-                    .map_err(|e| format!("bad pack meta: {e}"))?;
+                    .map_err(|e| NodeError::Data(format!("pack meta: {e}")))?;
             let files = lock(&self.staging).remove(&flow_id).unwrap_or_default();
             let root = PathBuf::from(&meta.target_path);
             let pack = ContextPack::from_files(root, meta.head_sha.clone(), files);
             let replicas = self.replicas.clone();
-            tokio::task::spawn_blocking(move || -> Result<(), String> {
+            tokio::task::spawn_blocking(move || -> Result<(), NodeError> {
                 // A repeated copy (a retried submit) replaces the earlier one.
                 let _ = replicas.delete_flow(&meta.flow_id);
-                let store = replicas.create_flow(&meta).map_err(|e| e.to_string())?;
-                store.save_pack(&pack).map_err(|e| e.to_string())
+                let store = replicas.create_flow(&meta)?;
+                Ok(store.save_pack(&pack)?)
             })
             .await
-            .map_err(|e| e.to_string())??;
+            .map_err(|e| NodeError::Store(e.to_string()))??;
             tracing::info!(flow_id = %flow_id, "holding a copy of the review's pack");
         }
         Ok(Envelope {
@@ -373,7 +375,7 @@ impl NodeControl {
                 continue;
             }
             if let Err(e) = self.take_over(&service, &flow_id, r.epoch).await {
-                if lock(&self.reported).insert((flow_id.clone(), e.clone())) {
+                if lock(&self.reported).insert((flow_id.clone(), e.to_string())) {
                     tracing::warn!(flow_id = %flow_id, error = %e, "cannot take the review over");
                 }
             }
@@ -386,11 +388,14 @@ impl NodeControl {
         service: &Arc<NodeService>,
         flow_id: &str,
         epoch: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), NodeError> {
         // Without a pack copy the review cannot be rebuilt here: leave it (and its epoch) alone
         // rather than claim it and fail on every tick.
         if !self.holds_pack(flow_id).await {
-            return Err("this node holds no copy of the review's pack".into());
+            return Err(NodeError::NoPack {
+                flow_id: flow_id.to_string(),
+                message: "neither this node's store nor its pack copies have it".into(),
+            });
         }
         // A fresh epoch of our own fences any earlier instance of this review on this node (a
         // conductor that was stopped and woke up) as well as the one we take over from.
@@ -399,34 +404,29 @@ impl NodeControl {
             node: self.name.clone(),
             expected_epoch: epoch,
         };
-        let (outcome, index) = self
-            .plane
-            .propose_at(cmd)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (outcome, index) = self.plane.propose_at(cmd).await?;
         let Outcome::Accepted { epoch } = outcome else {
-            return Err(format!("takeover refused: {outcome:?}"));
+            return Err(NodeError::Refused(format!("takeover: {outcome:?}")));
         };
         self.plane
             .wait_applied(index, Duration::from_secs(10))
-            .await
-            .map_err(|e| e.to_string())?;
-        let record = self
-            .plane
-            .review(flow_id)
-            .ok_or_else(|| "the review vanished from the control plane".to_string())?;
+            .await?;
+        let record = self.plane.review(flow_id).ok_or_else(|| {
+            NodeError::Refused("the review vanished from the control plane".into())
+        })?;
         if record.epoch != epoch || record.conductor != self.name {
-            return Err(format!(
-                "the review moved on to {} at epoch {}",
-                record.conductor, record.epoch
-            ));
+            return Err(NodeError::Moved {
+                flow_id: flow_id.to_string(),
+                conductor: record.conductor,
+                epoch: record.epoch,
+            });
         }
         let next = record.facts.len() as u64;
         self.materialise(flow_id, &record).await?;
         let sink = Arc::new(ControlSink::new(self.plane.clone(), flow_id, epoch, next));
         service
             .resume_replicated(flow_id, sink)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| NodeError::Resume(e.to_string()))?;
         tracing::warn!(flow_id, epoch, facts = next, "took the review over");
         Ok(())
     }
@@ -446,38 +446,41 @@ impl NodeControl {
     }
 
     /// Rebuild the review's local store from the replicated facts and a held pack copy.
-    async fn materialise(&self, flow_id: &str, record: &ReviewRecord) -> Result<(), String> {
+    async fn materialise(&self, flow_id: &str, record: &ReviewRecord) -> Result<(), NodeError> {
         let meta: FlowMeta = serde_json::from_value(record.meta.clone())
-            .map_err(|e| format!("bad review meta: {e}"))?;
+            .map_err(|e| NodeError::Data(format!("review meta: {e}")))?;
         let facts: Vec<ReplicatedFact> = record
             .facts
             .iter()
             .map(|f| serde_json::from_value(f.clone()))
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("bad replicated fact: {e}"))?;
+            .map_err(|e| NodeError::Data(format!("fact: {e}")))?;
         let data = self.data.clone();
         let replicas = self.replicas.clone();
         let id = flow_id.to_string();
-        tokio::task::spawn_blocking(move || -> Result<(), String> {
+        tokio::task::spawn_blocking(move || -> Result<(), NodeError> {
             let pack = match data.open_flow(&id).and_then(|s| s.load_pack()) {
                 Ok(p) => p,
                 Err(_) => replicas
                     .open_flow(&id)
                     .and_then(|s| s.load_pack())
-                    .map_err(|e| format!("no copy of the pack on this node: {e}"))?,
+                    .map_err(|e| NodeError::NoPack {
+                        flow_id: id.clone(),
+                        message: e.to_string(),
+                    })?,
             };
             // The local store may be behind the replicated facts (or hold facts of a fenced
             // epoch): it is rebuilt from the agreed sequence.
             let _ = data.delete_flow(&id);
-            let store = data.create_flow(&meta).map_err(|e| e.to_string())?;
-            store.save_pack(&pack).map_err(|e| e.to_string())?;
+            let store = data.create_flow(&meta)?;
+            store.save_pack(&pack)?;
             for f in &facts {
-                f.apply_to(&store).map_err(|e| e.to_string())?;
+                f.apply_to(&store)?;
             }
-            store.flush().map_err(|e| e.to_string())
+            Ok(store.flush()?)
         })
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(|e| NodeError::Store(e.to_string()))?
     }
 }
 
@@ -502,12 +505,13 @@ async fn push_pack(
     to: &str,
     meta: &FlowMeta,
     batches: &[Vec<(String, String)>],
-) -> Result<(), String> {
+) -> Result<(), NodeError> {
     for (i, b) in batches.iter().enumerate() {
         let last = i + 1 == batches.len();
         let mut payload = json!({ "files": b, "last": last });
         if last {
-            payload["meta"] = serde_json::to_value(meta).map_err(|e| e.to_string())?;
+            payload["meta"] =
+                serde_json::to_value(meta).map_err(|e| NodeError::Data(e.to_string()))?;
         }
         let env = Envelope {
             kind: KIND_PACK_PUT.into(),
@@ -517,7 +521,10 @@ async fn push_pack(
         cluster
             .request(to, env, Duration::from_secs(30))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| NodeError::Peer {
+                node: to.to_string(),
+                message: e.to_string(),
+            })?;
     }
     Ok(())
 }

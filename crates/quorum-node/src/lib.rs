@@ -7,8 +7,10 @@
 
 pub mod cluster;
 pub mod control;
+mod error;
 mod service;
 
 pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry};
 pub use control::{ControlSink, NodeControl};
+pub use error::NodeError;
 pub use service::{NodeService, NodeSetup};
