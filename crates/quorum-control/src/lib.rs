@@ -21,7 +21,7 @@ pub use network::{
     CONTROL_KINDS,
 };
 pub use plane::{ControlConfig, ControlPlane, ControlStatus, MAX_COMMAND_BYTES};
-pub use state::{Command, Outcome, Rejection, ReviewRecord, Reviews};
+pub use state::{Command, Outcome, Rejection, ReviewRecord, ReviewSummary, Reviews};
 
 /// Raft node ids are derived from node names, so every node computes the same id for a name
 /// without a registry.

@@ -306,6 +306,11 @@ impl ControlPlane {
         self.inner.sm.review(flow_id)
     }
 
+    /// Every review in this node's replica, without facts.
+    pub fn summaries(&self) -> Vec<crate::state::ReviewSummary> {
+        self.inner.sm.summaries()
+    }
+
     /// Every review in this node's replica.
     pub fn reviews(&self) -> Reviews {
         self.inner.sm.reviews()

@@ -20,6 +20,17 @@ pub struct ReviewRecord {
     pub finished: bool,
 }
 
+/// A review's record without its facts: what the takeover loop reads on every tick.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewSummary {
+    pub flow_id: String,
+    pub conductor: String,
+    pub epoch: u64,
+    pub facts: usize,
+    pub pack_holders: BTreeSet<String>,
+    pub finished: bool,
+}
+
 /// A change to the control plane's state. Every command is a compare-and-set on the review's
 /// epoch (or its absence), so a retry after a lost reply never applies twice.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -163,6 +163,10 @@ async fn after_the_leader_dies_a_new_leader_commits_and_a_stale_epoch_is_fenced(
         let r = s.review("f").unwrap();
         assert_eq!(r.facts, vec![json!({"seq": 0}), json!({"seq": 1})]);
         assert_eq!(r.conductor, survivor);
+        let sum = s.summaries();
+        assert_eq!(sum.len(), 1);
+        assert_eq!((sum[0].epoch, sum[0].facts), (2, 2));
+        assert_eq!(sum[0].conductor, survivor);
         net.shutdown().await;
     })
     .await;

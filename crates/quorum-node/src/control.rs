@@ -321,7 +321,8 @@ impl NodeControl {
             .filter(|m| !m.alive)
             .map(|m| m.name.as_str())
             .collect();
-        for (flow_id, r) in self.plane.reviews().reviews {
+        for r in self.plane.summaries() {
+            let flow_id = r.flow_id.clone();
             if r.finished || !lost.contains(r.conductor.as_str()) {
                 continue;
             }
@@ -367,7 +368,8 @@ impl NodeControl {
         let Some(service) = self.service.get().and_then(Weak::upgrade) else {
             return;
         };
-        for (flow_id, r) in self.plane.reviews().reviews {
+        for r in self.plane.summaries() {
+            let flow_id = r.flow_id.clone();
             if r.finished || r.conductor != self.name || service.conducts(&flow_id) {
                 continue;
             }
