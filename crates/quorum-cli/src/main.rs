@@ -183,6 +183,11 @@ pub struct NodeArgs {
     /// A peer silent this long (ms) is declared lost and its attempts are reassigned.
     #[arg(long, default_value_t = 3000)]
     pub deadline_ms: u64,
+    /// The control plane's voters (3 or 5 node names, the same list on every node, this one
+    /// included or not): reviews are replicated and survive the loss of their node. Nodes not
+    /// listed join as non-voting learners. Without it (or with fewer than 3) no takeover.
+    #[arg(long, value_delimiter = ',')]
+    pub voters: Vec<String>,
     #[command(flatten)]
     pub backend: BackendArgs,
 }
@@ -336,7 +341,17 @@ fn init_logs(format: &str, service: &str) -> LogGuard {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer};
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error"));
+    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error"));
+    // openraft logs every failed RPC to a down peer (5 a second, at error level); the control
+    // plane reports what matters itself. Ask for it by name in RUST_LOG to see it.
+    if !std::env::var("RUST_LOG")
+        .unwrap_or_default()
+        .contains("openraft")
+    {
+        if let Ok(d) = "openraft=off".parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false);

@@ -47,6 +47,9 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     if args.api.is_none() && args.listen.is_none() {
         bail!("nothing to serve: pass --api HOST:PORT for the review API and/or --listen HOST:PORT to join a cluster");
     }
+    if !args.voters.is_empty() && args.listen.is_none() {
+        bail!("--voters needs --listen: the control plane runs over the cluster links");
+    }
     if !args.join.is_empty() && args.listen.is_none() {
         bail!("--join needs --listen: a cluster node must be reachable by its peers");
     }
@@ -145,6 +148,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     // The cluster first: reviews submitted to this node spread over its peers.
     let mut cluster = None;
     let mut agent = None;
+    let mut control: Option<Arc<quorum_node::NodeControl>> = None;
     let mut line = format!("quorum node {name}:");
     if let (Some(listen), Some(cookie)) = (listen, cookie) {
         let mut cfg = quorum_cluster::ClusterConfig::new(name.clone(), listen, cookie);
@@ -169,6 +173,31 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             packs.clone(),
             capacity as u32,
         );
+        // The control plane before the cluster, so Raft requests are answered from the start.
+        let transport = quorum_control::ClusterTransport::new();
+        if !args.voters.is_empty() && args.voters.len() < 3 {
+            eprintln!(
+                "quorum node {name}: takeover not available: --voters names {} node(s), 3 or 5 are needed; running without a control plane",
+                args.voters.len()
+            );
+        } else if !args.voters.is_empty() {
+            let mut cc = quorum_control::ControlConfig::new(
+                name.clone(),
+                data.root().join("control"),
+                args.voters.clone(),
+            );
+            cc.heartbeat = cfg.heartbeat_interval;
+            cc.election_timeout_min = cfg.heartbeat_deadline;
+            cc.election_timeout_max = cfg.heartbeat_deadline * 2;
+            cc.rpc_timeout = cfg.heartbeat_deadline;
+            let plane = quorum_control::ControlPlane::start(cc, Arc::new(transport.clone()))
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot start the control plane: {e}"))?;
+            let c = quorum_node::NodeControl::new(plane, &name, data.clone());
+            a.set_control(c.clone());
+            control = Some(c);
+        }
+        let control_tick = cfg.heartbeat_interval;
         let started = match (&args.tls_cert, &args.tls_key) {
             (Some(cert), Some(key)) => {
                 let tls = quorum_cluster::ClusterTls::from_pem_files(
@@ -184,6 +213,14 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         }
         .map_err(|e| anyhow::anyhow!("cannot start the cluster node: {e}"))?;
         a.attach(started.clone());
+        transport.bind(started.clone());
+        if let Some(c) = &control {
+            c.attach(started.clone(), control_tick);
+            line.push_str(&format!(
+                " control plane with voters {}",
+                args.voters.join(",")
+            ));
+        }
         // Share what this node learned about its models: re-advertise the cards as they change.
         {
             let c = started.clone();
@@ -243,10 +280,15 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             remote: remote.clone(),
             packs: packs.clone(),
         }));
+        if let Some(c) = &control {
+            svc.set_control(c.clone());
+        }
         if let Some(c) = cluster.clone() {
             let suspect_after = deadline.as_millis() as u64 / 2;
             let view = c.clone();
+            let plane = control.as_ref().map(|c| c.plane().clone());
             svc.set_members(Box::new(move || {
+                let raft = plane.as_ref().map(|p| p.status());
                 view.members()
                     .into_iter()
                     .map(|m| pb::NodeStatus {
@@ -260,9 +302,10 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                             "up"
                         }
                         .into(),
-                        // No consensus group yet: every node is a non-voting member.
-                        voter: false,
-                        leader: false,
+                        voter: raft.as_ref().is_some_and(|r| r.voters.contains(&m.name)),
+                        leader: raft
+                            .as_ref()
+                            .is_some_and(|r| r.leader.as_deref() == Some(m.name.as_str())),
                         conducting: m.advert.conducting,
                         name: m.name,
                         addr: m.advert.cluster_addr,
@@ -427,6 +470,9 @@ async fn follow(
     let renderer = tokio::spawn(crate::progress::render(rx, draw));
     let mut lost_since: Option<std::time::Instant> = None;
     let mut last_error = String::new();
+    // Each reconnect starts one URL further on: after a takeover the node that answered first
+    // may not be the one that conducts the review now.
+    let mut turn = 0usize;
     'follow: loop {
         match client.watch(flow_id).await {
             Ok(mut events) => {
@@ -465,7 +511,12 @@ async fn follow(
             eprintln!("quorum: lost the review's event stream ({last_error}); reconnecting");
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        if let Ok((c, _)) = connect_any(urls, token).await {
+        turn += 1;
+        let mut rotated = urls.to_vec();
+        if !rotated.is_empty() {
+            rotated.rotate_left(turn % urls.len());
+        }
+        if let Ok((c, _)) = connect_any(&rotated, token).await {
             client = c;
         }
     }
@@ -566,7 +617,7 @@ pub async fn cluster_status(
         );
     }
     if !nodes.iter().any(|n| n.voter) {
-        println!("\nno consensus group: a review survives its conducting node only by `quorum resume` (or a node restart) on that node");
+        println!("\nno consensus group (takeover not available; start 3 or 5 nodes with the same --voters): a review survives its conducting node only by `quorum resume` (or a node restart) on that node");
     }
     Ok(ExitCode::Clean)
 }

@@ -66,6 +66,8 @@ pub struct NodeAgent {
     /// Running attempts by (flow, attempt), with the origin they came from, so that origin
     /// (and only it) can stop them.
     running: Mutex<HashMap<(String, u64), (String, tokio::task::AbortHandle)>>,
+    /// The control plane's requests (Raft messages, pack copies) are routed to it.
+    control: OnceLock<Arc<crate::control::NodeControl>>,
 }
 
 impl NodeAgent {
@@ -96,7 +98,13 @@ impl NodeAgent {
             draining: AtomicBool::new(false),
             capacity: capacity.max(1),
             running: Mutex::new(HashMap::new()),
+            control: OnceLock::new(),
         })
+    }
+
+    /// Route the control plane's requests to `control` (set once, before peers need it).
+    pub fn set_control(&self, control: Arc<crate::control::NodeControl>) {
+        let _ = self.control.set(control);
     }
 
     /// Wire the started cluster in, and turn its membership losses into reassignments.
@@ -412,6 +420,11 @@ impl MessageHandler for NodeAgent {
     }
 
     async fn on_request(&self, from: &str, msg: Envelope) -> Result<Envelope, String> {
+        if let Some(c) = self.control.get() {
+            if let Some(reply) = c.on_request(&msg).await {
+                return reply;
+            }
+        }
         match msg.kind.as_str() {
             KIND_FETCH => {
                 let hashes: Vec<String> =

@@ -6,8 +6,12 @@
 //! runtime's job. This crate maps the API onto it.
 
 pub mod cluster;
+pub mod control;
+mod error;
 pub mod http;
 mod service;
 
 pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry};
+pub use control::{ControlSink, NodeControl};
+pub use error::NodeError;
 pub use service::{NodeService, NodeSetup};

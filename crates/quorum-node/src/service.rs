@@ -61,6 +61,8 @@ pub type MembersFn = Box<dyn Fn() -> Vec<pb::NodeStatus> + Send + Sync>;
 
 pub struct NodeService {
     members: std::sync::OnceLock<MembersFn>,
+    /// The replicated control plane, when the node runs with three or more voters.
+    control: std::sync::OnceLock<Arc<crate::control::NodeControl>>,
     setup: Arc<NodeSetup>,
     board: Arc<dyn quorum_runtime::board::TeamBoard>,
     flows: Arc<Mutex<HashMap<String, FlowState>>>,
@@ -87,6 +89,7 @@ impl NodeService {
     pub fn new(setup: NodeSetup) -> Self {
         NodeService {
             members: std::sync::OnceLock::new(),
+            control: std::sync::OnceLock::new(),
             board: setup.board.clone(),
             setup: Arc::new(setup),
             flows: Arc::new(Mutex::new(HashMap::new())),
@@ -96,6 +99,22 @@ impl NodeService {
     /// Report cluster membership in ClusterStatus (set once, when the node is clustered).
     pub fn set_members(&self, f: MembersFn) {
         let _ = self.members.set(f);
+    }
+
+    /// Conduct reviews through the control plane: facts are replicated before they are acted
+    /// on, and reviews of a lost node are taken over (set once, before the API serves).
+    pub fn set_control(self: &Arc<Self>, control: Arc<crate::control::NodeControl>) {
+        control.bind_service(Arc::downgrade(self));
+        let _ = self.control.set(control);
+    }
+
+    /// Has this process run (or is it running) the review? A review it was fenced off is not
+    /// counted, so it can be handed back to this node later.
+    pub fn conducts(&self, flow_id: &str) -> bool {
+        self.flows
+            .lock()
+            .map(|f| f.contains_key(flow_id))
+            .unwrap_or(true)
     }
 
     /// Reviews still running (for drain on shutdown).
@@ -143,6 +162,12 @@ impl NodeService {
             if summary.status != quorum_store::DerivedStatus::Interrupted {
                 continue;
             }
+            // A review the control plane knows is resumed by whichever node it assigns it to.
+            if let Some(c) = self.control.get() {
+                if c.review(&summary.flow_id).is_some() {
+                    continue;
+                }
+            }
             match self.resume_one(&summary.flow_id) {
                 Ok(true) => resumed.push(summary.flow_id),
                 Ok(false) => {}
@@ -155,6 +180,24 @@ impl NodeService {
     }
 
     fn resume_one(&self, flow_id: &str) -> Result<bool, ApiError> {
+        self.resume_with(flow_id, None)
+    }
+
+    /// Resume a review this node was assigned by the control plane, from its store rebuilt from
+    /// the replicated facts; its facts go on through `sink` at the new epoch.
+    pub fn resume_replicated(
+        &self,
+        flow_id: &str,
+        sink: Arc<dyn quorum_runtime::FactSink>,
+    ) -> Result<bool, ApiError> {
+        self.resume_with(flow_id, Some(sink))
+    }
+
+    fn resume_with(
+        &self,
+        flow_id: &str,
+        sink: Option<Arc<dyn quorum_runtime::FactSink>>,
+    ) -> Result<bool, ApiError> {
         let setup = &self.setup;
         let store = setup.data.open_flow(flow_id).map_err(internal)?;
         let meta = store.meta().map_err(internal)?;
@@ -163,9 +206,9 @@ impl NodeService {
             .get("submitted")
             .and_then(|v| v.as_bool())
             .unwrap_or(false);
-        // Only reviews accepted through this node's API: a local `quorum review` belongs to
-        // whoever ran it.
-        if !submitted || meta.node != setup.name {
+        // Only reviews accepted through this node's API (or assigned to it by the control
+        // plane): a local `quorum review` belongs to whoever ran it.
+        if sink.is_none() && (!submitted || meta.node != setup.name) {
             return Ok(false);
         }
         let resume = quorum_runtime::Resume::load(&store).map_err(internal)?;
@@ -207,7 +250,10 @@ impl NodeService {
             node: setup.name.clone(),
             max_concurrent: setup.max_concurrent,
             started_at: meta.started_at.clone(),
-            facts: FactLog::new(store),
+            facts: match sink {
+                Some(sink) => FactLog::replicated(store, sink),
+                None => FactLog::new(store),
+            },
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
             scope: resume.replay.scope.clone().unwrap_or_default(),
@@ -270,9 +316,19 @@ impl NodeService {
             }
         });
         let task = tokio::spawn(async move {
+            let facts = ctx.facts.clone();
             let result = quorum_runtime::run_review_from(ctx, Some(tx), resume).await;
             // Let the progress pump drain before the final event.
             tokio::task::yield_now().await;
+            if facts.fenced() {
+                // Another node conducts the review now: end the watchers' streams without a
+                // verdict (they reconnect and find the conductor) and forget it here.
+                if let Ok(mut f) = flows.lock() {
+                    f.remove(&id);
+                }
+                tracing::warn!(flow_id = %id, reason = facts.fence_reason().unwrap_or(""), "stepped down from conducting the review");
+                return;
+            }
             if let Ok(mut f) = flows.lock() {
                 if let Some(s) = f.get_mut(&id) {
                     match result {
@@ -304,6 +360,31 @@ impl NodeService {
             }
         }
         Ok(())
+    }
+
+    /// The error for a review this node does not hold: where it is, if the control plane knows.
+    fn elsewhere(&self, flow_id: &str) -> ApiError {
+        match self.control.get().and_then(|c| c.review(flow_id)) {
+            Some(r) => ApiError::Unavailable(format!(
+                "review {flow_id} is conducted by node {} (epoch {}); ask that node",
+                r.conductor, r.epoch
+            )),
+            None => ApiError::NotFound(format!("no review {flow_id} on this node")),
+        }
+    }
+
+    /// A finished review's report from the replicated facts, on any node.
+    fn replicated_report(&self, flow_id: &str) -> Option<String> {
+        let r = self.control.get()?.review(flow_id)?;
+        if !r.finished {
+            return None;
+        }
+        r.facts.iter().rev().find_map(|f| {
+            match serde_json::from_value::<quorum_runtime::ReplicatedFact>(f.clone()) {
+                Ok(quorum_runtime::ReplicatedFact::Report { json }) => Some(json),
+                _ => None,
+            }
+        })
     }
 
     fn build_pack(req: &pb::SubmitReviewRequest) -> Result<ContextPack, ApiError> {
@@ -395,6 +476,22 @@ impl ReviewApi for NodeService {
         let store = setup.data.create_flow(&meta).map_err(internal)?;
         store.save_pack(&pack).map_err(internal)?;
         setup.packs.register(&flow_id, &pack);
+        // With a control plane the review is agreed (and its pack copied to a majority of
+        // voters) before it is acknowledged, so a survivor can take it over.
+        let facts = match self.control.get() {
+            Some(c) => match c.accept(&meta, &pack).await {
+                Ok(sink) => FactLog::replicated(store, sink),
+                Err(e) => {
+                    drop(store);
+                    let _ = setup.data.delete_flow(&flow_id);
+                    c.release(&flow_id);
+                    return Err(ApiError::Unavailable(format!(
+                        "cannot replicate the review: {e}"
+                    )));
+                }
+            },
+            None => FactLog::new(store),
+        };
         let ctx = Arc::new(ReviewContext {
             flow_id: flow_id.clone(),
             flow,
@@ -407,22 +504,39 @@ impl ReviewApi for NodeService {
                 .then_some(opts.max_concurrent as usize)
                 .or(setup.max_concurrent),
             started_at: started_at.clone(),
-            facts: FactLog::new(store),
+            facts,
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
             scope: Default::default(),
         });
         self.start(ctx, None, req.target_name.clone(), started_at)?;
+        if let Some(c) = self.control.get() {
+            // Running now, so the reconciler sees it as conducted here without the claim.
+            c.release(&flow_id);
+        }
         tracing::info!(flow_id = %flow_id, target = %req.target_name, files = req.files.len(), "review submitted");
         Ok(flow_id)
     }
 
     async fn watch(&self, flow_id: &str) -> Result<EventStream, ApiError> {
+        if !self.conducts(flow_id) {
+            // Finished elsewhere: its end is in the replicated facts, and so is its report.
+            if let Some(json) = self.replicated_report(flow_id) {
+                let status = serde_json::from_str::<serde_json::Value>(&json)
+                    .ok()
+                    .and_then(|v| v.get("status").and_then(|s| s.as_str()).map(str::to_string))
+                    .unwrap_or_default();
+                let ev = pb::ReviewEvent {
+                    seq: 1,
+                    kind: FINISHED_KIND.to_string(),
+                    json: serde_json::json!({ "status": status }).to_string(),
+                };
+                return Ok(Box::pin(tokio_stream::iter(vec![ev])));
+            }
+        }
         let (backlog, rx, done) = {
             let f = self.flows.lock().map_err(internal)?;
-            let s = f
-                .get(flow_id)
-                .ok_or_else(|| ApiError::NotFound(format!("no review {flow_id} on this node")))?;
+            let s = f.get(flow_id).ok_or_else(|| self.elsewhere(flow_id))?;
             let done = s.events.iter().any(|e| e.kind == FINISHED_KIND);
             (s.events.clone(), s.live.subscribe(), done)
         };
@@ -458,15 +572,22 @@ impl ReviewApi for NodeService {
             Some(r) => r,
             None => {
                 // Not in memory: a review from before this node restarted.
-                let store = self
-                    .setup
-                    .data
-                    .open_flow(flow_id)
-                    .map_err(|e| ApiError::NotFound(e.to_string()))?;
-                let json = store.report().map_err(internal)?.ok_or_else(|| {
-                    ApiError::Running(format!("review {flow_id} has no report (interrupted?)"))
-                })?;
-                serde_json::from_str(&json).map_err(internal)?
+                match self.replicated_report(flow_id) {
+                    Some(json) => serde_json::from_str(&json).map_err(internal)?,
+                    None => {
+                        let store = self
+                            .setup
+                            .data
+                            .open_flow(flow_id)
+                            .map_err(|_| self.elsewhere(flow_id))?;
+                        let json = store.report().map_err(internal)?.ok_or_else(|| {
+                            ApiError::Running(format!(
+                                "review {flow_id} has no report (interrupted?)"
+                            ))
+                        })?;
+                        serde_json::from_str(&json).map_err(internal)?
+                    }
+                }
             }
         };
         Ok(pb::GetReportResponse {

@@ -849,6 +849,10 @@ impl Actor for FlowConductor {
         msg: ConductorMsg,
         state: &mut ConductorState,
     ) -> Result<(), ActorProcessingErr> {
+        // [raft hook] A review taken over elsewhere refuses this node's facts: stop conducting.
+        if state.ctx.facts.fenced() {
+            return Err("fenced: another node conducts this review now".into());
+        }
         if state.phase == Phase::Done {
             if let ConductorMsg::Cancel { reply, .. } = msg {
                 let _ = reply.send(());

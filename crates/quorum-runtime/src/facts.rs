@@ -4,13 +4,56 @@
 //! Writes go through `spawn_blocking` (sled flushes to disk) and are awaited, so facts land in
 //! the order they happened and a `kill -9` after any step loses nothing already decided. A review
 //! without a store (benchmarks, some tests) uses [`FactLog::disabled`].
+//!
+//! In a cluster with a control plane a [`FactSink`] is plugged in: each fact is committed on a
+//! majority of voters *before* it is written locally and before the write returns, so a node
+//! that takes the review over has every fact the conductor acted on. A sink that refuses a fact
+//! (the review was taken over: this conductor's epoch is stale) fences the log: the fact and every
+//! later one are dropped, and [`FactLog::fenced`] tells the conductor to stop.
 
 use quorum_store::{AttemptRecord, Event, FlowStore, Replay};
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// One fact as it is replicated: exactly what [`FactLog`] writes to the local store, so a
+/// replica can rebuild the store from the sequence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "fact", rename_all = "snake_case")]
+pub enum ReplicatedFact {
+    Event { event: Event },
+    Attempt { record: AttemptRecord },
+    Report { json: String },
+}
+
+impl ReplicatedFact {
+    /// Write this fact to a local store (what the conductor did, or what a node taking the
+    /// review over replays).
+    pub fn apply_to(&self, store: &FlowStore) -> Result<(), quorum_store::StoreError> {
+        match self {
+            ReplicatedFact::Event { event } => store.append(event).map(|_| ()),
+            ReplicatedFact::Attempt { record } => store.record_attempt(record),
+            ReplicatedFact::Report { json } => store.save_report(json),
+        }
+    }
+}
+
+/// Where facts are committed before the conductor acts on them. Implemented outside the runtime
+/// (the node's control plane); the runtime only needs to know whether a fact was committed.
+#[async_trait::async_trait]
+pub trait FactSink: Send + Sync + std::fmt::Debug {
+    /// Commit `fact` durably on a majority. `Err` says why it was not (a stale epoch after a
+    /// takeover, or no majority within the sink's patience); the conductor must then stop: it
+    /// is no longer the review's conductor, or cannot prove it still is.
+    async fn commit(&self, fact: &ReplicatedFact) -> Result<(), String>;
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct FactLog {
     store: Option<FlowStore>,
+    sink: Option<Arc<dyn FactSink>>,
+    /// Why the sink refused a fact; set once, shared by every clone of this log.
+    fenced: Arc<OnceLock<String>>,
 }
 
 pub fn now_ms() -> u64 {
@@ -22,11 +65,38 @@ pub fn now_ms() -> u64 {
 
 impl FactLog {
     pub fn new(store: FlowStore) -> Self {
-        FactLog { store: Some(store) }
+        FactLog {
+            store: Some(store),
+            ..FactLog::default()
+        }
+    }
+
+    /// A log whose facts are committed through `sink` before they are written to `store`.
+    pub fn replicated(store: FlowStore, sink: Arc<dyn FactSink>) -> Self {
+        FactLog {
+            store: Some(store),
+            sink: Some(sink),
+            ..FactLog::default()
+        }
     }
 
     pub fn disabled() -> Self {
-        FactLog { store: None }
+        FactLog::default()
+    }
+
+    pub fn is_replicated(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    /// True once the sink refused a fact: the conductor must stop conducting, and nothing it
+    /// records from now on is kept.
+    pub fn fenced(&self) -> bool {
+        self.fenced.get().is_some()
+    }
+
+    /// Why the log is fenced, if it is.
+    pub fn fence_reason(&self) -> Option<&str> {
+        self.fenced.get().map(String::as_str)
     }
 
     pub fn is_enabled(&self) -> bool {
@@ -37,14 +107,21 @@ impl FactLog {
         self.store.as_ref()
     }
 
-    async fn write<F>(&self, what: &'static str, f: F)
-    where
-        F: FnOnce(&FlowStore) -> Result<(), quorum_store::StoreError> + Send + 'static,
-    {
+    async fn write(&self, what: &'static str, fact: ReplicatedFact) {
+        if self.fenced() {
+            return;
+        }
+        if let Some(sink) = &self.sink {
+            if let Err(reason) = sink.commit(&fact).await {
+                tracing::warn!(what, %reason, "fact not committed by the control plane; this node stops conducting the review");
+                let _ = self.fenced.set(reason);
+                return;
+            }
+        }
         let Some(store) = self.store.clone() else {
             return;
         };
-        let result = tokio::task::spawn_blocking(move || f(&store)).await;
+        let result = tokio::task::spawn_blocking(move || fact.apply_to(&store)).await;
         match result {
             Ok(Ok(())) => {}
             // A store that stops accepting writes mid-review is loud but not fatal: the review
@@ -55,17 +132,16 @@ impl FactLog {
     }
 
     pub async fn event(&self, event: Event) {
-        self.write("event", move |s| s.append(&event).map(|_| ()))
-            .await;
+        self.write("event", ReplicatedFact::Event { event }).await;
     }
 
     pub async fn attempt(&self, record: AttemptRecord) {
-        self.write("attempt", move |s| s.record_attempt(&record))
+        self.write("attempt", ReplicatedFact::Attempt { record })
             .await;
     }
 
     pub async fn report(&self, json: String) {
-        self.write("report", move |s| s.save_report(&json)).await;
+        self.write("report", ReplicatedFact::Report { json }).await;
     }
 }
 
@@ -82,5 +158,114 @@ impl Resume {
             replay: store.replay()?,
             attempts: store.attempts()?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Commits the first `accept` facts, then refuses like a control plane after a takeover.
+    #[derive(Debug, Default)]
+    struct Sink {
+        accept: usize,
+        seen: Mutex<Vec<ReplicatedFact>>,
+    }
+
+    #[async_trait::async_trait]
+    impl FactSink for Sink {
+        async fn commit(&self, fact: &ReplicatedFact) -> Result<(), String> {
+            let mut seen = self.seen.lock().unwrap();
+            if seen.len() >= self.accept {
+                return Err("stale epoch 1: the review is at epoch 2".into());
+            }
+            seen.push(fact.clone());
+            Ok(())
+        }
+    }
+
+    fn store(dir: &std::path::Path) -> FlowStore {
+        let data = quorum_store::DataDir::new(dir);
+        let meta = quorum_store::FlowMeta {
+            flow_id: "f".into(),
+            flow_name: "review".into(),
+            flow_yaml: String::new(),
+            params: serde_json::json!({}),
+            target_path: "t".into(),
+            head_sha: None,
+            started_at: String::new(),
+            started_ms: 0,
+            node: "n1".into(),
+        };
+        data.create_flow(&meta).unwrap()
+    }
+
+    fn started(n: u32) -> Event {
+        Event::AttemptStarted {
+            task_id: format!("t{n}"),
+            attempt: 1,
+            node: "n1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn facts_are_committed_then_written_and_a_refusal_fences_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(dir.path());
+        let sink = Arc::new(Sink {
+            accept: 2,
+            ..Sink::default()
+        });
+        let log = FactLog::replicated(store.clone(), sink.clone());
+        let clone = log.clone();
+        log.event(started(1)).await;
+        log.report("{}".into()).await;
+        assert!(!log.fenced());
+        // Refused: not written locally, and the log (and every clone) is fenced.
+        log.event(started(2)).await;
+        assert!(clone.fenced());
+        assert!(log.fence_reason().unwrap().contains("stale epoch"));
+        // Nothing after the fence is offered to the sink or written.
+        log.event(started(3)).await;
+        let seen = sink.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            vec![
+                ReplicatedFact::Event { event: started(1) },
+                ReplicatedFact::Report { json: "{}".into() }
+            ]
+        );
+        let local: Vec<Event> = store
+            .events()
+            .unwrap()
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        assert_eq!(local, vec![started(1)]);
+        assert_eq!(store.report().unwrap().as_deref(), Some("{}"));
+    }
+
+    #[tokio::test]
+    async fn replayed_facts_rebuild_the_same_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = store(&dir.path().join("a"));
+        let b = store(&dir.path().join("b"));
+        let facts = [
+            ReplicatedFact::Event { event: started(1) },
+            ReplicatedFact::Event { event: started(2) },
+        ];
+        let log = FactLog::new(a.clone());
+        for f in &facts {
+            if let ReplicatedFact::Event { event } = f {
+                log.event(event.clone()).await;
+            }
+            f.apply_to(&b).unwrap();
+        }
+        let ev = |s: &FlowStore| -> Vec<Event> {
+            s.events().unwrap().into_iter().map(|e| e.event).collect()
+        };
+        assert_eq!(ev(&a), ev(&b));
+        assert!(!log.is_replicated());
     }
 }

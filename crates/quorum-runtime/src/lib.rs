@@ -27,7 +27,7 @@ pub mod worker;
 pub use backends::{Backend, Backends};
 pub use context::{ReviewContext, SharedContext};
 pub use error::{AttemptError, ReviewError};
-pub use facts::{FactLog, Resume};
+pub use facts::{FactLog, FactSink, ReplicatedFact, Resume};
 pub use progress::{Progress, ProgressSender};
 
 use quorum_core::report::Report;

@@ -1,0 +1,457 @@
+//! No single point of failure: three voters and one learner as real `quorum node` processes
+//! with `--voters`, each with its own scripted model server. The conducting node is killed -9
+//! (or SIGSTOPped past the election timeout) mid-review; a survivor takes the review over from
+//! the replicated facts and the followed review completes, with no completed task asked again.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use quorum_api::ApiClient;
+use quorum_testkit::ScriptedServer;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use support::*;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorum");
+const TOKEN: &str = "takeover-test-token";
+const COOKIE: &str = "takeover-test-cookie";
+const VOTERS: &str = "n1,n2,n3";
+
+struct Node {
+    name: String,
+    child: tokio::process::Child,
+    cluster: String,
+    api: String,
+    server: ScriptedServer,
+    data: PathBuf,
+}
+
+impl Node {
+    fn signal(&self, sig: &str) {
+        let pid = self.child.id().expect("node exited").to_string();
+        let ok = std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig} failed");
+    }
+}
+
+async fn start(name: &str, work: &Path, join: &[&str]) -> Node {
+    let server = ScriptedServer::start(six_task_script(400, false))
+        .await
+        .unwrap();
+    let data = work.join(format!("data-{name}"));
+    let mut args: Vec<String> = [
+        "node",
+        "--name",
+        name,
+        "--listen",
+        "127.0.0.1:0",
+        "--api",
+        "127.0.0.1:0",
+        "--backend",
+        &format!("ollama={}", server.ollama_url()),
+        "--model",
+        MODEL,
+        "--data-dir",
+        &data.display().to_string(),
+        "--heartbeat-ms",
+        "100",
+        "--deadline-ms",
+        "1000",
+        "--voters",
+        VOTERS,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for j in join {
+        args.extend(["--join".into(), j.to_string()]);
+    }
+    let home = work.join(".home");
+    let mut child = tokio::process::Command::new(BIN)
+        .args(&args)
+        .current_dir(work)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("QUORUM_HOME", repo_root())
+        .env("QUORUM_API_TOKEN", TOKEN)
+        .env("QUORUM_COOKIE", COOKIE)
+        .env("QUORUM_MAX_CONCURRENT", "1")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("node did not start")
+        .unwrap()
+        .expect("node printed nothing");
+    assert!(
+        line.contains("control plane with voters n1,n2,n3"),
+        "{line}"
+    );
+    let field = |key: &str| {
+        line.split(key)
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    Node {
+        name: name.to_string(),
+        cluster: field("cluster on "),
+        api: field("api on "),
+        child,
+        server,
+        data,
+    }
+}
+
+async fn client(node: &Node) -> ApiClient {
+    ApiClient::connect(&node.api, TOKEN).await.unwrap()
+}
+
+/// Four nodes up, every one seen alive, the three voters in one group with a leader and the
+/// fourth node a learner (bounded poll).
+async fn cluster(work: &Path) -> Vec<Node> {
+    let n1 = start("n1", work, &[]).await;
+    let join = n1.cluster.clone();
+    let mut nodes = vec![n1];
+    for n in ["n2", "n3", "n4"] {
+        nodes.push(start(n, work, &[&join]).await);
+    }
+    let c = client(&nodes[0]).await;
+    let mut last = Vec::new();
+    for _ in 0..600 {
+        let st = c.cluster_status().await.unwrap();
+        let alive = st.iter().filter(|n| n.alive).count();
+        let voters: BTreeSet<String> = st
+            .iter()
+            .filter(|n| n.voter)
+            .map(|n| n.name.clone())
+            .collect();
+        let leaders = st.iter().filter(|n| n.leader).count();
+        if alive == 4 && voters.len() == 3 && leaders == 1 && !voters.contains("n4") {
+            return nodes;
+        }
+        last = st;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the control plane never formed: {last:?}");
+}
+
+/// `quorum review --cluster URL,URL,URL` in the background; its exit code and report.
+async fn review(urls: String, work: PathBuf) -> (i32, Option<Value>, String) {
+    let home = work.join(".home");
+    let out = work.join("out");
+    let o = tokio::time::timeout(
+        Duration::from_secs(240),
+        tokio::process::Command::new(BIN)
+            .args([
+                "review",
+                fixture("code_project").to_str().unwrap(),
+                "--cluster",
+                &urls,
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+            ])
+            .current_dir(&work)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("QUORUM_API_TOKEN", TOKEN)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("review hung")
+    .unwrap();
+    let report = std::fs::read_to_string(out.join("report.json"))
+        .ok()
+        .map(|s| serde_json::from_str(&s).unwrap());
+    (
+        o.status.code().unwrap_or(-1),
+        report,
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// Specialist requests per task, over every node's model server.
+fn requests_per_task(nodes: &[Node]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for n in nodes {
+        for r in n.server.requests() {
+            if let Some(t) = task_of(&r) {
+                *m.entry(t).or_insert(0) += 1;
+            }
+        }
+    }
+    m
+}
+
+/// Wait (bounded) until the review exists on n1 and `n` specialist requests were made; its id.
+/// If it never does, the client's own account of why.
+async fn review_under_way(
+    nodes: &[Node],
+    n: usize,
+    follow: &mut tokio::task::JoinHandle<(i32, Option<Value>, String)>,
+) -> String {
+    tokio::select! {
+        id = under_way(nodes, n) => id,
+        ended = follow => {
+            let (code, _, stderr) = ended.unwrap();
+            panic!("the client ended ({code}) before the review got under way: {stderr}")
+        }
+    }
+}
+
+async fn under_way(nodes: &[Node], n: usize) -> String {
+    use tokio_stream::StreamExt;
+    let c = client(&nodes[0]).await;
+    let mut flow_id = None;
+    for _ in 0..1200 {
+        flow_id = c
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+            .map(|r| r.flow_id);
+        if flow_id.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let flow_id = flow_id.expect("the review never appeared on n1");
+    // The conductor's own progress stream says when a specialist task is done.
+    // (Listed as soon as it is stored; watchable once the control plane has agreed it.)
+    let mut events = None;
+    for _ in 0..1200 {
+        if let Ok(e) = c.watch(&flow_id).await {
+            events = Some(e);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut events = events.expect("the review never became watchable on n1");
+    let mut done = BTreeSet::new();
+    while let Some(Ok(ev)) = events.next().await {
+        let v: Value = serde_json::from_str(&ev.json).unwrap_or_default();
+        if ev.kind == "task_finished" && v["ok"] == true {
+            let task = v["task"].as_str().unwrap_or_default().to_string();
+            if task.starts_with('t') {
+                done.insert(task);
+            }
+        }
+        if done.len() >= n {
+            return flow_id;
+        }
+    }
+    panic!("the review ended before {n} specialist tasks were done");
+}
+
+/// Specialist tasks whose success the node's own store recorded (written only after the
+/// control plane committed it).
+fn completed_on(data: &Path, flow_id: &str) -> BTreeSet<String> {
+    let store = quorum_store::DataDir::new(data).open_flow(flow_id).unwrap();
+    store
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            quorum_store::Event::AttemptSucceeded { task_id, .. } if task_id.starts_with('t') => {
+                Some(task_id)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn assert_complete_once(r: &Value) {
+    assert_eq!(r["status"], "completed", "{}", r["status_reason"]);
+    let tasks: Vec<&Value> = r["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
+        .collect();
+    assert_eq!(tasks.len(), SIX_TASKS);
+    assert!(
+        tasks.iter().all(|t| t["status"] == "completed"),
+        "{tasks:?}"
+    );
+    let mut anchors: Vec<String> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["anchor"].to_string())
+        .collect();
+    anchors.sort();
+    let n = anchors.len();
+    anchors.dedup();
+    assert_eq!(anchors.len(), n, "duplicated findings");
+    assert_eq!(n, SIX_TASKS, "{anchors:?}");
+}
+
+fn urls(nodes: &[Node]) -> String {
+    nodes[..3]
+        .iter()
+        .map(|n| n.api.clone())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let mut nodes = cluster(&w).await;
+    let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
+    let flow_id = review_under_way(&nodes, 2, &mut follow).await;
+
+    // Every attempt is one model request here, so a request after the kill is a new attempt.
+    let before: usize = requests_per_task(&nodes[1..]).values().sum();
+    let killed = std::time::Instant::now();
+    nodes[0].child.kill().await.unwrap();
+    let _ = nodes[0].child.wait().await;
+    let done_before = completed_on(&nodes[0].data, &flow_id);
+    let mut first_new_attempt = None;
+    for _ in 0..1200 {
+        if requests_per_task(&nodes[1..]).values().sum::<usize>() > before {
+            first_new_attempt = Some(killed.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A figure for the notes, not an assertion: heartbeat deadline 1 s, election 1-2 s.
+    eprintln!(
+        "takeover: conductor killed -> first new attempt on a survivor after {first_new_attempt:?}"
+    );
+    assert!(done_before.len() >= 2, "{done_before:?}");
+
+    let (code, report, stderr) = follow.await.unwrap();
+    assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
+    let report = report.expect("no report written");
+    assert_eq!(report["flow_id"], flow_id.as_str());
+    assert_complete_once(&report);
+    // A survivor conducted the end of the review: the synthesizer runs on the conductor.
+    let synth = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["persona"] == "synthesizer")
+        .expect("a synthesizer task");
+    assert!(
+        ["n2", "n3"].contains(&synth["node"].as_str().unwrap()),
+        "{synth}"
+    );
+    // Any surviving node answers for the finished review from the replicated facts.
+    for n in &nodes[1..3] {
+        let c = client(n).await;
+        let mut got = None;
+        for _ in 0..600 {
+            if let Ok(r) = c.report(&flow_id).await {
+                got = Some(r);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let r = got.unwrap_or_else(|| panic!("{} has no report", n.name));
+        let v: Value = serde_json::from_str(&r.report_json).unwrap();
+        assert_eq!(v["flow_id"], flow_id.as_str(), "{}", n.name);
+        assert_eq!(v["findings"], report["findings"], "{}", n.name);
+    }
+    // Nothing completed before the kill was asked of a model again.
+    let per_task = requests_per_task(&nodes);
+    for t in &done_before {
+        assert_eq!(
+            per_task.get(t),
+            Some(&1),
+            "task {t} asked again: {per_task:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conductor_stopped_past_the_election_timeout_steps_down_when_it_wakes() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let nodes = cluster(&w).await;
+    let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
+    let flow_id = review_under_way(&nodes, 2, &mut follow).await;
+
+    nodes[0].signal("-STOP");
+    // Another node takes the review over (it says so in its cluster status).
+    let c2 = client(&nodes[1]).await;
+    let mut taken = None;
+    for _ in 0..1200 {
+        let st = c2.cluster_status().await.unwrap();
+        taken = st
+            .iter()
+            .find(|n| n.alive && n.name != "n1" && n.conducting.contains(&flow_id))
+            .map(|n| n.name.clone());
+        if taken.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let taken = taken.expect("nobody took the review over");
+    nodes[0].signal("-CONT");
+
+    let (code, report, stderr) = follow.await.unwrap();
+    assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
+    let report = report.expect("no report written");
+    assert_complete_once(&report);
+
+    // Woken, n1 no longer conducts the review: asked for it, it answers from the replicated
+    // facts (one event, the end) instead of from a run of its own (its whole event log).
+    use tokio_stream::StreamExt;
+    let c1 = client(&nodes[0]).await;
+    let mut seen = Vec::new();
+    for _ in 0..600 {
+        seen.clear();
+        if let Ok(mut events) = c1.watch(&flow_id).await {
+            while let Some(Ok(ev)) = events.next().await {
+                seen.push(ev.kind);
+            }
+            if seen == [quorum_api::FINISHED_KIND] {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        seen,
+        [quorum_api::FINISHED_KIND],
+        "n1 still answers from its own run"
+    );
+    // Its advert stops listing the review too (adverts refresh every 500 ms).
+    let mut listed = true;
+    for _ in 0..600 {
+        let st = c2.cluster_status().await.unwrap();
+        listed = st
+            .iter()
+            .any(|n| n.name == "n1" && n.conducting.contains(&flow_id));
+        if !listed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!listed, "n1 still advertises the review");
+    assert_ne!(taken, "n1");
+    let per_task = requests_per_task(&nodes);
+    assert!(per_task.values().all(|n| *n <= 2), "{per_task:?}");
+    assert_eq!(nodes[0].name, "n1");
+}
