@@ -163,7 +163,7 @@ pub struct Heuristic {
 }
 
 /// The loaded, validated catalog.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Catalog {
     pub dir: PathBuf,
     pub personas: BTreeMap<String, Persona>,

@@ -57,7 +57,7 @@ fn normalized_symbol(symbol: Option<&str>) -> Option<String> {
 }
 
 /// Result of merging and gating.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Gated {
     /// Survivors, sorted by severity then file then line; ids are "F001", "F002", ...
     pub findings: Vec<Finding>,

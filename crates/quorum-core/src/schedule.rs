@@ -125,9 +125,9 @@ pub struct TaskView {
     pub handed_back: u32,
     pub error_classes: Vec<String>,
     pub last_error: Option<String>,
-    /// May run on a peer (specialists); stage runs stay on this node.
+    /// May run on a peer.
     pub placeable: bool,
-    /// A stage run: not bounded by the specialist capacity, its own attempt budget.
+    /// A stage run (scout, planner, synthesizer): its own attempt budget.
     pub stage: bool,
 }
 
@@ -350,7 +350,7 @@ impl Scheduler {
                         handed_back: 0,
                         error_classes: Vec::new(),
                         last_error: None,
-                        placeable: placeable && !stage,
+                        placeable,
                         stage,
                     },
                 );
@@ -566,11 +566,7 @@ impl Scheduler {
     fn take_live(&mut self, attempt: AttemptId) -> Option<Live> {
         let l = self.live.remove(&attempt)?;
         match &l.place {
-            Place::Local => {
-                if !self.tasks.get(&l.key).is_some_and(|t| t.stage) {
-                    self.local_live = self.local_live.saturating_sub(1);
-                }
-            }
+            Place::Local => self.local_live = self.local_live.saturating_sub(1),
             Place::Peer(n) => {
                 if let Some(p) = self.peers.get_mut(n) {
                     p.live = p.live.saturating_sub(1);
@@ -681,18 +677,13 @@ impl Scheduler {
             if t.status != TaskStatus::Pending {
                 continue;
             }
-            let place = if t.stage {
-                Some(Place::Local)
-            } else {
-                self.choose(now_ms, t.placeable)
-            };
+            let place = self.choose(now_ms, t.placeable);
             let Some(place) = place else {
                 // Nowhere has room: keep it (and everything behind it) queued, in order.
                 deferred.push_back(key);
                 deferred.extend(self.pending.drain(..));
                 break;
             };
-            let stage = t.stage;
             self.seq += 1;
             let attempt = (self.epoch << 40) | self.seq;
             let Some(t) = self.tasks.get_mut(&key) else {
@@ -702,11 +693,7 @@ impl Scheduler {
             t.started += 1;
             let attempt_no = t.started;
             match &place {
-                Place::Local => {
-                    if !stage {
-                        self.local_live += 1;
-                    }
-                }
+                Place::Local => self.local_live += 1,
                 Place::Peer(n) => {
                     if let Some(p) = self.peers.get_mut(n) {
                         p.live += 1;
@@ -998,6 +985,55 @@ mod tests {
             };
             assert_eq!(t.charged(), expected, "{class}");
         }
+    }
+
+    #[test]
+    fn a_stage_goes_to_a_peer_when_this_node_is_full() {
+        let mut s = sched();
+        s.step(
+            0,
+            Input::PeerUp {
+                node: "p".into(),
+                capacity: 1,
+            },
+        );
+        let first = starts(&s.step(
+            0,
+            Input::AddTask {
+                key: 0,
+                stage: false,
+                placeable: true,
+            },
+        ));
+        assert_eq!(first[0].2, Place::Local);
+        let stage = starts(&s.step(
+            0,
+            Input::AddTask {
+                key: 1,
+                stage: true,
+                placeable: true,
+            },
+        ));
+        assert_eq!(stage[0].2, Place::Peer("p".into()));
+        // Without peers to place on, a stage waits for room here.
+        let mut alone = sched();
+        alone.step(
+            0,
+            Input::AddTask {
+                key: 0,
+                stage: false,
+                placeable: false,
+            },
+        );
+        assert!(starts(&alone.step(
+            0,
+            Input::AddTask {
+                key: 1,
+                stage: true,
+                placeable: false
+            }
+        ))
+        .is_empty());
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::context::SharedContext;
 use crate::error::AttemptError;
 use crate::facts::{now_ms, Resume};
 use crate::progress::{Progress, ProgressSender};
-use crate::remote::RemoteAttempt;
+use crate::remote::{RemoteAttempt, RemoteStage};
 use crate::report::{TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::{Job, JobOutcome, OutcomeSink, TaskWorker, WorkerArgs};
@@ -478,8 +478,36 @@ impl FlowConductor {
         }
         let prior_error = state.runs[key].last_error.clone();
         let Some(mut task) = state.runs[key].task.clone() else {
-            // A stage run: always here, the job is the current phase's.
+            // A stage run: the job is the current phase's, here or on the chosen peer.
             let job = Self::stage_job(state);
+            if let Place::Peer(peer) = &place {
+                let stage = match job {
+                    Job::Scout => Some(RemoteStage::Scout),
+                    Job::Plan(classification) => Some(RemoteStage::Plan {
+                        classification,
+                        catalog: state.ctx.catalog.clone(),
+                    }),
+                    Job::Synthesize {
+                        gated,
+                        classification,
+                    } => Some(RemoteStage::Synthesize {
+                        gated,
+                        classification,
+                    }),
+                    _ => None,
+                };
+                if let (Some(stage), Some(remote)) = (stage, state.ctx.remote.clone()) {
+                    tracing::debug!(task = %id, attempt = n, node = %peer, "dispatching a stage to a peer");
+                    let req = RemoteAttempt::stage(&state.ctx, attempt, &id, stage, state.lease());
+                    if let Err(e) = remote.dispatch(peer, req).await {
+                        tracing::warn!(node = %peer, error = %e, "cannot reach peer; placing elsewhere");
+                        return Ok(Some(Input::SendFailed { attempt }));
+                    }
+                    return Ok(None);
+                }
+                // Nothing to ship it with: hand it back, it runs here next.
+                return Ok(Some(Input::SendFailed { attempt }));
+            }
             Self::spawn_worker(myself, state, attempt, job).await?;
             return Ok(None);
         };

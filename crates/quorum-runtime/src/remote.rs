@@ -65,13 +65,46 @@ pub struct RemoteAttempt {
     /// then this node's verifier model, which never sees who reported them or how sure).
     #[serde(default)]
     pub verify: Option<Vec<Reported>>,
+    /// A stage run (scout, planner, synthesizer) instead of a specialist task.
+    #[serde(default)]
+    pub stage: Option<RemoteStage>,
     /// The origin's trace context (W3C headers) when it exports traces, so the peer's spans
     /// join the review's trace.
     #[serde(default)]
     pub trace: Option<std::collections::BTreeMap<String, String>>,
 }
 
+/// A stage shipped to another node, with what it needs beyond the pack.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum RemoteStage {
+    Scout,
+    Plan {
+        classification: quorum_core::task::Classification,
+        /// The whole catalog: the planner chooses among every reviewer.
+        catalog: Catalog,
+    },
+    Synthesize {
+        gated: Box<quorum_core::dedup::Gated>,
+        classification: quorum_core::task::Classification,
+    },
+}
+
 impl RemoteAttempt {
+    /// A stage run to do on another node.
+    pub fn stage(
+        ctx: &ReviewContext,
+        attempt: u64,
+        id: &str,
+        stage: RemoteStage,
+        lease: std::time::Duration,
+    ) -> RemoteAttempt {
+        let mut req = RemoteAttempt::verification(ctx, attempt, id, Vec::new(), lease);
+        req.verify = None;
+        req.stage = Some(stage);
+        req.scope = ctx.scope.clone();
+        req
+    }
+
     /// A batch of grounded findings to verify on another node.
     pub fn verification(
         ctx: &ReviewContext,
@@ -114,6 +147,7 @@ impl RemoteAttempt {
             scope: Default::default(),
             verify: Some(reported),
             trace: crate::obs::trace_context(&ctx.flow_id, id),
+            stage: None,
         }
     }
 
@@ -152,6 +186,7 @@ impl RemoteAttempt {
             scope: ctx.scope.for_task(&task.files),
             verify: None,
             trace: crate::obs::trace_context(&ctx.flow_id, &task.id),
+            stage: None,
         })
     }
 }
@@ -175,6 +210,9 @@ fn manifest(ctx: &ReviewContext) -> Vec<ManifestEntry> {
 pub enum RemoteOutcome {
     Ok(SpecialistOutput),
     Verified(crate::worker::VerifyOutput),
+    Scouted(quorum_core::task::Classification, crate::stages::StageStats),
+    Planned(crate::stages::Plan),
+    Synthesized(crate::stages::Synthesis, crate::stages::StageStats),
     Err { class: String, message: String },
 }
 
@@ -192,8 +230,11 @@ impl RemoteOutcome {
     pub fn into_result(self) -> Result<SpecialistOutput, AttemptError> {
         match self {
             RemoteOutcome::Ok(o) => Ok(o),
-            RemoteOutcome::Verified(_) => Err(AttemptError::Internal(
-                "a verification result where a specialist's was expected".into(),
+            RemoteOutcome::Verified(_)
+            | RemoteOutcome::Scouted(..)
+            | RemoteOutcome::Planned(_)
+            | RemoteOutcome::Synthesized(..) => Err(AttemptError::Internal(
+                "a stage's result where a specialist's was expected".into(),
             )),
             RemoteOutcome::Err { class, message } => Err(AttemptError::Remote { class, message }),
         }
@@ -204,6 +245,9 @@ impl RemoteOutcome {
         use crate::worker::JobOutcome;
         match self {
             RemoteOutcome::Verified(v) => JobOutcome::Verify(Ok(v)),
+            RemoteOutcome::Scouted(c, st) => JobOutcome::Scout(Ok((c, st))),
+            RemoteOutcome::Planned(p) => JobOutcome::Plan(Ok(p)),
+            RemoteOutcome::Synthesized(s, st) => JobOutcome::Synthesize(Ok((s, st))),
             other => JobOutcome::Specialist(other.into_result()),
         }
     }
@@ -273,6 +317,12 @@ pub async fn run_attempt(
     if let Some(p) = &req.persona {
         catalog.personas.insert(p.name.clone(), p.clone());
     }
+    if let Some(RemoteStage::Plan {
+        catalog: shipped, ..
+    }) = &req.stage
+    {
+        catalog = shipped.clone();
+    }
     let mut backends = backends.clone();
     backends.sensitive = req.sensitive;
     let ctx = ReviewContext {
@@ -290,6 +340,44 @@ pub async fn run_attempt(
         board,
         scope: req.scope.clone(),
     };
+    if let Some(stage) = req.stage.clone() {
+        let ctx = Arc::new(ctx);
+        let p = &ctx.flow.parameters;
+        let deadline = std::time::Duration::from_secs(
+            p.call_timeout_secs
+                .max(1)
+                .saturating_mul(2 * (p.planner_retries as u64 + 1)),
+        );
+        let err = |e: AttemptError| RemoteOutcome::Err {
+            class: e.class().to_string(),
+            message: e.to_string(),
+        };
+        let run = async {
+            match stage {
+                RemoteStage::Scout => match stages::scout(&ctx).await {
+                    Ok((c, st)) => RemoteOutcome::Scouted(c, st),
+                    Err(e) => err(e),
+                },
+                RemoteStage::Plan { classification, .. } => {
+                    match stages::plan(&ctx, &classification).await {
+                        Ok(p) => RemoteOutcome::Planned(p),
+                        Err(e) => err(e),
+                    }
+                }
+                RemoteStage::Synthesize {
+                    gated,
+                    classification,
+                } => match stages::synthesize(&ctx, &gated, &classification).await {
+                    Ok((s, st)) => RemoteOutcome::Synthesized(s, st),
+                    Err(e) => err(e),
+                },
+            }
+        };
+        return match tokio::time::timeout(deadline, run).await {
+            Ok(o) => o,
+            Err(_) => err(AttemptError::Deadline(deadline.as_secs())),
+        };
+    }
     if let Some(reported) = req.verify.clone() {
         let ctx = Arc::new(ctx);
         let n = reported.len() as u64;

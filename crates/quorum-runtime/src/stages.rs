@@ -322,7 +322,7 @@ fn kind_str(k: quorum_core::pack::FileKind) -> &'static str {
 }
 
 /// The planner's validated output.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     pub tasks: Vec<Task>,
     pub rejected: Vec<RejectedTask>,
@@ -1080,7 +1080,7 @@ pub fn synthesizer_prompt_in(
 
 /// The synthesizer's output; `fallback` when the model call failed and the text was built
 /// deterministically from the findings.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Synthesis {
     pub summary: String,
     pub action_items: Vec<String>,

@@ -54,13 +54,15 @@ impl FlowConductor {
             stage: name.to_string(),
         });
         let key = state.add_run(TaskRun::stage(name));
+        // Stages are placed like specialist work: by load, here unless this node is busier.
+        let placeable = state.ctx.remote.is_some();
         Box::pin(Self::feed(
             myself,
             state,
             Input::AddTask {
                 key,
                 stage: true,
-                placeable: false,
+                placeable,
             },
             None,
         ))
