@@ -162,9 +162,11 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             cards: serde_json::to_value(backends.cards()).unwrap_or_default(),
             ..Default::default()
         };
+        let mut peer_backends = backends.clone();
+        peer_backends.allow_peers_remote_backends = settings.allow_peers_remote_backends;
         let a = quorum_node::NodeAgent::with_capacity(
             &name,
-            backends.clone(),
+            peer_backends,
             packs.clone(),
             capacity as u32,
         );

@@ -34,6 +34,9 @@ pub struct Settings {
     /// Only local models may see reviewed content (loopback/private hosts).
     #[serde(default)]
     pub sensitive: bool,
+    /// Peers' attempts may use this node's `locality = remote` (paid) models.
+    #[serde(default)]
+    pub allow_peers_remote_backends: bool,
     /// Operator (agentic) model cards, by model name: `[models."qwen2.5-coder:14b"]`.
     #[serde(default)]
     pub models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,

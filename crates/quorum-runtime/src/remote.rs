@@ -193,8 +193,8 @@ pub async fn run_attempt(
     catalog
         .personas
         .insert(req.persona.name.clone(), req.persona.clone());
-    let mut backends = backends.clone();
-    backends.sensitive = req.sensitive;
+    // The request's `sensitive` can only tighten this node's policy, never relax it.
+    let backends = backends.for_peer(req.sensitive);
     let ctx = ReviewContext {
         flow_id: req.flow_id.clone(),
         flow: req.flow.clone(),
