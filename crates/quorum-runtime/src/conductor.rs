@@ -266,21 +266,25 @@ fn deadline_for_specialist(ctx: &SharedContext) -> Duration {
     Duration::from_secs(
         p.call_timeout_secs
             .max(1)
-            .saturating_mul(p.max_iterations as u64 + 2),
+            .saturating_mul(u64::from(p.max_iterations).saturating_add(2)),
     )
 }
 
 fn deadline(ctx: &SharedContext, job: &Job) -> Duration {
     let p = &ctx.flow.parameters;
     let call = p.call_timeout_secs.max(1);
-    let secs = match job {
-        Job::Specialist { .. } => call * (p.max_iterations as u64 + 2),
-        Job::Verify { reported, .. } => {
-            call * (reported.len() as u64 / ctx.max_concurrent() as u64 + 2) * 2
-        }
-        Job::Plan(_) => call * 2 * (p.planner_retries as u64 + 1),
-        _ => call * 2,
+    let rounds = match job {
+        Job::Specialist { .. } => u64::from(p.max_iterations).saturating_add(2),
+        Job::Verify { reported, .. } => (reported.len() as u64)
+            .checked_div(ctx.max_concurrent() as u64)
+            .unwrap_or(0)
+            .saturating_add(2)
+            .saturating_mul(2),
+        Job::Plan(_) => 2 * (u64::from(p.planner_retries).saturating_add(1)),
+        _ => 2,
     };
+    // Saturating: a huge timeout means "no deadline", never a wrapped tiny one.
+    let secs = call.saturating_mul(rounds);
     Duration::from_secs(secs)
 }
 

@@ -170,6 +170,13 @@ pub async fn run_attempt(
     board: Option<Arc<dyn crate::board::TeamBoard>>,
     node: &str,
 ) -> RemoteOutcome {
+    // The flow arrived as data from a peer: it obeys the same rules as a flow file.
+    if let Err(e) = req.flow.validate() {
+        return RemoteOutcome::Err {
+            class: "config".into(),
+            message: format!("the flow sent by {} is invalid: {e}", req.origin),
+        };
+    }
     let mut files = Vec::with_capacity(req.manifest.len());
     for m in &req.manifest {
         match contents.get(&m.hash) {
@@ -215,8 +222,11 @@ pub async fn run_attempt(
         task.model = None;
     }
     let deadline = std::time::Duration::from_secs(
-        ctx.flow.parameters.call_timeout_secs.max(1)
-            * (ctx.flow.parameters.max_iterations as u64 + 2),
+        ctx.flow
+            .parameters
+            .call_timeout_secs
+            .max(1)
+            .saturating_mul(u64::from(ctx.flow.parameters.max_iterations).saturating_add(2)),
     );
     let run = stages::specialist(&ctx, &task, req.prior_error.as_deref());
     match tokio::time::timeout(deadline, run).await {

@@ -74,8 +74,10 @@ async fn worker(default_model: &str, sensitive: bool, allow_remote: bool) -> Wor
 fn attempt(sensitive: bool) -> RemoteAttempt {
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
-    let mut backends = Backends::default();
-    backends.sensitive = sensitive;
+    let backends = Backends {
+        sensitive,
+        ..Backends::default()
+    };
     let ctx = ReviewContext {
         flow_id: uuid::Uuid::new_v4().to_string(),
         flow,
@@ -125,7 +127,10 @@ fn ok(o: &RemoteOutcome) {
 async fn a_peer_cannot_spend_paid_backends_by_default() {
     let w = worker("auto", false, false).await;
     ok(&run(&w, attempt(false)).await);
-    assert!(w.paid.requests().is_empty(), "a peer's attempt reached the paid model");
+    assert!(
+        w.paid.requests().is_empty(),
+        "a peer's attempt reached the paid model"
+    );
     assert!(!w.local.requests().is_empty());
 }
 
@@ -144,7 +149,10 @@ async fn a_peer_can_tighten_sensitive_but_never_lower_it() {
     // The peer asks for sensitive: local only, even where paid backends are allowed.
     let w = worker("auto", false, true).await;
     ok(&run(&w, attempt(true)).await);
-    assert!(w.paid.requests().is_empty(), "the peer's sensitive was ignored");
+    assert!(
+        w.paid.requests().is_empty(),
+        "the peer's sensitive was ignored"
+    );
 
     // The worker's operator set sensitive; the peer says not sensitive: the node's floor holds.
     let w = worker("auto", true, true).await;
@@ -167,4 +175,22 @@ async fn a_pinned_paid_model_is_refused_for_a_peer_not_called() {
         other => panic!("a pinned paid model ran a peer's attempt: {other:?}"),
     }
     assert!(w.paid.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_flow_with_overflowing_parameters_is_refused_before_any_call() {
+    let w = worker("auto", false, true).await;
+    let mut req = attempt(false);
+    req.flow.parameters.call_timeout_secs = u64::MAX;
+    match run(&w, req).await {
+        RemoteOutcome::Err { class, message } => {
+            assert_eq!(class, "config");
+            assert!(
+                message.contains("parameters.call_timeout_secs"),
+                "{message}"
+            );
+        }
+        other => panic!("an invalid flow from a peer ran: {other:?}"),
+    }
+    assert!(w.paid.requests().is_empty() && w.local.requests().is_empty());
 }
