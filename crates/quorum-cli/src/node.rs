@@ -57,8 +57,8 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         None => None,
     };
     if let Some(a) = &api_addr {
-        if !is_loopback(a) && !args.insecure {
-            bail!("refusing to serve the API on non-loopback {a} without TLS; put it behind a TLS proxy or pass --insecure");
+        if !is_loopback(a) && args.api_tls_cert.is_none() && !args.insecure {
+            bail!("refusing to serve the API on non-loopback {a} without TLS; pass --api-tls-cert/--api-tls-key, put it behind a TLS proxy, or pass --insecure");
         }
     }
     let listen: Option<SocketAddr> = match &args.listen {
@@ -291,10 +291,18 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             });
         }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        server = Some(tokio::spawn(quorum_api::serve_with_listener(
+        let api_tls = match (&args.api_tls_cert, &args.api_tls_key) {
+            (Some(cert), Some(key)) => Some(
+                quorum_api::ServerTls::from_pem_files(cert, key)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+            ),
+            _ => None,
+        };
+        server = Some(tokio::spawn(quorum_api::serve_with_tls(
             listener,
             svc.clone(),
             token,
+            api_tls,
             async {
                 let _ = rx.await;
             },
@@ -310,7 +318,12 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             );
         }
         service = Some(svc);
-        line.push_str(&format!(" api on http://{bound}"));
+        let scheme = if args.api_tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        line.push_str(&format!(" api on {scheme}://{bound}"));
     }
     println!("{line}");
     let _ = std::io::stdout().flush();
@@ -376,11 +389,22 @@ async fn shutdown_signal() {
 /// node restarting and resuming it, or another node answering for it).
 const FOLLOW_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// The CA given with the global `--ca`, for `https://` cluster URLs.
+static API_CA: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+
+pub fn set_api_ca(ca: Option<std::path::PathBuf>) {
+    let _ = API_CA.set(ca);
+}
+
 /// Connect to the first node of `urls` that answers.
 async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, String)> {
+    let ca = match API_CA.get().and_then(|c| c.as_deref()) {
+        Some(path) => Some(quorum_api::read_ca(path).map_err(|e| anyhow::anyhow!("--ca: {e}"))?),
+        None => None,
+    };
     let mut last = String::new();
     for url in urls {
-        match ApiClient::connect(url, token).await {
+        match ApiClient::connect_with_ca(url, token, ca.as_deref()).await {
             Ok(c) => return Ok((c, url.clone())),
             Err(e) => last = format!("{url}: {e}"),
         }
