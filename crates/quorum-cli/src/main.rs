@@ -162,14 +162,16 @@ pub struct NodeArgs {
     /// Allow listening on a non-loopback address without TLS.
     #[arg(long)]
     pub insecure: bool,
-    /// TLS certificate (PEM) for cluster links.
-    #[arg(long, requires = "tls_key")]
+    /// This node's certificate (PEM) for cluster links, naming this node (`quorum cluster
+    /// issue-cert NAME`): links are mutual TLS, and a peer counts only as the node its
+    /// certificate names.
+    #[arg(long, requires = "tls_key", requires = "tls_ca")]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for cluster links.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// CA (PEM) that signed the peers' certificates (default: trust --tls-cert itself).
-    #[arg(long)]
+    /// The cluster CA (PEM) every node's certificate must chain to (`quorum cluster init-ca`).
+    #[arg(long, requires = "tls_cert")]
     pub tls_ca: Option<PathBuf>,
     /// TLS certificate (PEM) for the API: clients then use --cluster https://... (with --ca).
     #[arg(long, requires = "api_tls_key")]

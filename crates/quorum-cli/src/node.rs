@@ -170,15 +170,10 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             packs.clone(),
             capacity as u32,
         );
-        let started = match (&args.tls_cert, &args.tls_key) {
-            (Some(cert), Some(key)) => {
-                let tls = quorum_cluster::ClusterTls::from_pem_files(
-                    cert,
-                    key,
-                    args.tls_ca.as_deref(),
-                    None,
-                )
-                .map_err(|e| anyhow::anyhow!("invalid tls setup: {e}"))?;
+        let started = match (&args.tls_cert, &args.tls_key, &args.tls_ca) {
+            (Some(cert), Some(key), Some(ca)) => {
+                let tls = quorum_cluster::ClusterTls::mutual(cert, key, ca)
+                    .map_err(|e| anyhow::anyhow!("invalid tls setup: {e}"))?;
                 quorum_cluster::Cluster::start_tls(cfg, a.clone(), tls).await
             }
             _ => quorum_cluster::Cluster::start(cfg, a.clone()).await,
