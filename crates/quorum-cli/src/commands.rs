@@ -196,8 +196,14 @@ fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
     if !args.cluster.is_empty() {
+        if args.diff.is_some() || args.profile.is_some() {
+            bail!("--diff and --profile are not supported with --cluster yet: review the change on this machine");
+        }
         let urls = args.cluster.clone();
         return crate::node::review_remote(args, &urls).await;
+    }
+    if let Some(p) = &args.profile {
+        crate::target::parse_profile(p, "--profile")?;
     }
     let fail_on_text = args
         .fail_on
@@ -264,8 +270,12 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         );
     }
 
-    let pack = ContextPack::snapshot(&root, &settings.pack)
-        .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
+    let (pack, scope) = crate::target::snapshot(
+        &root,
+        &settings,
+        args.diff.as_deref(),
+        args.profile.as_deref(),
+    )?;
     let flow_id = new_flow_id();
     let params = RunParams {
         backends: configs,
@@ -323,6 +333,11 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
     };
     let store = data.create_flow(&meta).map_err(store_err)?;
     store.save_pack(&pack).map_err(store_err)?;
+    store
+        .append(&quorum_store::Event::ScopeRecorded {
+            scope: scope.clone(),
+        })
+        .map_err(store_err)?;
     tracing::info!(flow_id = %flow_id, target = %root.display(), files = pack.len(), data_dir = %data.root().display(), "review starting");
     if !args.quiet {
         eprintln!(
@@ -344,6 +359,7 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
+        scope,
     });
     drive(&data, ctx, None, &params, args.out.as_deref(), args.quiet).await
 }
@@ -539,6 +555,7 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
+        scope: resume.replay.scope.clone().unwrap_or_default(),
     });
     drive(
         &data,
@@ -632,6 +649,18 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
             println!("flow:      {}", meta.flow_name);
             println!("target:    {}", meta.target_path);
             println!("head:      {}", meta.head_sha.as_deref().unwrap_or("-"));
+            if let Some(scope) = &replay.scope {
+                if let Some(c) = &scope.change {
+                    println!(
+                        "change:    {} ({}..{}), {} files",
+                        c.spec,
+                        c.base.get(..12).unwrap_or(&c.base),
+                        c.head.get(..12).unwrap_or(&c.head),
+                        c.files.len()
+                    );
+                }
+                println!("profile:   {}", scope.profile.as_str());
+            }
             println!("started:   {}", meta.started_at);
             println!("node:      {}", meta.node);
             println!("events:    {}", events.len());
@@ -791,6 +820,14 @@ pub(crate) fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
         report.dropped.len(),
         report.residual_concerns.len()
     );
+    if let Some(d) = &report.target.diff {
+        println!(
+            "change {}: {} files changed; {} pre-existing findings off the change",
+            d.spec,
+            d.files_changed,
+            report.pre_existing.len()
+        );
+    }
     if !report.status_reason.is_empty() {
         println!("note: {}", report.status_reason);
     }

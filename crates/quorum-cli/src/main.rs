@@ -7,6 +7,7 @@ mod exit;
 mod node;
 mod progress;
 mod settings;
+mod target;
 
 use clap::{Args, Parser, Subcommand};
 use exit::{Coded, ExitCode};
@@ -303,6 +304,14 @@ pub struct ReviewArgs {
     /// Sensitive material: only models on local/private hosts may see it.
     #[arg(long)]
     pub sensitive: bool,
+    /// Review a change: BASE..HEAD (or BASE, meaning BASE..HEAD) in the target's git
+    /// repository. The head commit's tree is reviewed; findings off the change are listed
+    /// apart as pre_existing.
+    #[arg(long, value_name = "BASE..HEAD")]
+    pub diff: Option<String>,
+    /// Review profile: default | chill (gate 0.7, no P3) | assertive (gate 0.4, keep all).
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
     /// No progress line.
     #[arg(long)]
     pub quiet: bool,

@@ -323,7 +323,28 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     println!("{line}");
     let _ = std::io::stdout().flush();
 
-    shutdown_signal().await;
+    // A node that finds its name already taken leaves at once, saying so (exit 2).
+    let clash = async {
+        let Some(c) = cluster.clone() else {
+            return std::future::pending::<String>().await;
+        };
+        loop {
+            if let Some(msg) = c.name_clash() {
+                return msg;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    let refused = tokio::select! {
+        _ = shutdown_signal() => None,
+        msg = clash => Some(msg),
+    };
+    if let Some(msg) = refused {
+        if let Some(c) = cluster {
+            c.shutdown().await;
+        }
+        bail!("{msg}");
+    }
     eprintln!("quorum node {name}: draining");
     if let Some(a) = &agent {
         // Finish the attempts we are running for peers (bounded), take no new ones.
@@ -592,8 +613,20 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
     let root = target
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", target.display()))?;
-    let pack = ContextPack::snapshot(&root, &settings.pack)
-        .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
+    // The repository's excludes bind wherever the review runs; its instructions do not travel
+    // over the API yet.
+    let repo = crate::target::repo_config_on_disk(&root)?;
+    if repo.as_ref().is_some_and(|r| !r.guidance.is_empty()) {
+        eprintln!(
+            "quorum: note: the instructions in {} are not applied to reviews run with --cluster",
+            quorum_core::repo_config::FILE_NAME
+        );
+    }
+    let pack = ContextPack::snapshot(
+        &root,
+        &crate::target::pack_options(&settings, repo.as_ref()),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
     let flow_yaml = match &args.flow {
         Some(f) if std::path::Path::new(f).is_file() => {
             Some(std::fs::read_to_string(f).with_context(|| format!("cannot read flow {f}"))?)

@@ -37,6 +37,10 @@ pub struct Settings {
     /// Peers' attempts may use this node's `locality = remote` (paid) models.
     #[serde(default)]
     pub allow_peers_remote_backends: bool,
+    /// Review profile: default | chill | assertive (a repository's `.quorum.toml` and
+    /// `--profile` win over it).
+    #[serde(default)]
+    pub profile: String,
     /// Operator (agentic) model cards, by model name: `[models."qwen2.5-coder:14b"]`.
     #[serde(default)]
     pub models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
@@ -81,6 +85,7 @@ impl Settings {
             .try_deserialize()
             .context("invalid configuration (check the field named above)")?;
         s.fail_on_severity()?;
+        crate::target::parse_profile(&s.profile, "configuration: profile")?;
         check_formats(&s.formats, "configuration `formats`")?;
         Ok(s)
     }

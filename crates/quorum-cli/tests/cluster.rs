@@ -707,3 +707,40 @@ async fn a_submitted_review_interrupted_by_kill_9_resumes_by_hand() {
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     assert_complete_once(&report);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_node_with_a_taken_name_is_refused_saying_so() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let n1 = start("twin", w, &[], true, COOKIE, 100, 1).await;
+    // Another workstation (its own data dir) started with the same name.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut dup = start(
+        "twin",
+        elsewhere.path(),
+        &[&n1.cluster],
+        false,
+        COOKIE,
+        100,
+        1,
+    )
+    .await;
+    let status = tokio::time::timeout(Duration::from_secs(30), dup.child.wait())
+        .await
+        .expect("the second node with the same name kept running")
+        .unwrap();
+    assert_eq!(status.code(), Some(2));
+    let mut stderr = dup.stderr.take().unwrap();
+    let mut said = String::new();
+    while let Ok(Some(line)) = stderr.next_line().await {
+        said.push_str(&line);
+        said.push('\n');
+    }
+    assert!(
+        said.contains("already in the cluster") && said.contains("--name"),
+        "{said}"
+    );
+    // The first node is untouched.
+    let c = client(&n1).await;
+    wait_alive(&c, &["twin"]).await;
+}

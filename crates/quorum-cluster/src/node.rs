@@ -269,6 +269,9 @@ pub(crate) struct Core {
     dial_wake: Notify,
     rt: tokio::runtime::Handle,
     tls: Option<ClusterTls>,
+    started_ms: u64,
+    /// Set when another node already carries this node's name and this one must give way.
+    name_clash: Mutex<Option<String>>,
 }
 
 fn normalize_advert(mut advert: NodeAdvert, name: &str, bound: SocketAddr) -> NodeAdvert {
@@ -290,9 +293,14 @@ fn same_but_load(a: &NodeAdvert, b: &NodeAdvert) -> bool {
     &a == b
 }
 
-/// ractor_cluster names a node `name@host`; members are known by `name`.
+/// ractor_cluster names a node `name~incarnation@host`; members are known by `name`.
+///
+/// The incarnation keeps two processes that were given the same name distinct at the link
+/// level, so the clash reaches our membership (which can say what is wrong) instead of being
+/// refused silently inside ractor_cluster's handshake.
 fn node_of(full: &str) -> &str {
-    full.rsplit_once('@').map(|(n, _)| n).unwrap_or(full)
+    let n = full.rsplit_once('@').map(|(n, _)| n).unwrap_or(full);
+    n.rsplit_once('~').map(|(n, _)| n).unwrap_or(n)
 }
 
 /// Split entries into batches that each fit comfortably in one frame.
@@ -414,7 +422,7 @@ impl Cluster {
             let server = NodeServer::new(
                 port,
                 cfg.cookie.clone(),
-                cfg.name.clone(),
+                format!("{}~{incarnation:x}", cfg.name),
                 host.clone(),
                 encryption,
                 Some(NodeConnectionMode::Isolated),
@@ -472,12 +480,17 @@ impl Cluster {
             dial_wake: Notify::new(),
             rt: tokio::runtime::Handle::current(),
             tls,
+            started_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0),
+            name_clash: Mutex::new(None),
         });
 
         // The name ties the agent to this node server (`name@host` and `host:port` are what peers
         // see of it in their session), and the incarnation keeps it unique across restarts.
         let agent_name = format!(
-            "{AGENT_PREFIX}{}@{host}|{host}:{port}#{incarnation}",
+            "{AGENT_PREFIX}{}~{incarnation:x}@{host}|{host}:{port}#{incarnation}",
             cfg.name
         );
         let agent = match Actor::spawn(
@@ -580,6 +593,17 @@ impl Cluster {
         let core = self.core();
         let advert = normalize_advert(advert, &core.name, core.local_addr);
         core.lock().advert = advert;
+    }
+
+    /// Why this node must not stay in the cluster: another node already carries its name
+    /// (`None` while there is no clash, or when the other node is the one to give way).
+    pub fn name_clash(&self) -> Option<String> {
+        self.core()
+            .name_clash
+            .lock()
+            .ok()?
+            .clone()
+            .filter(|m| !m.is_empty())
     }
 
     /// Change what this node advertises and tell every peer now rather than at the next
@@ -1314,6 +1338,7 @@ impl Core {
                 incarnation: self.incarnation,
                 advert: st.advert.clone(),
                 peers,
+                started_ms: self.started_ms,
             },
         }
     }
@@ -1446,6 +1471,26 @@ impl Core {
         }
     }
 
+    /// Another process carries this node's name. The one that started later gives way: it
+    /// records why (the binary exits on it); the other logs once and ignores the newcomer.
+    fn on_name_clash(&self, their_started: u64, their_incarnation: u64, their_addr: &str) {
+        let we_yield = (their_started, their_incarnation) < (self.started_ms, self.incarnation);
+        let mut clash = self.name_clash.lock().unwrap_or_else(|p| p.into_inner());
+        if we_yield {
+            if clash.is_none() {
+                let msg = format!(
+                    "a node named {} is already in the cluster (at {their_addr}); start this node with a different --name",
+                    self.name
+                );
+                tracing::error!(node = %self.name, "{msg}");
+                *clash = Some(msg);
+            }
+        } else if clash.is_none() {
+            tracing::warn!(node = %self.name, peer_addr = %their_addr, "a second node with this node's name tried to join; it is ignored and told to use another --name");
+            *clash = Some(String::new());
+        }
+    }
+
     // ---- frames ------------------------------------------------------------------------------
 
     fn mutual(&self) -> bool {
@@ -1487,7 +1532,17 @@ impl Core {
         };
         let from = frame.from;
         if from == self.name {
-            tracing::warn!(node = %self.name, "frame from another node with this node's name dropped");
+            if let Body::Heartbeat {
+                incarnation,
+                started_ms,
+                advert,
+                ..
+            } = &frame.body
+            {
+                if *incarnation != self.incarnation {
+                    self.on_name_clash(*started_ms, *incarnation, &advert.cluster_addr);
+                }
+            }
             return;
         }
         // The sender is the node whose authenticated link the frame came over, never merely
@@ -1525,6 +1580,7 @@ impl Core {
                 incarnation,
                 advert,
                 peers,
+                ..
             } => self.on_heartbeat(&from, incarnation, advert, peers),
             Body::Leave { incarnation, ack } => {
                 let current = match self.lock().members.get_mut(&from) {

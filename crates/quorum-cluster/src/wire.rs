@@ -36,6 +36,10 @@ pub(crate) enum Body {
         incarnation: u64,
         advert: NodeAdvert,
         peers: Vec<PeerAddr>,
+        /// When the sender started (ms since the epoch): of two nodes given the same name, the
+        /// one that started later gives way.
+        #[serde(default)]
+        started_ms: u64,
     },
     /// The sender is shutting down; answered with `Resp { id: ack }`.
     Leave {

@@ -67,6 +67,9 @@ pub struct Gated {
     pub dropped: Vec<Dropped>,
     /// How many reports were merged into another (reports - distinct anchors among survivors).
     pub merged: usize,
+    /// In a change review: findings and residual concerns on lines the change did not touch
+    /// (see [`crate::scope::ReviewScope::apply`]); always empty out of [`merge_and_gate`].
+    pub pre_existing: Vec<Finding>,
 }
 
 /// Merge judged reports by anchor, drop the hallucinated, and split the rest at `gate`.
@@ -190,6 +193,11 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         notes: best.notes.clone(),
     };
     Some((finding, personas.len()))
+}
+
+/// Sort and re-assign ids after findings moved between lists.
+pub(crate) fn renumber(findings: Vec<Finding>, prefix: &str) -> Vec<Finding> {
+    number(findings, prefix)
 }
 
 /// Sort (checked before UNVERIFIED, then severity, file, first line, anchor; located before

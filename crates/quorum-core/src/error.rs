@@ -65,3 +65,27 @@ pub enum FlowError {
     #[error("no flow named {name:?} (looked in {searched})")]
     NotFound { name: String, searched: String },
 }
+
+/// An unreadable or invalid `.quorum.toml` in a reviewed repository: names the file, and the
+/// line when the error has a position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RepoConfigError {
+    #[error("{file}:{line}: {message}")]
+    At {
+        file: String,
+        line: usize,
+        message: String,
+    },
+    #[error("{file}: {message}")]
+    File { file: String, message: String },
+}
+
+impl RepoConfigError {
+    /// The 1-based line the error is on, when known.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            RepoConfigError::At { line, .. } => Some(*line),
+            RepoConfigError::File { .. } => None,
+        }
+    }
+}

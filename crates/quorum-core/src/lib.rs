@@ -18,10 +18,12 @@ pub mod grounding;
 pub mod models;
 pub mod pack;
 pub mod parse;
+pub mod repo_config;
 pub mod report;
 pub mod schedule;
 pub mod schema;
+pub mod scope;
 pub mod task;
 pub mod weaver;
 
-pub use error::{CatalogError, FlowError, PackError};
+pub use error::{CatalogError, FlowError, PackError, RepoConfigError};

@@ -78,6 +78,54 @@ pub struct TargetInfo {
     pub file_count: usize,
     #[serde(default)]
     pub skipped: Vec<crate::pack::Skipped>,
+    /// Set for a change review (`--diff`): the revisions and the files that changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<DiffInfo>,
+}
+
+/// The change a review was scoped to (report.json `target.diff`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiffInfo {
+    /// The range as given ("main..feature").
+    pub spec: String,
+    pub base: String,
+    pub head: String,
+    pub files_changed: usize,
+    pub files: Vec<DiffFile>,
+}
+
+/// One changed file in [`DiffInfo`] (the hunks stay in the store, not in the report).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DiffFile {
+    pub path: String,
+    /// added | modified | deleted | renamed
+    pub change: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_path: Option<String>,
+    pub added: u32,
+    pub removed: u32,
+}
+
+impl From<&crate::scope::ChangeSet> for DiffInfo {
+    fn from(c: &crate::scope::ChangeSet) -> Self {
+        DiffInfo {
+            spec: c.spec.clone(),
+            base: c.base.clone(),
+            head: c.head.clone(),
+            files_changed: c.files.len(),
+            files: c
+                .files
+                .iter()
+                .map(|f| DiffFile {
+                    path: f.path.clone(),
+                    change: f.kind.as_str().to_string(),
+                    old_path: f.old_path.clone(),
+                    added: f.added,
+                    removed: f.removed,
+                })
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -140,6 +188,9 @@ pub struct Methodology {
     pub verifier_models: Vec<String>,
     pub verifier_note: String,
     pub rejected_tasks: Vec<RejectedTask>,
+    /// The review profile (default | chill | assertive); empty in reports from before profiles.
+    #[serde(default)]
+    pub profile: String,
 }
 
 /// The whole report (report.json).
@@ -164,6 +215,10 @@ pub struct Report {
     pub findings: Vec<Finding>,
     #[serde(default)]
     pub residual_concerns: Vec<Finding>,
+    /// Change reviews only: findings on lines the change did not touch. They never count for
+    /// the exit code and are not in report.sarif.
+    #[serde(default)]
+    pub pre_existing: Vec<Finding>,
     pub dropped: Vec<Dropped>,
     pub tasks: Vec<TaskReport>,
     pub usage: Usage,
@@ -203,6 +258,7 @@ impl Report {
         md_summary(self, &mut out);
         md_findings(self, &mut out);
         md_residual(self, &mut out);
+        md_pre_existing(self, &mut out);
         md_action_items(self, &mut out);
         md_dropped(self, &mut out);
         md_methodology(self, &mut out);
@@ -813,6 +869,56 @@ fn md_header(r: &Report, out: &mut String) {
         meta.push(format!("started {}", one_line(&r.started_at)));
     }
     let _ = writeln!(out, "{}\n", meta.join(" · "));
+    if let Some(d) = &r.target.diff {
+        let (added, removed) = d.files.iter().fold((0u64, 0u64), |(a, b), f| {
+            (a + f.added as u64, b + f.removed as u64)
+        });
+        let _ = writeln!(
+            out,
+            "**Change:** {} ({}..{}) — {} files changed, +{added} −{removed}\n",
+            code(&d.spec),
+            code(short_sha(&d.base)),
+            code(short_sha(&d.head)),
+            d.files_changed
+        );
+    }
+}
+
+fn short_sha(s: &str) -> &str {
+    s.get(..12).unwrap_or(s)
+}
+
+/// Change reviews: what the specialists noticed outside the change, kept apart from it.
+fn md_pre_existing(r: &Report, out: &mut String) {
+    if r.target.diff.is_none() && r.pre_existing.is_empty() {
+        return;
+    }
+    out.push_str("## Pre-existing findings\n\n");
+    if r.pre_existing.is_empty() {
+        out.push_str("None.\n\n");
+        return;
+    }
+    out.push_str(
+        "On lines the change did not touch: not part of this change, and not counted for the exit \
+         code or in report.sarif.\n\n",
+    );
+    for f in &r.pre_existing {
+        let _ = writeln!(
+            out,
+            "- {} · {} · {} — {} · {}",
+            f.id,
+            f.severity,
+            one_line(&f.title),
+            location_text(
+                f.file.as_deref(),
+                f.line_start,
+                f.line_end,
+                f.symbol.as_deref()
+            ),
+            f.verdict
+        );
+    }
+    out.push('\n');
 }
 
 fn md_summary(r: &Report, out: &mut String) {
@@ -1117,6 +1223,9 @@ fn md_methodology(r: &Report, out: &mut String) {
          the same anchor (promoted); otherwise it is listed as a residual concern.\n",
         m.confidence_gate
     );
+    if !m.profile.is_empty() && m.profile != "default" {
+        let _ = writeln!(out, "**Profile:** {}\n", code(&m.profile));
+    }
 
     out.push_str("### Verification\n\n");
     let _ = writeln!(
@@ -1207,6 +1316,7 @@ mod tests {
                     path: "big.bin".into(),
                     reason: "binary".into(),
                 }],
+                diff: None,
             },
             classification: Classification {
                 domain: "software".into(),
@@ -1231,6 +1341,7 @@ mod tests {
                 sym,
             ],
             residual_concerns: vec![finding("R1", Severity::P3, "style", Some("src/x.rs"))],
+            pre_existing: vec![],
             dropped: vec![Dropped {
                 title: "a | b".into(),
                 file: Some("src/p|q.rs".into()),
@@ -1275,6 +1386,7 @@ mod tests {
                     persona: "ghost".into(),
                     reason: "unknown persona".into(),
                 }],
+                profile: String::new(),
             },
         }
     }

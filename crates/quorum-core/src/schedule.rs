@@ -99,13 +99,18 @@ pub enum TaskStatus {
     Completed,
     Failed,
     CircularFix,
+    /// The review stopped (budget, cancel) before the task ever ran.
+    Skipped,
 }
 
 impl TaskStatus {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::CircularFix
+            TaskStatus::Completed
+                | TaskStatus::Failed
+                | TaskStatus::CircularFix
+                | TaskStatus::Skipped
         )
     }
 }
@@ -290,6 +295,19 @@ impl Scheduler {
     /// Where a live attempt runs.
     pub fn place_of(&self, attempt: AttemptId) -> Option<&Place> {
         self.live.get(&attempt).map(|l| &l.place)
+    }
+
+    /// Peers the scheduler knows of.
+    pub fn peers(&self) -> impl Iterator<Item = &str> {
+        self.peers.keys().map(String::as_str)
+    }
+
+    /// A peer's capacity while it may be chosen; `None` when unknown or draining.
+    pub fn peer_offer(&self, node: &str) -> Option<usize> {
+        self.peers
+            .get(node)
+            .filter(|p| !p.draining)
+            .map(|p| p.capacity)
     }
 
     /// Live specialist attempts per peer, for load reporting.
@@ -521,13 +539,16 @@ impl Scheduler {
         out
     }
 
-    /// Every task that has not ended fails with the stop's class.
+    /// Every task that has not ended fails with the stop's class; one that never ran is
+    /// skipped, silently.
     fn fail_unfinished(&mut self, out: &mut Vec<Command>) {
         let Some((class, reason)) = self.stopped.clone() else {
             return;
         };
         for (key, t) in self.tasks.iter_mut() {
-            if !t.status.is_terminal() {
+            if !t.status.is_terminal() && t.started == 0 {
+                t.status = TaskStatus::Skipped;
+            } else if !t.status.is_terminal() {
                 t.status = TaskStatus::Failed;
                 t.error_classes.push(class.clone());
                 t.last_error = Some(reason.clone());

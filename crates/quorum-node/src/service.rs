@@ -209,6 +209,7 @@ impl NodeService {
             facts: FactLog::new(store),
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
+            scope: resume.replay.scope.clone().unwrap_or_default(),
         });
         tracing::info!(
             flow_id,
@@ -403,6 +404,7 @@ impl ReviewApi for NodeService {
             facts: FactLog::new(store),
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
+            scope: Default::default(),
         });
         self.start(ctx, None, req.target_name.clone(), started_at)?;
         tracing::info!(flow_id = %flow_id, target = %req.target_name, files = req.files.len(), "review submitted");

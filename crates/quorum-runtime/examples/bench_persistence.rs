@@ -68,6 +68,7 @@ fn context(server: &ScriptedServer, facts: FactLog, id: &str) -> Arc<ReviewConte
         facts,
         remote: None,
         board: None,
+        scope: Default::default(),
     })
 }
 

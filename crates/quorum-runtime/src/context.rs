@@ -28,6 +28,9 @@ pub struct ReviewContext {
     pub remote: Option<std::sync::Arc<dyn crate::remote::RemoteExecutor>>,
     /// The team blackboard (None = team tools are not offered).
     pub board: Option<std::sync::Arc<dyn crate::board::TeamBoard>>,
+    /// The change under review, the repository's guidance and the profile (default: a whole
+    /// tree review with no guidance).
+    pub scope: quorum_core::scope::ReviewScope,
 }
 
 pub type SharedContext = Arc<ReviewContext>;
@@ -37,5 +40,19 @@ impl ReviewContext {
         self.max_concurrent
             .unwrap_or(self.flow.parameters.max_concurrent)
             .max(1)
+    }
+
+    /// The confidence gate in force: the profile's, else the flow's.
+    pub fn confidence_gate(&self) -> f64 {
+        self.scope.gate(self.flow.parameters.confidence_gate)
+    }
+
+    /// Merge and gate the verified findings, then apply the review's scope (severity floor,
+    /// findings off the change moved to `pre_existing`).
+    pub fn gate(&self, judged: Vec<quorum_core::finding::Judged>) -> quorum_core::dedup::Gated {
+        self.scope.apply(quorum_core::dedup::merge_and_gate(
+            judged,
+            self.confidence_gate(),
+        ))
     }
 }

@@ -55,6 +55,9 @@ pub struct RemoteAttempt {
     /// places it elsewhere; the worker renews well within it while it works.
     #[serde(default)]
     pub lease_ms: u64,
+    /// The review's scope as this task needs it (its files' hunks, the owner's guidance).
+    #[serde(default)]
+    pub scope: quorum_core::scope::ReviewScope,
 }
 
 impl RemoteAttempt {
@@ -99,6 +102,7 @@ impl RemoteAttempt {
                 .collect(),
             sensitive: ctx.backends.sensitive,
             lease_ms: lease.as_millis() as u64,
+            scope: ctx.scope.for_task(&task.files),
         })
     }
 }
@@ -215,6 +219,7 @@ pub async fn run_attempt(
         facts: FactLog::disabled(),
         remote: None,
         board,
+        scope: req.scope.clone(),
     };
     // The remote node chooses among its own models; the origin's placement does not apply.
     let mut task = req.task.clone();

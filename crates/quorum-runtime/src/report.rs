@@ -65,6 +65,8 @@ pub struct TaskRun {
     /// Attempts handed back for placement reasons (node lost, refused, lease lapsed): they
     /// do not count against the task's attempt budget.
     pub handed_back: u32,
+    /// Attempts recorded before this conductor resumed the review: numbering continues.
+    pub resumed_attempts: u32,
 }
 
 impl TaskRun {
@@ -86,6 +88,7 @@ impl TaskRun {
             notes: Vec::new(),
             node: String::new(),
             handed_back: 0,
+            resumed_attempts: 0,
         }
     }
 
@@ -267,6 +270,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             head_sha: ctx.pack.head_sha.clone(),
             file_count: ctx.pack.len(),
             skipped: ctx.pack.skipped.clone(),
+            diff: ctx.scope.change.as_ref().map(Into::into),
         },
         classification: facts.classification,
         summary: facts.synthesis.summary,
@@ -285,13 +289,15 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             merged: facts.gated.merged,
             residual: facts.gated.residual.len(),
             promoted,
-            confidence_gate: ctx.flow.parameters.confidence_gate,
+            confidence_gate: ctx.confidence_gate(),
             verifier_models: facts.verifier_model.into_iter().collect(),
             verifier_note,
             rejected_tasks: facts.rejected,
+            profile: ctx.scope.profile.as_str().to_string(),
         },
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
+        pre_existing: facts.gated.pre_existing,
         dropped: facts.gated.dropped,
         tasks: facts.runs.iter().map(|r| r.to_report(&ctx.node)).collect(),
         usage: Usage {

@@ -47,6 +47,7 @@ fn context(
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
+        scope: Default::default(),
     }
 }
 

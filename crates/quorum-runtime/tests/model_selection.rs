@@ -67,6 +67,7 @@ async fn run(
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
+        scope: Default::default(),
     });
     tokio::time::timeout(
         Duration::from_secs(60),

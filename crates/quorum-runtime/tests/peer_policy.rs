@@ -91,6 +91,7 @@ fn attempt(sensitive: bool) -> RemoteAttempt {
         facts: FactLog::disabled(),
         remote: None,
         board: None,
+        scope: Default::default(),
     };
     let task = Task {
         id: "t1".into(),

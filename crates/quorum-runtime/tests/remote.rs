@@ -111,6 +111,7 @@ fn context_with(
         facts: FactLog::disabled(),
         remote,
         board: None,
+        scope: Default::default(),
     })
 }
 

@@ -52,6 +52,7 @@ fn context_with(
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
+        scope: Default::default(),
     };
     adjust(&mut ctx);
     ctx
@@ -454,6 +455,7 @@ async fn hung_model_is_bounded_by_timeouts() {
             facts: quorum_runtime::FactLog::disabled(),
             remote: None,
             board: None,
+            scope: Default::default(),
         })
     };
     let report = review(ctx).await;
@@ -730,4 +732,80 @@ async fn contracts_are_reviewed_by_the_same_engine_with_legal_personas() {
         report.findings[0].verdict,
         quorum_core::finding::Verdict::Confirmed
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_reviews_hunks_are_bounded_with_a_visible_cut() {
+    use quorum_core::scope::{ChangeKind, ChangeSet, FileChange, ReviewScope};
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let big: String = (1..=5000).map(|i| format!("+added line {i}\n")).collect();
+    let change = |path: &str, hunks: &str| FileChange {
+        path: path.into(),
+        kind: ChangeKind::Modified,
+        old_path: None,
+        added: 5000,
+        removed: 0,
+        touched: vec![(1, 5000)],
+        hunks: format!("--- a/{path}\n+++ b/{path}\n@@ -1 +1,5000 @@\n{hunks}"),
+    };
+    let ctx = context_with(
+        &server,
+        &fixture("code_project"),
+        |_| {},
+        |ctx| {
+            ctx.scope = ReviewScope {
+                change: Some(ChangeSet {
+                    spec: "main..topic".into(),
+                    base: "a".repeat(40),
+                    head: "b".repeat(40),
+                    files: (1..=8).map(|i| change(&format!("f{i}.py"), &big)).collect(),
+                }),
+                ..ReviewScope::default()
+            };
+        },
+    );
+    let task = quorum_core::task::Task {
+        id: "t1".into(),
+        persona: "security_sentinel".into(),
+        files: (1..=8).map(|i| format!("f{i}.py")).collect(),
+        mandate: "Review the change.".into(),
+        // No tools: the whole window is the prompt's (a tool loop halves what excerpts get).
+        tools: vec![],
+        verification: String::new(),
+        model: None,
+    };
+    let (_, user) = tokio::time::timeout(Duration::from_secs(10), async {
+        quorum_runtime::stages::specialist_prompt(&ctx, &task, None).unwrap()
+    })
+    .await
+    .unwrap();
+    let begin = "<<<BEGIN UNTRUSTED diff of f1.py>>>\n";
+    let start = user.find(begin).expect("the first file's hunks are shown") + begin.len();
+    let end = user[start..]
+        .find("<<<END UNTRUSTED diff of f1.py>>>")
+        .unwrap();
+    let shown = &user[start..start + end];
+    assert!(shown.contains("[truncated: "), "the cut is visible");
+    assert!(shown.contains("+added line 1\n"));
+    // The diff section takes at most a third of the input budget (in chars), whatever the size.
+    let input_chars =
+        (ctx.flow.parameters.context_tokens - ctx.flow.parameters.max_output_tokens) as usize * 4;
+    let diff_chars: usize = user
+        .split("<<<BEGIN UNTRUSTED diff of ")
+        .skip(1)
+        .map(|s| s.len().min(s.find("<<<END UNTRUSTED").unwrap_or(s.len())))
+        .sum();
+    assert!(
+        diff_chars <= input_chars / 3 + 400,
+        "{diff_chars} of {input_chars}"
+    );
+    assert!(
+        user.contains("[diff of f8.py left out: the change section's budget is spent"),
+        "files past the budget are named, not silently dropped: {}",
+        user.lines()
+            .filter(|l| l.contains("left out") || l.contains("BEGIN UNTRUSTED diff"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(user.contains("<<<BEGIN UNTRUSTED diff of f2.py>>>"));
 }

@@ -70,6 +70,12 @@ pub enum Event {
     Cancelled {
         reason: String,
     },
+    /// What the review is scoped to — the change under review (base, head, files, hunks), the
+    /// repository's guidance, the profile — recorded before the first stage so a resume
+    /// reviews the same change with the same guidance.
+    ScopeRecorded {
+        scope: quorum_core::scope::ReviewScope,
+    },
 }
 
 /// An event as stored: its sequence number (1-based, gap-free within one store) and the wall
@@ -92,6 +98,7 @@ pub struct StoredEvent {
 ///   a late success arrived after giving up, and then completed wins for resume;
 /// - `attempts`: the highest attempt number seen in any attempt event;
 /// - judged and synthesis: the latest one;
+/// - scope: the first one recorded wins;
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
 /// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
 ///   other events after a finish (late results) are still folded in.
@@ -108,6 +115,8 @@ pub struct Replay {
     /// Why the review was cancelled, when it was.
     pub cancelled: Option<String>,
     pub last_seq: u64,
+    /// The first recorded scope (a review's scope never changes once it started).
+    pub scope: Option<quorum_core::scope::ReviewScope>,
 }
 
 impl Replay {
@@ -160,6 +169,11 @@ impl Replay {
                     r.finished = Some((status.clone(), reason.clone()));
                 }
                 Event::Resumed { .. } => r.finished = None,
+                Event::ScopeRecorded { scope } => {
+                    if r.scope.is_none() {
+                        r.scope = Some(scope.clone());
+                    }
+                }
             }
         }
         r

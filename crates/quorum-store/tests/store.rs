@@ -593,3 +593,45 @@ fn node_store_keeps_facts_across_reopen_and_is_exclusive() {
         Err(StoreError::Decode { .. })
     ));
 }
+
+#[test]
+fn the_scope_of_a_review_survives_reopen_and_the_first_one_wins() {
+    use quorum_core::scope::{ChangeKind, ChangeSet, FileChange, Guidance, Profile, ReviewScope};
+    let (_tmp, data) = data_dir();
+    let store = data.create_flow(&meta("s", "/repo", 1)).unwrap();
+    let scope = ReviewScope {
+        change: Some(ChangeSet {
+            spec: "main..topic".into(),
+            base: "a".repeat(40),
+            head: "b".repeat(40),
+            files: vec![FileChange {
+                path: "src/a.rs".into(),
+                kind: ChangeKind::Modified,
+                old_path: None,
+                added: 1,
+                removed: 1,
+                touched: vec![(3, 3)],
+                hunks: "@@ -3 +3 @@\n-a\n+b\n".into(),
+            }],
+        }),
+        guidance: Guidance {
+            source: ".quorum.toml".into(),
+            instructions: "mind the tenants".into(),
+            paths: Vec::new(),
+        },
+        profile: Profile::Chill,
+    };
+    store
+        .append(&Event::ScopeRecorded {
+            scope: scope.clone(),
+        })
+        .unwrap();
+    store
+        .append(&Event::ScopeRecorded {
+            scope: ReviewScope::default(),
+        })
+        .unwrap();
+    drop(store);
+    let store = data.open_flow("s").unwrap();
+    assert_eq!(store.replay().unwrap().scope, Some(scope));
+}

@@ -135,6 +135,7 @@ pub fn realistic_report() -> Report {
                 path: "assets/logo.png".into(),
                 reason: "binary".into(),
             }],
+            diff: None,
         },
         classification: Classification {
             domain: "software".into(),
@@ -152,6 +153,7 @@ pub fn realistic_report() -> Report {
         }],
         findings,
         residual_concerns: vec![],
+        pre_existing: vec![],
         dropped: vec![Dropped {
             title: "Made-up function".into(),
             file: Some("src/nope.rs".into()),
@@ -196,6 +198,7 @@ pub fn realistic_report() -> Report {
                 persona: "nobody".into(),
                 reason: "unknown persona".into(),
             }],
+            profile: String::new(),
         },
     }
 }

@@ -1,0 +1,594 @@
+//! The review's phases: what each stage's result means, what its failure degrades to, the
+//! flow budgets, resuming from a replayed store, and assembling the report.
+//!
+//! Scout → planner → specialists → verifier → synthesizer. A failed scout falls back to a
+//! facts-only classification; the planner or verifier failing for good fails the review; a
+//! failed synthesizer gets the deterministic summary; specialists failing make it partial.
+
+use super::{attempt_record, ConductorMsg, ConductorState, FlowConductor, Phase};
+use crate::agent::CallStats;
+use crate::facts::Resume;
+use crate::progress::Progress;
+use crate::report::{assemble, RunFacts, TaskRun, TaskState};
+use crate::stages::{self, Synthesis};
+use crate::worker::JobOutcome;
+use quorum_core::dedup::Gated;
+use quorum_core::finding::{Reported, Reporter};
+use quorum_core::schedule::{Input, TaskKey};
+use quorum_store::Event;
+use ractor::{ActorProcessingErr, ActorRef};
+
+impl FlowConductor {
+    /// Enter `phase`: stage phases add their stage run to the scheduler, which starts it.
+    pub(super) async fn start_phase(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        phase: Phase,
+    ) -> Result<(), ActorProcessingErr> {
+        state.phase = phase;
+        let name = match phase {
+            Phase::Scout => "scout",
+            Phase::Plan => "planner",
+            Phase::Verify => {
+                if state.reported.is_empty() {
+                    // Nothing to judge: skip the stage entirely, no model call.
+                    state.gated = Some(Gated::default());
+                    return Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await;
+                }
+                if state.budget_spent.is_some() {
+                    // No more model calls: grounding alone decides, then the deterministic summary.
+                    state.gated = Some(Self::ground_only(state));
+                    Self::finish_with_fallback_summary(myself, state).await;
+                    return Ok(());
+                }
+                "verifier"
+            }
+            Phase::Synthesize if state.budget_spent.is_some() => {
+                Self::finish_with_fallback_summary(myself, state).await;
+                return Ok(());
+            }
+            Phase::Synthesize => "synthesizer",
+            Phase::Specialists | Phase::Done => return Ok(()),
+        };
+        state.emit(Progress::Stage {
+            stage: name.to_string(),
+        });
+        let key = state.add_run(TaskRun::stage(name));
+        Box::pin(Self::feed(
+            myself,
+            state,
+            Input::AddTask {
+                key,
+                stage: true,
+                placeable: false,
+            },
+            None,
+        ))
+        .await
+    }
+
+    /// A counted success: record it and act on what the stage produced.
+    pub(super) async fn succeeded(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        run: TaskKey,
+        outcome: JobOutcome,
+    ) -> Result<(), ActorProcessingErr> {
+        let elapsed = state.runs[run]
+            .started
+            .map(|s| s.elapsed().as_millis() as u64)
+            .unwrap_or(0);
+        state.runs[run].duration_ms = elapsed;
+        match outcome {
+            JobOutcome::Scout(Ok((c, st))) => {
+                state.runs[run].complete(&st.model, &st.stats);
+                Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::ScoutCompleted {
+                        classification: c.clone(),
+                        fallback: false,
+                    })
+                    .await;
+                state.usage.merge(&st.stats);
+                state.classification = c;
+                Self::start_phase(myself, state, Phase::Plan).await?;
+            }
+            JobOutcome::Plan(Ok(plan)) => {
+                state.runs[run].complete(&plan.stage.model, &plan.stage.stats);
+                Self::record_success(
+                    state,
+                    run,
+                    &plan.stage.model,
+                    &plan.stage.stats,
+                    1,
+                    Vec::new(),
+                )
+                .await;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::PlanCompleted {
+                        tasks: plan.tasks.clone(),
+                        rejected: plan.rejected.clone(),
+                    })
+                    .await;
+                state.usage.merge(&plan.stage.stats);
+                state.emit(Progress::Planned {
+                    tasks: plan.tasks.len(),
+                    rejected: plan.rejected.len(),
+                });
+                state.rejected = plan.rejected;
+                state.phase = Phase::Specialists;
+                state.emit(Progress::Stage {
+                    stage: "specialists".into(),
+                });
+                let placeable = state.ctx.remote.is_some();
+                let keys: Vec<TaskKey> = plan
+                    .tasks
+                    .into_iter()
+                    .map(|t| state.add_run(TaskRun::specialist(t)))
+                    .collect();
+                for key in keys {
+                    Box::pin(Self::feed(
+                        myself,
+                        state,
+                        Input::AddTask {
+                            key,
+                            stage: false,
+                            placeable,
+                        },
+                        None,
+                    ))
+                    .await?;
+                }
+                // A plan whose every task was rejected leaves nothing to wait for.
+                Box::pin(Self::advance(myself, state)).await?;
+            }
+            JobOutcome::Specialist(Ok(out)) => {
+                Self::record_success(
+                    state,
+                    run,
+                    &out.stage.model,
+                    &out.stage.stats,
+                    out.iterations,
+                    out.findings.clone(),
+                )
+                .await;
+                state.ctx.backends.record(
+                    &out.stage.model,
+                    &state.runs[run].persona,
+                    true,
+                    out.stage.stats.tokens_in,
+                    out.stage.stats.tokens_out,
+                    elapsed,
+                );
+                let r = &mut state.runs[run];
+                r.complete(&out.stage.model, &out.stage.stats);
+                r.findings = out.findings.len();
+                r.invalid_findings = out.invalid;
+                let persona = r.persona.clone();
+                let task_id = r.id.clone();
+                state.usage.merge(&out.stage.stats);
+                state.emit(Progress::TaskFinished {
+                    task: task_id.clone(),
+                    persona: persona.clone(),
+                    ok: true,
+                    findings: out.findings.len(),
+                    error: None,
+                });
+                let reporter = Reporter {
+                    persona,
+                    model: out.stage.model.clone(),
+                    node: state.runs[run].node.clone(),
+                };
+                for f in out.findings {
+                    state.reported.push(Reported {
+                        task_id: task_id.clone(),
+                        reporter: reporter.clone(),
+                        finding: f,
+                    });
+                }
+            }
+            JobOutcome::Verify(Ok(v)) => {
+                state.runs[run].complete(&v.stage.model, &v.stage.stats);
+                Self::record_success(state, run, &v.stage.model, &v.stage.stats, 1, Vec::new())
+                    .await;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::VerifyCompleted {
+                        judged: v.judged.clone(),
+                    })
+                    .await;
+                state.usage.merge(&v.stage.stats);
+                state.verifier_model = Some(v.stage.model.clone());
+                state.verifier_degraded = v.degraded;
+                let total = v.judged.len();
+                state.emit(Progress::Verified { done: total, total });
+                state.gated = Some(state.ctx.gate(v.judged));
+                Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await?;
+            }
+            JobOutcome::Synthesize(Ok((s, st))) => {
+                state.runs[run].complete(&st.model, &st.stats);
+                Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
+                state.usage.merge(&st.stats);
+                Self::finish_with_summary(myself, state, s).await;
+            }
+            // The scheduler counts only successes as Succeeded; an error here is a bug.
+            other => {
+                tracing::error!(error = ?other.error(), "a failed outcome was counted as a success");
+            }
+        }
+        state.emit_usage();
+        Ok(())
+    }
+
+    async fn record_success(
+        state: &ConductorState,
+        run: usize,
+        model: &str,
+        stats: &CallStats,
+        iterations: u32,
+        findings: Vec<quorum_core::finding::RawFinding>,
+    ) {
+        let r = &state.runs[run];
+        let facts = &state.ctx.facts;
+        facts
+            .attempt(attempt_record(
+                &state.ctx, r, model, stats, iterations, None,
+            ))
+            .await;
+        facts
+            .event(Event::AttemptSucceeded {
+                task_id: r.id.clone(),
+                attempt: r.attempts,
+                findings,
+            })
+            .await;
+    }
+
+    /// A stage run failed for good. Scout and synthesizer degrade to deterministic fallbacks;
+    /// the planner and verifier failing ends the review as failed.
+    pub(super) async fn after_final_failure(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        err: String,
+    ) -> Result<(), ActorProcessingErr> {
+        match state.phase {
+            Phase::Scout => {
+                state.classification = stages::fallback_classification(&state.ctx);
+                state.classification_fallback = true;
+                state
+                    .ctx
+                    .facts
+                    .event(Event::ScoutCompleted {
+                        classification: state.classification.clone(),
+                        fallback: true,
+                    })
+                    .await;
+                Box::pin(Self::start_phase(myself, state, Phase::Plan)).await
+            }
+            Phase::Plan => {
+                state.failure = Some(format!("planning failed: {err}"));
+                Self::finish(myself, state).await;
+                Ok(())
+            }
+            Phase::Verify => {
+                state.failure = Some(format!("verification failed: {err}"));
+                Self::finish(myself, state).await;
+                Ok(())
+            }
+            Phase::Synthesize => {
+                Self::finish_with_fallback_summary(myself, state).await;
+                Ok(())
+            }
+            Phase::Specialists | Phase::Done => Ok(()),
+        }
+    }
+
+    /// Stop new work once the flow's token budget is spent.
+    pub(super) async fn check_budget(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let max = state.ctx.flow.parameters.max_tokens;
+        let used = state.usage.tokens_in + state.usage.tokens_out;
+        if max > 0 && used >= max && state.budget_spent.is_none() && state.phase != Phase::Done {
+            Self::spend_budget(
+                myself,
+                state,
+                format!("token budget spent ({used} of {max} tokens)"),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The budget is spent: running work is cut (its model calls stopped, late outcomes
+    /// fenced), what was found is kept, the review ends partial.
+    pub(super) async fn spend_budget(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        why: String,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.budget_spent.is_some() || state.phase == Phase::Done {
+            return Ok(());
+        }
+        tracing::warn!(reason = %why, "flow budget spent; finishing with what was found");
+        state
+            .ctx
+            .facts
+            .event(Event::Note {
+                message: why.clone(),
+            })
+            .await;
+        state.budget_spent = Some(why.clone());
+        let phase = state.phase;
+        // Hold the phase while the stop fails what is unfinished, so no stage "fallback"
+        // starts from inside it.
+        state.phase = Phase::Done;
+        Self::feed(
+            myself,
+            state,
+            Input::StopAll {
+                class: "budget_exhausted".into(),
+                reason: why,
+            },
+            None,
+        )
+        .await?;
+        state.phase = phase;
+        match phase {
+            // Nothing planned yet: there is nothing to keep.
+            Phase::Scout | Phase::Plan => {
+                state.failure = Some(format!(
+                    "{} before any task ran",
+                    state.budget_spent.clone().unwrap_or_default()
+                ));
+                Self::finish(myself, state).await;
+                Ok(())
+            }
+            Phase::Specialists => Self::start_phase(myself, state, Phase::Verify).await,
+            // A cut verifier: grounding alone decides, then the deterministic summary.
+            Phase::Verify | Phase::Synthesize => {
+                if state.gated.is_none() {
+                    state.gated = Some(Self::ground_only(state));
+                }
+                Self::finish_with_fallback_summary(myself, state).await;
+                Ok(())
+            }
+            Phase::Done => Ok(()),
+        }
+    }
+
+    /// Rebuild the run from a replayed store and continue where it stopped. Completed tasks keep
+    /// their recorded findings and are never re-run; the plan is never re-made; tasks that were
+    /// in flight run again with their attempt numbers continuing.
+    pub(super) async fn resume(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        resume: Resume,
+    ) -> Result<(), ActorProcessingErr> {
+        let Resume { replay, attempts } = resume;
+        tracing::info!(from_seq = replay.last_seq, "resuming review");
+        state
+            .ctx
+            .facts
+            .event(Event::Resumed {
+                from_seq: replay.last_seq,
+            })
+            .await;
+        // Usage so far comes from the recorded attempts, so the final report covers the whole
+        // review, not only the part after the crash.
+        for a in &attempts {
+            state.usage.llm_calls += a.iterations.max(1) as u64;
+            state.usage.tokens_in += a.tokens_in;
+            state.usage.tokens_out += a.tokens_out;
+        }
+        let attempts_of = |id: &str| replay.attempts.get(id).copied().unwrap_or(0);
+        let succeeded = |id: &str| {
+            attempts
+                .iter()
+                .rev()
+                .find(|a| a.task_id == id && a.error.is_none())
+        };
+        let stage_run = |name: &str, ok: bool| {
+            let mut r = TaskRun::stage(name);
+            r.attempts = attempts_of(name);
+            r.state = if ok {
+                TaskState::Completed
+            } else {
+                TaskState::Failed
+            };
+            if let Some(a) = succeeded(name) {
+                r.model = a.model.clone();
+                r.stats.tokens_in = a.tokens_in;
+                r.stats.tokens_out = a.tokens_out;
+            }
+            r
+        };
+        if state.ctx.pack.is_empty() {
+            Self::finish(myself, state).await;
+            return Ok(());
+        }
+        let Some((classification, fallback)) = replay.classification.clone() else {
+            return Self::start_phase(myself, state, Phase::Scout).await;
+        };
+        state.add_run(stage_run("scout", !fallback));
+        state.classification = classification;
+        state.classification_fallback = fallback;
+        let Some((tasks, rejected)) = replay.plan.clone() else {
+            return Self::start_phase(myself, state, Phase::Plan).await;
+        };
+        state.add_run(stage_run("planner", true));
+        state.rejected = rejected;
+        state.emit(Progress::Planned {
+            tasks: tasks.len(),
+            rejected: state.rejected.len(),
+        });
+        let mut unfinished = Vec::new();
+        for t in tasks {
+            let mut r = TaskRun::specialist(t.clone());
+            r.attempts = attempts_of(&t.id);
+            r.resumed_attempts = r.attempts;
+            if let Some(findings) = replay.completed.get(&t.id) {
+                r.state = TaskState::Completed;
+                let (model, node) = succeeded(&t.id)
+                    .map(|a| (a.model.clone(), a.node.clone()))
+                    .unwrap_or_else(|| (String::new(), state.ctx.node.clone()));
+                if let Some(a) = succeeded(&t.id) {
+                    r.stats.tokens_in = a.tokens_in;
+                    r.stats.tokens_out = a.tokens_out;
+                }
+                r.model = model.clone();
+                r.node = node.clone();
+                r.findings = findings.len();
+                let reporter = Reporter {
+                    persona: t.persona.clone(),
+                    model,
+                    node,
+                };
+                for f in findings {
+                    state.reported.push(Reported {
+                        task_id: t.id.clone(),
+                        reporter: reporter.clone(),
+                        finding: f.clone(),
+                    });
+                }
+                state.add_run(r);
+            } else if let Some(reason) = replay.abandoned.get(&t.id) {
+                let class = reason.split(':').next().unwrap_or("internal").to_string();
+                r.state = if class == "circular_fix" {
+                    TaskState::CircularFix
+                } else {
+                    TaskState::Failed
+                };
+                r.error_classes.push(class);
+                r.last_error = Some(reason.clone());
+                state.add_run(r);
+            } else {
+                unfinished.push(state.add_run(r));
+            }
+        }
+        state.phase = Phase::Specialists;
+        state.emit(Progress::Stage {
+            stage: "specialists".into(),
+        });
+        if unfinished.is_empty() {
+            if let Some(judged) = replay.judged.clone() {
+                state.add_run(stage_run("verifier", true));
+                state.gated = Some(state.ctx.gate(judged));
+                state.verifier_model = succeeded("verifier").map(|a| a.model.clone());
+                if let Some((summary, action_items, fallback)) = replay.synthesis.clone() {
+                    state.add_run(stage_run("synthesizer", !fallback));
+                    state.synthesis = Some(Synthesis {
+                        summary,
+                        action_items,
+                        fallback,
+                    });
+                    state.phase = Phase::Synthesize;
+                    Self::finish(myself, state).await;
+                    return Ok(());
+                }
+                return Self::start_phase(myself, state, Phase::Synthesize).await;
+            }
+        }
+        let placeable = state.ctx.remote.is_some();
+        for key in unfinished {
+            Self::feed(
+                myself,
+                state,
+                Input::AddTask {
+                    key,
+                    stage: false,
+                    placeable,
+                },
+                None,
+            )
+            .await?;
+        }
+        Self::advance(myself, state).await
+    }
+
+    /// Record and use the deterministic summary (synthesizer failed, or no budget left), then finish.
+    pub(super) async fn finish_with_fallback_summary(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) {
+        let gated = state.gated.clone().unwrap_or_default();
+        let s = stages::fallback_synthesis(&state.ctx, &gated);
+        Self::finish_with_summary(myself, state, s).await;
+    }
+
+    /// Record the summary (model-written or fallback) as a fact, then finish.
+    async fn finish_with_summary(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        s: Synthesis,
+    ) {
+        state
+            .ctx
+            .facts
+            .event(Event::SynthesisCompleted {
+                summary: s.summary.clone(),
+                action_items: s.action_items.clone(),
+                fallback: s.fallback,
+            })
+            .await;
+        state.synthesis = Some(s);
+        Self::finish(myself, state).await;
+    }
+
+    pub(super) async fn finish(myself: &ActorRef<ConductorMsg>, state: &mut ConductorState) {
+        if state.phase == Phase::Done && state.done.is_none() {
+            return;
+        }
+        state.phase = Phase::Done;
+        // Nothing may outlive the review: a worker still running is stopped.
+        for (_, cell) in state.workers.drain() {
+            cell.kill();
+        }
+        let gated = state.gated.take().unwrap_or_default();
+        let synthesis = state
+            .synthesis
+            .take()
+            .unwrap_or_else(|| stages::fallback_synthesis(&state.ctx, &gated));
+        let facts = RunFacts {
+            runs: std::mem::take(&mut state.runs),
+            classification: state.classification.clone(),
+            classification_fallback: state.classification_fallback,
+            rejected: std::mem::take(&mut state.rejected),
+            reported: state.reported.len(),
+            gated,
+            synthesis,
+            verifier_model: state.verifier_model.clone(),
+            verifier_degraded: state.verifier_degraded,
+            usage: state.usage.clone(),
+            wall_ms: state.started.elapsed().as_millis() as u64,
+            failure: state.failure.take(),
+            budget: state.budget_spent.clone(),
+            cancelled: state.cancelled.clone(),
+        };
+        let report = assemble(&state.ctx, facts);
+        let status = format!("{:?}", report.status).to_lowercase();
+        state
+            .ctx
+            .facts
+            .event(Event::FlowFinished {
+                status: status.clone(),
+                reason: report.status_reason.clone(),
+            })
+            .await;
+        state.ctx.facts.report(report.to_json()).await;
+        state.emit_usage();
+        state.emit(Progress::Finished {
+            status: format!("{:?}", report.status).to_lowercase(),
+        });
+        if let Some(tx) = state.done.take() {
+            let _ = tx.send(report);
+        }
+        myself.stop(None);
+    }
+}
