@@ -8,5 +8,7 @@
 pub mod cluster;
 mod service;
 
-pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry};
+pub use cluster::{
+    BlobCache, ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry, BLOB_CACHE_BYTES,
+};
 pub use service::{NodeService, NodeSetup};

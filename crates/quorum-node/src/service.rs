@@ -263,8 +263,12 @@ impl NodeService {
                 }
             }
         });
+        let packs = self.setup.packs.clone();
         let task = tokio::spawn(async move {
             let result = quorum_runtime::run_review_from(ctx, Some(tx), resume).await;
+            // The review is over: its pack leaves memory (it stays in the review's store), so a
+            // node's memory does not grow with every review it ever ran.
+            packs.release(&id);
             // Let the progress pump drain before the final event.
             tokio::task::yield_now().await;
             if let Ok(mut f) = flows.lock() {
@@ -287,6 +291,10 @@ impl NodeService {
                         }
                     }
                     s.abort = None;
+                    // Watchers of a finished review need only its end; the full event log is
+                    // in the review's store.
+                    s.events.drain(..s.events.len().saturating_sub(1));
+                    s.events.shrink_to_fit();
                 }
             }
         });
@@ -326,9 +334,15 @@ impl ReviewApi for NodeService {
     async fn submit(&self, req: pb::SubmitReviewRequest) -> Result<String, ApiError> {
         let setup = self.setup.clone();
         let opts = req.options.clone().unwrap_or_default();
-        let catalog = Catalog::load(&setup.personas_dir).map_err(|e| {
-            ApiError::Unavailable(format!("this node's persona catalog is invalid: {e}"))
-        })?;
+        // File and database work runs off the async threads, so one big submission (up to a
+        // 256 MiB pack) does not stall every other call and heartbeat on this node.
+        let personas = setup.personas_dir.clone();
+        let catalog = tokio::task::spawn_blocking(move || Catalog::load(&personas))
+            .await
+            .map_err(internal)?
+            .map_err(|e| {
+                ApiError::Unavailable(format!("this node's persona catalog is invalid: {e}"))
+            })?;
         let (flow, flow_yaml) = match &req.flow_yaml {
             Some(yaml) if !yaml.trim().is_empty() => {
                 let f = Flow::parse(yaml, std::path::Path::new("submitted flow"))
@@ -386,8 +400,14 @@ impl ReviewApi for NodeService {
             started_ms: quorum_runtime::facts::now_ms(),
             node: setup.name.clone(),
         };
-        let store = setup.data.create_flow(&meta).map_err(internal)?;
-        store.save_pack(&pack).map_err(internal)?;
+        let (data, saved) = (setup.data.clone(), pack.clone());
+        let store = tokio::task::spawn_blocking(move || {
+            let store = data.create_flow(&meta).map_err(internal)?;
+            store.save_pack(&saved).map_err(internal)?;
+            Ok::<_, ApiError>(store)
+        })
+        .await
+        .map_err(internal)??;
         setup.packs.register(&flow_id, &pack);
         let ctx = Arc::new(ReviewContext {
             flow_id: flow_id.clone(),
@@ -505,7 +525,12 @@ impl ReviewApi for NodeService {
     }
 
     async fn list(&self) -> Result<Vec<pb::ReviewSummary>, ApiError> {
-        let stored = self.setup.data.list_flows().map_err(internal)?;
+        // Opens every stored review's database in turn: off the async threads.
+        let data = self.setup.data.clone();
+        let stored = tokio::task::spawn_blocking(move || data.list_flows())
+            .await
+            .map_err(internal)?
+            .map_err(internal)?;
         let f = self.flows.lock().map_err(internal)?;
         let mut out: Vec<pb::ReviewSummary> = stored
             .into_iter()
