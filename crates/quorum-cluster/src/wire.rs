@@ -112,6 +112,7 @@ mod tests {
         let bodies = vec![
             Body::Heartbeat {
                 incarnation: 1,
+                started_ms: 1,
                 advert: NodeAdvert::default(),
                 peers: vec![PeerAddr {
                     name: "b".into(),
