@@ -42,6 +42,16 @@ impl ApiClient {
     /// Connects to the API at `url` (`http://host:port`; a bare `host:port` means http). Fails
     /// within [`CONNECT_TIMEOUT`] if nothing answers, with an error that names the URL.
     pub async fn connect(url: &str, token: &str) -> Result<ApiClient, ApiError> {
+        ApiClient::connect_with_ca(url, token, None).await
+    }
+
+    /// [`ApiClient::connect`], also to `https://` URLs: the server's certificate must chain to
+    /// `ca_pem` when given (a private CA, `--ca FILE`), else to the public web roots.
+    pub async fn connect_with_ca(
+        url: &str,
+        token: &str,
+        ca_pem: Option<&[u8]>,
+    ) -> Result<ApiClient, ApiError> {
         let token = token.trim();
         if token.is_empty() {
             return Err(ApiError::InvalidArgument(
@@ -60,24 +70,47 @@ impl ApiClient {
         } else {
             format!("http://{url}")
         };
-        if !url.starts_with("http://") {
+        let tls = url.starts_with("https://");
+        if !tls && !url.starts_with("http://") {
             return Err(ApiError::InvalidArgument(format!(
-                "unsupported api url {url}: only http:// is supported"
+                "unsupported api url {url}: use http:// or https://"
             )));
         }
-        let endpoint = Endpoint::from_shared(url.clone())
+        if !tls && ca_pem.is_some() {
+            return Err(ApiError::InvalidArgument(format!(
+                "a CA was given but {url} is not https://; use https:// or drop --ca"
+            )));
+        }
+        let mut endpoint = Endpoint::from_shared(url.clone())
             .map_err(|e| ApiError::InvalidArgument(format!("invalid api url {url}: {e}")))?
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true);
+        if tls {
+            crate::tls::ensure_provider();
+            endpoint = endpoint
+                .tls_config(crate::tls::client_config(ca_pem))
+                .map_err(|e| {
+                    ApiError::InvalidArgument(format!(
+                        "invalid tls setup for {url}: {}",
+                        error_chain(&e)
+                    ))
+                })?;
+        }
         // The endpoint's own timeout covers only the TCP connect; this also covers a peer that
         // accepts the connection and then never speaks HTTP/2.
         let channel = match tokio::time::timeout(CONNECT_TIMEOUT, endpoint.connect()).await {
             Ok(Ok(channel)) => channel,
             Ok(Err(e)) => {
+                let chain = error_chain(&e);
+                if chain.contains("invalid peer certificate") {
+                    return Err(ApiError::Unavailable(format!(
+                        "cannot connect to the api at {url}: its tls certificate is not trusted ({}); pass --ca with the CA that signed it",
+                        chain.rsplit(": ").next().unwrap_or(&chain)
+                    )));
+                }
                 return Err(ApiError::Unavailable(format!(
-                    "cannot connect to the api at {url}: {}",
-                    error_chain(&e)
-                )))
+                    "cannot connect to the api at {url}: {chain}"
+                )));
             }
             Err(_) => {
                 return Err(ApiError::Unavailable(format!(

@@ -11,12 +11,14 @@ mod client;
 mod error;
 mod server;
 mod service;
+mod tls;
 
 pub use auth::load_token;
 pub use client::{ApiClient, ClientEventStream, CONNECT_TIMEOUT};
 pub use error::ApiError;
-pub use server::{serve, serve_with_listener, MAX_MESSAGE_BYTES};
+pub use server::{serve, serve_with_listener, serve_with_tls, MAX_MESSAGE_BYTES};
 pub use service::{EventStream, ReviewApi, FINISHED_KIND};
+pub use tls::{read_ca, ServerTls, TLS_HANDSHAKE_TIMEOUT};
 
 /// Messages, server and client generated from `proto/quorum.proto`.
 #[allow(clippy::all, clippy::pedantic, missing_docs)]

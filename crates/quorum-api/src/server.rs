@@ -24,6 +24,7 @@ use crate::error::ApiError;
 use crate::pb;
 use crate::pb::quorum_server::QuorumServer;
 use crate::service::{QuorumService, ReviewApi};
+use crate::tls::ServerTls;
 
 /// The largest message either side accepts: a whole pack travels in one `SubmitReviewRequest`.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
@@ -52,6 +53,18 @@ pub async fn serve_with_listener(
     token: String,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
+    serve_with_tls(listener, api, token, None, shutdown).await
+}
+
+/// [`serve_with_listener`], over TLS when `tls` is given: clients then connect with `https://`.
+/// Each connection's handshake is bounded by [`crate::TLS_HANDSHAKE_TIMEOUT`].
+pub async fn serve_with_tls(
+    listener: TcpListener,
+    api: Arc<dyn ReviewApi>,
+    token: String,
+    tls: Option<ServerTls>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ApiError> {
     if token.trim().is_empty() {
         return Err(ApiError::InvalidArgument(
             "no api token: refusing to serve the api without one".into(),
@@ -78,8 +91,18 @@ pub async fn serve_with_listener(
         .send_compressed(CompressionEncoding::Gzip);
     let quorum = InterceptedService::new(quorum, BearerAuth::new(token.trim()));
 
-    tracing::info!(addr = %local, "serving the quorum api");
-    Server::builder()
+    let mut builder = Server::builder();
+    if let Some(tls) = &tls {
+        crate::tls::ensure_provider();
+        builder = builder.tls_config(tls.config()).map_err(|e| {
+            ApiError::InvalidArgument(format!(
+                "invalid api tls certificate or key: {}",
+                error_chain(&e)
+            ))
+        })?;
+    }
+    tracing::info!(addr = %local, tls = tls.is_some(), "serving the quorum api");
+    builder
         .http2_keepalive_interval(Some(HTTP2_KEEPALIVE))
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

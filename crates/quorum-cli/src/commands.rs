@@ -59,6 +59,18 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
                     token_file,
                 },
         } => crate::node::cluster_status(&cluster, &format, token_file.as_deref()).await,
+        Command::Cluster {
+            command: ClusterCommand::InitCa { dir },
+        } => crate::certs::init_ca(&dir),
+        Command::Cluster {
+            command:
+                ClusterCommand::IssueCert {
+                    name,
+                    ca,
+                    host,
+                    out,
+                },
+        } => crate::certs::issue_cert(&name, &ca, &host, out.as_deref()),
     }
 }
 

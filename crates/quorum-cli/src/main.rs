@@ -1,6 +1,7 @@
 //! The `quorum` binary: parses the command line, loads configuration and hands off to the
 //! library crates. Glue only — every decision about a review lives in quorum-runtime/-core.
 
+mod certs;
 mod commands;
 mod dashboard;
 mod exit;
@@ -28,6 +29,10 @@ pub struct Cli {
     /// Log format for RUST_LOG-controlled logs on stderr.
     #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
     pub log_format: String,
+    /// CA (PEM) that signed the API server's certificate, for --cluster https://... (default:
+    /// the public web roots).
+    #[arg(long, global = true, env = "QUORUM_API_CA")]
+    pub ca: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -102,7 +107,7 @@ pub enum FlowsCommand {
     /// Stop a review: its live attempts stop, it ends partial and says it was cancelled.
     Cancel {
         flow_id: String,
-        /// Cancel on a running cluster through its API (http://host:port[,…]) instead of locally.
+        /// Cancel on a running cluster through its API (http(s)://host:port[,…]) instead of locally.
         #[arg(long, value_delimiter = ',')]
         cluster: Vec<String>,
         /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
@@ -115,7 +120,7 @@ pub enum FlowsCommand {
 pub enum ClusterCommand {
     /// Every node: state, role, capacity, load, models, and the reviews it conducts.
     Status {
-        /// A node's API (http://host:port[,…]); the first that answers is asked.
+        /// A node's API (http(s)://host:port[,…]); the first that answers is asked.
         #[arg(long, value_delimiter = ',', required = true)]
         cluster: Vec<String>,
         /// text | json
@@ -124,6 +129,22 @@ pub enum ClusterCommand {
         /// File holding the API bearer token (QUORUM_API_TOKEN wins when set).
         #[arg(long)]
         token_file: Option<PathBuf>,
+    },
+    /// Create a cluster CA in DIR (ca.pem, ca.key): it signs every node's certificate.
+    InitCa { dir: PathBuf },
+    /// Issue NAME.pem and NAME.key for node NAME, signed by the CA in --ca DIR. The node name
+    /// is the certificate's subject and DNS name: peers accept frames only in that name.
+    IssueCert {
+        name: String,
+        /// The directory `init-ca` wrote.
+        #[arg(long)]
+        ca: PathBuf,
+        /// Extra host names or IP addresses peers dial this node by (repeatable).
+        #[arg(long)]
+        host: Vec<String>,
+        /// Where to write NAME.pem and NAME.key (default: the CA directory).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -165,15 +186,23 @@ pub struct NodeArgs {
     /// Allow listening on a non-loopback address without TLS.
     #[arg(long)]
     pub insecure: bool,
-    /// TLS certificate (PEM) for cluster links.
-    #[arg(long, requires = "tls_key")]
+    /// This node's certificate (PEM) for cluster links, naming this node (`quorum cluster
+    /// issue-cert NAME`): links are mutual TLS, and a peer counts only as the node its
+    /// certificate names.
+    #[arg(long, requires = "tls_key", requires = "tls_ca")]
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM) for cluster links.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// CA (PEM) that signed the peers' certificates (default: trust --tls-cert itself).
-    #[arg(long)]
+    /// The cluster CA (PEM) every node's certificate must chain to (`quorum cluster init-ca`).
+    #[arg(long, requires = "tls_cert")]
     pub tls_ca: Option<PathBuf>,
+    /// TLS certificate (PEM) for the API: clients then use --cluster https://... (with --ca).
+    #[arg(long, requires = "api_tls_key")]
+    pub api_tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for the API.
+    #[arg(long, requires = "api_tls_cert")]
+    pub api_tls_key: Option<PathBuf>,
     /// Address peers should dial to reach this node (default: the --listen address).
     #[arg(long)]
     pub advertise: Option<String>,
@@ -290,7 +319,7 @@ pub struct ReviewArgs {
     /// Persona catalog directory.
     #[arg(long)]
     pub personas: Option<PathBuf>,
-    /// Review through a running cluster's API instead of locally (http://host:port; several
+    /// Review through a running cluster's API instead of locally (http(s)://host:port; several
     /// nodes comma-separated or repeated: the review is followed across them).
     #[arg(long, value_delimiter = ',')]
     pub cluster: Vec<String>,
@@ -407,6 +436,7 @@ fn main() {
         }
     };
     let logs = init_logs(&cli.log_format, &service_name(&cli));
+    node::set_api_ca(cli.ca.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -60,8 +60,8 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         None => None,
     };
     if let Some(a) = &api_addr {
-        if !is_loopback(a) && !args.insecure {
-            bail!("refusing to serve the API on non-loopback {a} without TLS; put it behind a TLS proxy or pass --insecure");
+        if !is_loopback(a) && args.api_tls_cert.is_none() && !args.insecure {
+            bail!("refusing to serve the API on non-loopback {a} without TLS; pass --api-tls-cert/--api-tls-key, put it behind a TLS proxy, or pass --insecure");
         }
     }
     let http_addr = crate::dashboard::http_addr(args.http.as_deref(), args.insecure)?;
@@ -167,9 +167,11 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             cards: serde_json::to_value(backends.cards()).unwrap_or_default(),
             ..Default::default()
         };
+        let mut peer_backends = backends.clone();
+        peer_backends.allow_peers_remote_backends = settings.allow_peers_remote_backends;
         let a = quorum_node::NodeAgent::with_capacity(
             &name,
-            backends.clone(),
+            peer_backends,
             packs.clone(),
             capacity as u32,
         );
@@ -198,15 +200,10 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             control = Some(c);
         }
         let control_tick = cfg.heartbeat_interval;
-        let started = match (&args.tls_cert, &args.tls_key) {
-            (Some(cert), Some(key)) => {
-                let tls = quorum_cluster::ClusterTls::from_pem_files(
-                    cert,
-                    key,
-                    args.tls_ca.as_deref(),
-                    None,
-                )
-                .map_err(|e| anyhow::anyhow!("invalid tls setup: {e}"))?;
+        let started = match (&args.tls_cert, &args.tls_key, &args.tls_ca) {
+            (Some(cert), Some(key), Some(ca)) => {
+                let tls = quorum_cluster::ClusterTls::mutual(cert, key, ca)
+                    .map_err(|e| anyhow::anyhow!("invalid tls setup: {e}"))?;
                 quorum_cluster::Cluster::start_tls(cfg, a.clone(), tls).await
             }
             _ => quorum_cluster::Cluster::start(cfg, a.clone()).await,
@@ -337,10 +334,18 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             line.push_str(&format!(" dashboard on {url}"));
         }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        server = Some(tokio::spawn(quorum_api::serve_with_listener(
+        let api_tls = match (&args.api_tls_cert, &args.api_tls_key) {
+            (Some(cert), Some(key)) => Some(
+                quorum_api::ServerTls::from_pem_files(cert, key)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?,
+            ),
+            _ => None,
+        };
+        server = Some(tokio::spawn(quorum_api::serve_with_tls(
             listener,
             svc.clone(),
             token,
+            api_tls,
             async {
                 let _ = rx.await;
             },
@@ -356,7 +361,12 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             );
         }
         service = Some(svc);
-        line.push_str(&format!(" api on http://{bound}"));
+        let scheme = if args.api_tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        line.push_str(&format!(" api on {scheme}://{bound}"));
     }
     println!("{line}");
     let _ = std::io::stdout().flush();
@@ -443,11 +453,22 @@ async fn shutdown_signal() {
 /// node restarting and resuming it, or another node answering for it).
 const FOLLOW_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// The CA given with the global `--ca`, for `https://` cluster URLs.
+static API_CA: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+
+pub fn set_api_ca(ca: Option<std::path::PathBuf>) {
+    let _ = API_CA.set(ca);
+}
+
 /// Connect to the first node of `urls` that answers.
 async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, String)> {
+    let ca = match API_CA.get().and_then(|c| c.as_deref()) {
+        Some(path) => Some(quorum_api::read_ca(path).map_err(|e| anyhow::anyhow!("--ca: {e}"))?),
+        None => None,
+    };
     let mut last = String::new();
     for url in urls {
-        match ApiClient::connect(url, token).await {
+        match ApiClient::connect_with_ca(url, token, ca.as_deref()).await {
             Ok(c) => return Ok((c, url.clone())),
             Err(e) => last = format!("{url}: {e}"),
         }

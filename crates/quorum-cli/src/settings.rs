@@ -34,6 +34,9 @@ pub struct Settings {
     /// Only local models may see reviewed content (loopback/private hosts).
     #[serde(default)]
     pub sensitive: bool,
+    /// Peers' attempts may use this node's `locality = remote` (paid) models.
+    #[serde(default)]
+    pub allow_peers_remote_backends: bool,
     /// Review profile: default | chill | assertive (a repository's `.quorum.toml` and
     /// `--profile` win over it).
     #[serde(default)]

@@ -110,6 +110,46 @@ struct Outbound {
     due: Option<tokio::time::Instant>,
 }
 
+/// What a mutual-TLS link proved at its handshake: the peer's end-entity certificate (already
+/// chained to the cluster CA) and a key both ends derived from the TLS session (RFC 5705
+/// exporter), which authenticates every frame on that link.
+#[derive(Clone)]
+struct LinkId {
+    cert: tokio_rustls::rustls::pki_types::CertificateDer<'static>,
+    key: [u8; 32],
+    since: Instant,
+}
+
+/// The exporter label of the frame key (RFC 5705).
+const FRAME_KEY_LABEL: &[u8] = b"EXPORTER-quorum-cluster-frame-key";
+/// How long a connecting peer has to finish its TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A frame's authenticator on a mutual-TLS link: blake3 keyed with the link's key.
+const MAC_BYTES: usize = 32;
+
+/// An established TLS link handed to ractor_cluster as an external stream.
+struct TlsLink<S> {
+    io: S,
+    peer: String,
+    local: String,
+}
+
+impl<S> ractor_cluster::ClusterBidiStream for TlsLink<S>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    fn split(self: Box<Self>) -> (ractor_cluster::BoxRead, ractor_cluster::BoxWrite) {
+        let (r, w) = tokio::io::split(self.io);
+        (Box::new(r), Box::new(w))
+    }
+    fn peer_label(&self) -> Option<String> {
+        Some(self.peer.clone())
+    }
+    fn local_label(&self) -> Option<String> {
+        Some(self.local.clone())
+    }
+}
+
 enum Inbound {
     Msg(Envelope),
     Req(u64, Envelope),
@@ -131,6 +171,18 @@ struct State {
     inbound: HashMap<String, mpsc::UnboundedSender<Inbound>>,
     pending: HashMap<u64, Pending>,
     authenticated: HashSet<ActorId>,
+    /// Mutual TLS: what each link's handshake proved, by the link's peer address (the label
+    /// ractor_cluster reports as the session's `peer_addr`).
+    links: HashMap<String, LinkId>,
+    /// Mutual TLS: the frame keys of each peer's verified links (more than one while a
+    /// duplicate connection is being closed).
+    peer_keys: HashMap<String, Vec<[u8; 32]>>,
+    /// Mutual TLS: the key of the link each peer's frames are sent on (the route's).
+    route_keys: HashMap<String, [u8; 32]>,
+    /// Sessions already closed for naming a node their certificate is not for.
+    impostors: HashSet<ActorId>,
+    /// Frames dropped because their sender did not authenticate as the node they name.
+    rejected_frames: u64,
     refused: Vec<String>,
     /// Hosts whose failed incoming handshakes were already logged.
     refused_incoming: HashSet<String>,
@@ -304,15 +356,49 @@ impl Cluster {
         let ip = cfg.listen.ip();
         let host = ip.to_string();
         let incarnation: u64 = rand::random();
+        // Mutual TLS: links arrive on our own listener, whose handshakes run each in their own
+        // task with a deadline. ractor_cluster's listener does its TLS handshake inline in its
+        // one accept loop, so one client that never says hello there would block every join;
+        // it only gets a loopback decoy that refuses everyone.
+        let mutual = tls.as_ref().is_some_and(|t| t.mutual);
+        let own_listener = if mutual {
+            match tokio::net::TcpListener::bind(cfg.listen).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    bb.close();
+                    return Err(ClusterError::Bind {
+                        addr: cfg.listen,
+                        message: e.to_string().to_lowercase(),
+                    });
+                }
+            }
+        } else {
+            None
+        };
+        let decoy = match (&tls, mutual) {
+            (Some(t), true) => match t.decoy_acceptor() {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    bb.close();
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
+        let server_listen = if mutual {
+            SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), 0)
+        } else {
+            cfg.listen
+        };
 
         // ractor_cluster does not report the port it bound, so with port 0 we pick a free port
         // first and hand it over; another process could take it in between, hence the retries.
         let mut attempt = 0;
         let (port, server_ref) = loop {
             attempt += 1;
-            let port = if cfg.listen.port() == 0 {
+            let port = if server_listen.port() == 0 {
                 let probe =
-                    std::net::TcpListener::bind(cfg.listen).map_err(|e| ClusterError::Bind {
+                    std::net::TcpListener::bind(server_listen).map_err(|e| ClusterError::Bind {
                         addr: cfg.listen,
                         message: e.to_string().to_lowercase(),
                     })?;
@@ -326,21 +412,25 @@ impl Cluster {
                 drop(probe);
                 port
             } else {
-                cfg.listen.port()
+                server_listen.port()
+            };
+            let encryption = match (&decoy, &tls) {
+                (Some(d), _) => Some(IncomingEncryptionMode::Tls(d.clone())),
+                (None, Some(t)) => Some(IncomingEncryptionMode::Tls(t.acceptor.clone())),
+                (None, None) => None,
             };
             let server = NodeServer::new(
                 port,
                 cfg.cookie.clone(),
                 format!("{}~{incarnation:x}", cfg.name),
                 host.clone(),
-                tls.as_ref()
-                    .map(|t| IncomingEncryptionMode::Tls(t.acceptor.clone())),
+                encryption,
                 Some(NodeConnectionMode::Isolated),
             )
-            .with_listen_addr(ip);
+            .with_listen_addr(server_listen.ip());
             match Actor::spawn(None, server, ()).await {
                 Ok((server_ref, _)) => break (port, server_ref),
-                Err(e) if cfg.listen.port() == 0 && attempt < 3 => {
+                Err(e) if server_listen.port() == 0 && attempt < 3 => {
                     tracing::debug!("node server failed to start on probed port {port}: {e}");
                 }
                 Err(e) => {
@@ -352,7 +442,20 @@ impl Cluster {
                 }
             }
         };
-        let local_addr = SocketAddr::new(ip, port);
+        let local_addr = match &own_listener {
+            Some(l) => match l.local_addr() {
+                Ok(a) => a,
+                Err(e) => {
+                    server_ref.stop(None);
+                    bb.close();
+                    return Err(ClusterError::Bind {
+                        addr: cfg.listen,
+                        message: e.to_string().to_lowercase(),
+                    });
+                }
+            },
+            None => SocketAddr::new(ip, port),
+        };
 
         let (events, _) = broadcast::channel(1024);
         let core = Arc::new(Core {
@@ -436,11 +539,14 @@ impl Cluster {
             }
         }
 
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(tick_loop(Arc::downgrade(&core))),
             tokio::spawn(dial_loop(Arc::downgrade(&core))),
             tokio::spawn(link_loop(Arc::downgrade(&core), link_rx)),
         ];
+        if let Some(l) = own_listener {
+            tasks.push(tokio::spawn(accept_loop(Arc::downgrade(&core), l)));
+        }
         core.tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -605,6 +711,29 @@ impl Cluster {
         self.core().lock().refused.clone()
     }
 
+    /// Frames dropped because their sender did not authenticate as the node they name.
+    pub fn rejected_frames(&self) -> u64 {
+        self.core().lock().rejected_frames
+    }
+
+    /// Test hook: queue raw frame bytes (JSON, unsealed) for `peer` as if this node had built
+    /// them, so tests can play a peer that lies in its frames.
+    #[doc(hidden)]
+    pub fn send_raw_frame_for_test(&self, peer: &str, frame_json: Vec<u8>) {
+        let core = self.core();
+        let mut st = core.lock();
+        let tx = st.outbound.entry(peer.to_string()).or_insert_with(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            core.rt
+                .spawn(writer_loop(Arc::downgrade(core), peer.to_string(), rx));
+            tx
+        });
+        let _ = tx.send(Outbound {
+            bytes: frame_json,
+            due: None,
+        });
+    }
+
     /// Leave the cluster: tell alive members (they mark this node lost at once), stop heartbeats
     /// and dialing, close the links, stop the node server and close the blackboard's store.
     pub async fn shutdown(&self) {
@@ -689,10 +818,24 @@ async fn writer_loop(core: Weak<Core>, peer: String, mut rx: mpsc::UnboundedRece
         if c.filter.is_partitioned(&peer) {
             continue;
         }
-        let route = c.lock().routes.get(&peer).cloned();
+        let (route, key) = {
+            let st = c.lock();
+            (
+                st.routes.get(&peer).cloned(),
+                st.route_keys.get(&peer).copied(),
+            )
+        };
+        let bytes = match (c.mutual(), key) {
+            (false, _) => o.bytes,
+            (true, Some(k)) => seal(&k, o.bytes),
+            (true, None) => {
+                tracing::debug!(node = %c.name, %peer, "no authenticated link; frame dropped");
+                continue;
+            }
+        };
         match route {
             Some(cell) => {
-                if cell.send_message(AgentMsg::Frame(o.bytes)).is_err() {
+                if cell.send_message(AgentMsg::Frame(bytes)).is_err() {
                     tracing::debug!(node = %c.name, %peer, "link closed; frame dropped");
                 }
             }
@@ -945,11 +1088,50 @@ impl Core {
         };
         let mut views = Vec::new();
         let mut routes = HashMap::new();
+        let mutual = self.mutual();
+        let links = if mutual {
+            self.lock().links.clone()
+        } else {
+            HashMap::new()
+        };
+        let mut peer_keys: HashMap<String, Vec<[u8; 32]>> = HashMap::new();
+        let mut route_keys = HashMap::new();
+        let mut live_labels = HashSet::new();
         for info in sessions.into_values() {
+            live_labels.insert(info.peer_addr.clone());
             let Some(pn) = info.peer_name.as_ref() else {
                 continue;
             };
             let peer = node_of(&pn.name).to_string();
+            let mut link_key = None;
+            if mutual {
+                // The name given in ractor_cluster's handshake must be the one the link's
+                // certificate was issued for; otherwise the session is an impostor.
+                match links.get(&info.peer_addr) {
+                    Some(l) if crate::tls::names_node(&l.cert, &peer) => link_key = Some(l.key),
+                    other => {
+                        let why = if other.is_some() {
+                            "its certificate is issued for another node"
+                        } else {
+                            "it did not arrive over a verified tls link"
+                        };
+                        if self.lock().impostors.insert(info.actor.get_id()) {
+                            tracing::error!(
+                                node = %self.name,
+                                %peer,
+                                from = %info.peer_addr,
+                                "cluster link claiming to be {peer} closed: {why}"
+                            );
+                        }
+                        info.actor
+                            .stop(Some("certificate does not name this node".to_string()));
+                        continue;
+                    }
+                }
+                if let Some(k) = link_key {
+                    peer_keys.entry(peer.clone()).or_default().push(k);
+                }
+            }
             let key = format!("{AGENT_PREFIX}{}|{}#", pn.name, pn.connection_string);
             let agent = info
                 .actor
@@ -964,6 +1146,9 @@ impl Core {
                 .max_by_key(|c| c.get_id().pid());
             if let Some(agent) = agent {
                 routes.insert(peer.clone(), agent);
+                if let Some(k) = link_key {
+                    route_keys.insert(peer.clone(), k);
+                }
             }
             views.push(SessionView {
                 peer,
@@ -986,6 +1171,14 @@ impl Core {
         }
         st.sessions = views;
         st.routes = routes;
+        if mutual {
+            st.peer_keys = peer_keys;
+            st.route_keys = route_keys;
+            // A link whose session is gone is forgotten; a fresh one may not be listed yet.
+            st.links.retain(|label, l| {
+                live_labels.contains(label) || l.since.elapsed() < Duration::from_secs(30)
+            });
+        }
     }
 
     fn target_connected(st: &State, t: &Target) -> bool {
@@ -1300,11 +1493,37 @@ impl Core {
 
     // ---- frames ------------------------------------------------------------------------------
 
+    fn mutual(&self) -> bool {
+        self.tls.as_ref().is_some_and(|t| t.mutual)
+    }
+
+    fn reject_frame(&self, from: &str, why: &str) {
+        let n = {
+            let mut st = self.lock();
+            st.rejected_frames += 1;
+            st.rejected_frames
+        };
+        // Loud at first, then sampled: a flood must not become a log flood.
+        if n <= 10 || n.is_power_of_two() {
+            tracing::warn!(node = %self.name, claimed = %from, rejected = n, "cluster frame in the name of {from} dropped: {why}");
+        }
+    }
+
     fn on_frame(self: &Arc<Self>, bytes: &[u8]) {
         if self.closed.load(Ordering::SeqCst) {
             return;
         }
-        let frame = match Frame::decode(bytes) {
+        let (mac, body) = if self.mutual() {
+            if bytes.len() < MAC_BYTES {
+                self.reject_frame("?", "it carries no authenticator");
+                return;
+            }
+            let (m, b) = bytes.split_at(MAC_BYTES);
+            (Some(m), b)
+        } else {
+            (None, bytes)
+        };
+        let frame = match Frame::decode(body) {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(node = %self.name, "undecodable cluster frame dropped: {e}");
@@ -1324,6 +1543,33 @@ impl Core {
                     self.on_name_clash(*started_ms, *incarnation, &advert.cluster_addr);
                 }
             }
+            return;
+        }
+        // The sender is the node whose authenticated link the frame came over, never merely
+        // what `from` claims: on mutual TLS, the frame's key must be one of that node's links'
+        // (derived from a TLS session whose certificate names it); otherwise `from` must at
+        // least be a node with an authenticated session here.
+        let authentic = {
+            let st = self.lock();
+            match mac {
+                Some(m) => st.peer_keys.get(&from).is_some_and(|keys| {
+                    let Ok(m) = blake3::Hash::from_slice(m) else {
+                        return false;
+                    };
+                    // blake3::Hash compares in constant time.
+                    keys.iter().any(|k| blake3::keyed_hash(k, body) == m)
+                }),
+                None => st.sessions.iter().any(|s| s.peer == from),
+            }
+        };
+        if !authentic {
+            self.reject_frame(
+                &from,
+                "it did not come over an authenticated link of that node",
+            );
+            // Maybe the link is newer than our view of the sessions: look again.
+            let me = self.clone();
+            self.rt.spawn(async move { me.refresh_links().await });
             return;
         }
         if self.filter.is_partitioned(&from) {
@@ -1569,6 +1815,149 @@ impl Core {
     }
 }
 
+/// A frame as sent on a mutual-TLS link: its authenticator, then the frame.
+fn seal(key: &[u8; 32], frame: Vec<u8>) -> Vec<u8> {
+    let mac = blake3::keyed_hash(key, &frame);
+    let mut out = Vec::with_capacity(MAC_BYTES + frame.len());
+    out.extend_from_slice(mac.as_bytes());
+    out.extend_from_slice(&frame);
+    out
+}
+
+/// The frame key of a TLS session, the same on both ends.
+fn frame_key<D>(conn: &tokio_rustls::rustls::ConnectionCommon<D>) -> Option<[u8; 32]> {
+    conn.export_keying_material([0u8; 32], FRAME_KEY_LABEL, None)
+        .ok()
+}
+
+fn peer_cert<D>(
+    conn: &tokio_rustls::rustls::ConnectionCommon<D>,
+) -> Option<tokio_rustls::rustls::pki_types::CertificateDer<'static>> {
+    conn.peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.clone().into_owned())
+}
+
+/// Mutual TLS: accept links; each handshake runs in its own task, bounded by
+/// [`TLS_HANDSHAKE_TIMEOUT`], so a client that never finishes one delays nobody else.
+async fn accept_loop(core: Weak<Core>, listener: tokio::net::TcpListener) {
+    loop {
+        let (stream, addr) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of descriptors and the like: back off instead of spinning.
+                tracing::warn!("cluster listener cannot accept: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(c) = core.upgrade() else { return };
+        if c.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        c.rt.spawn(accept_one(Arc::downgrade(&c), stream, addr));
+    }
+}
+
+async fn accept_one(core: Weak<Core>, stream: tokio::net::TcpStream, addr: SocketAddr) {
+    let Some(acceptor) = core
+        .upgrade()
+        .and_then(|c| c.tls.as_ref().map(|t| t.acceptor.clone()))
+    else {
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    let local = stream
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let tls = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            tracing::info!(from = %addr, "incoming cluster link refused at the tls handshake: {e}");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(from = %addr, "incoming cluster link did not finish its tls handshake in time; closed");
+            return;
+        }
+    };
+    let Some(c) = core.upgrade() else { return };
+    let conn = tls.get_ref().1;
+    let (Some(cert), Some(key)) = (peer_cert(conn), frame_key(conn)) else {
+        return;
+    };
+    let label = addr.to_string();
+    c.lock().links.insert(
+        label.clone(),
+        LinkId {
+            cert,
+            key,
+            since: Instant::now(),
+        },
+    );
+    if let Some(server) = c.server() {
+        let _ = server.cast(NodeServerMessage::ConnectionOpenedExternal {
+            stream: Box::new(TlsLink {
+                io: tls,
+                peer: label,
+                local,
+            }),
+            is_server: true,
+        });
+    }
+}
+
+/// Mutual TLS: dial `addr` and hand the established link to the node server.
+async fn dial_mutual(
+    c: &Arc<Core>,
+    server: &ActorRef<NodeServerMessage>,
+    tls: &ClusterTls,
+    addr: SocketAddr,
+) -> Result<(), ClientConnectErr> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(ClientConnectErr::Socket)?;
+    let _ = stream.set_nodelay(true);
+    let local = stream
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    // The name is not checked here (see `ClusterTls::mutual`); any valid one will do.
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("quorum-cluster-peer")
+        .map_err(|e| ClientConnectErr::Encryption(std::io::Error::other(e.to_string())))?;
+    let stream = tls
+        .connector
+        .connect(name, stream)
+        .await
+        .map_err(ClientConnectErr::Encryption)?;
+    let (Some(cert), Some(key)) = (peer_cert(stream.get_ref().1), frame_key(stream.get_ref().1))
+    else {
+        return Err(ClientConnectErr::Encryption(std::io::Error::other(
+            "the peer presented no certificate",
+        )));
+    };
+    let label = addr.to_string();
+    c.lock().links.insert(
+        label.clone(),
+        LinkId {
+            cert,
+            key,
+            since: Instant::now(),
+        },
+    );
+    server
+        .cast(NodeServerMessage::ConnectionOpenedExternal {
+            stream: Box::new(TlsLink {
+                io: stream,
+                peer: label,
+                local,
+            }),
+            is_server: false,
+        })
+        .map_err(ClientConnectErr::Messaging)
+}
+
 async fn dial(core: Weak<Core>, addr: String) {
     let Some(c) = core.upgrade() else { return };
     let Some(server) = c.server().cloned() else {
@@ -1592,6 +1981,7 @@ async fn dial(core: Weak<Core>, addr: String) {
     let connect = async {
         match &c.tls {
             None => ractor_cluster::client_connect(&server, resolved).await,
+            Some(tls) if tls.mutual => dial_mutual(&c, &server, tls, resolved).await,
             Some(tls) => {
                 let name = match tls.name_for(&addr) {
                     Ok(n) => n,

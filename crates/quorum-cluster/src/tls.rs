@@ -19,6 +19,9 @@ pub struct ClusterTls {
     pub(crate) acceptor: TlsAcceptor,
     pub(crate) connector: TlsConnector,
     server_name: Option<ServerName<'static>>,
+    /// Mutual TLS with node identities ([`ClusterTls::mutual`]): TLS is terminated by this
+    /// crate, not ractor_cluster, and a link counts only for the node its certificate names.
+    pub(crate) mutual: bool,
 }
 
 impl std::fmt::Debug for ClusterTls {
@@ -92,6 +95,58 @@ impl ClusterTls {
             acceptor: TlsAcceptor::from(Arc::new(server)),
             connector: TlsConnector::from(Arc::new(client)),
             server_name,
+            mutual: false,
+        })
+    }
+
+    /// Mutual TLS with node identities: both ends of every link present a certificate that
+    /// chains to `ca`, and a link is accepted only for the node its certificate names (subject
+    /// alt name = node name, as `quorum cluster issue-cert` makes them). Frames on such links
+    /// are authenticated per link (see `node.rs`), so a peer cannot send in another's name.
+    pub fn mutual(cert: &Path, key: &Path, ca: &Path) -> Result<ClusterTls, ClusterError> {
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+            .map_err(|e| tls_err("certificate", cert, e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| tls_err("certificate", cert, e))?;
+        if chain.is_empty() {
+            return Err(tls_err("certificate", cert, "no certificate in the file"));
+        }
+        let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| tls_err("key", key, e))?;
+        let mut roots = RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(ca).map_err(|e| tls_err("ca", ca, e))? {
+            let c = c.map_err(|e| tls_err("ca", ca, e))?;
+            roots.add(c).map_err(|e| tls_err("ca", ca, e))?;
+        }
+        if roots.is_empty() {
+            return Err(tls_err("ca", ca, "no certificate in the file"));
+        }
+        let roots = Arc::new(roots);
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let setup = |e: rustls::Error| ClusterError::Transport(format!("tls setup failed: {e}"));
+        let client_verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            roots.clone(),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| ClusterError::Transport(format!("tls setup failed: {e}")))?;
+        let server = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(setup)?
+            .with_client_cert_verifier(client_verifier)
+            .with_single_cert(chain.clone(), key_der.clone_key())
+            .map_err(|e| tls_err("key", key, e))?;
+        let client = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(setup)?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, provider }))
+            .with_client_auth_cert(chain, key_der)
+            .map_err(|e| tls_err("key", key, e))?;
+        Ok(ClusterTls {
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+            connector: TlsConnector::from(Arc::new(client)),
+            server_name: None,
+            mutual: true,
         })
     }
 
@@ -111,6 +166,140 @@ impl ClusterTls {
         };
         ServerName::try_from(host.clone())
             .map_err(|e| format!("invalid tls server name {host}: {e}"))
+    }
+}
+
+/// Whether `cert` (an end-entity certificate that already chained to the cluster CA) names
+/// node `name`.
+pub(crate) fn names_node(cert: &CertificateDer<'_>, name: &str) -> bool {
+    let Ok(parsed) = rustls::server::ParsedCertificate::try_from(cert) else {
+        return false;
+    };
+    let Ok(server_name) = ServerName::try_from(name) else {
+        return false;
+    };
+    rustls::client::verify_server_name(&parsed, &server_name).is_ok()
+}
+
+/// A dialing node's check of the peer: the chain must verify against the cluster CA, but the
+/// name is checked later, against the node name the peer gives in ractor_cluster's handshake
+/// (a join address says nothing about which node answers there).
+#[derive(Debug)]
+struct ChainOnly {
+    roots: Arc<RootCertStore>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for ChainOnly {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.provider.signature_verification_algorithms.all,
+        )?;
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// For the listener ractor_cluster insists on starting: in mutual mode links arrive through our
+/// own listener, so this one (on loopback) refuses every client.
+#[derive(Debug)]
+struct RejectAll(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::server::danger::ClientCertVerifier for RejectAll {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Err(rustls::Error::General(
+            "links arrive on the node's own listener".into(),
+        ))
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::General("refused".into()))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        _message: &[u8],
+        _cert: &CertificateDer<'_>,
+        _dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        Err(rustls::Error::General("refused".into()))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+impl ClusterTls {
+    /// An acceptor for ractor_cluster's own listener in mutual mode: every handshake fails.
+    pub(crate) fn decoy_acceptor(&self) -> Result<TlsAcceptor, ClusterError> {
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let resolver = self.acceptor.config().cert_resolver.clone();
+        let server = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| ClusterError::Transport(format!("tls setup failed: {e}")))?
+            .with_client_cert_verifier(Arc::new(RejectAll(provider)))
+            .with_cert_resolver(resolver);
+        Ok(TlsAcceptor::from(Arc::new(server)))
     }
 }
 

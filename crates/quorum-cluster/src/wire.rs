@@ -104,4 +104,85 @@ mod tests {
         assert!(matches!(back.body, Body::Resp { id: 7, result: Err(ref e) } if e == "no"));
         assert!(Frame::decode(b"\xff not json").is_err());
     }
+
+    use proptest::prelude::*;
+
+    /// Well-formed frames of every kind, as bytes, for the mutation fuzzers to start from.
+    fn seeds() -> Vec<Vec<u8>> {
+        let bodies = vec![
+            Body::Heartbeat {
+                incarnation: 1,
+                started_ms: 1,
+                advert: NodeAdvert::default(),
+                peers: vec![PeerAddr {
+                    name: "b".into(),
+                    addr: "127.0.0.1:1".into(),
+                }],
+            },
+            Body::Leave {
+                incarnation: 2,
+                ack: 3,
+            },
+            Body::Resp {
+                id: 1,
+                result: Err("e".into()),
+            },
+            Body::BbSummary {
+                flows: vec![("f".into(), "d".into())],
+            },
+            Body::BbWant { ids: vec![] },
+        ];
+        bodies
+            .into_iter()
+            .map(|body| {
+                Frame {
+                    from: "a".into(),
+                    body,
+                }
+                .encode()
+                .unwrap()
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Whatever a peer sends, decoding returns a frame or an error; it never panics.
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = Frame::decode(&bytes);
+        }
+
+        #[test]
+        fn decoding_edited_frames_never_panics(
+            seed in any::<prop::sample::Index>(),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0usize..3), 0..6),
+        ) {
+            let seeds = seeds();
+            let mut b = seeds[seed.index(seeds.len())].clone();
+            for (at, byte, delete) in edits {
+                if b.is_empty() {
+                    break;
+                }
+                let i = at.index(b.len());
+                let end = (i + delete).min(b.len());
+                b.splice(i..end, [byte]);
+            }
+            if let Ok(f) = Frame::decode(&b) {
+                // What decodes re-encodes: nothing half-built escapes the decoder.
+                prop_assert!(f.encode().is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn deeply_nested_frames_are_an_error_not_a_stack_overflow() {
+        let deep = format!(
+            "{{\"from\":\"a\",\"body\":{}{}}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(Frame::decode(deep.as_bytes()).is_err());
+    }
 }

@@ -115,6 +115,38 @@ impl Default for FlowParams {
     }
 }
 
+/// The largest value each numeric parameter may take, read as u64.
+type ParamBound = (&'static str, fn(&FlowParams) -> u64, u64);
+
+const PARAM_BOUNDS: &[ParamBound] = &[
+    ("max_concurrent", |p| p.max_concurrent as u64, 1024),
+    ("min_tasks", |p| p.min_tasks as u64, 1000),
+    ("max_tasks", |p| p.max_tasks as u64, 1000),
+    ("max_iterations", |p| p.max_iterations.into(), 100),
+    ("max_output_tokens", |p| p.max_output_tokens.into(), 1 << 20),
+    ("context_tokens", |p| p.context_tokens.into(), 1 << 24),
+    (
+        "max_tool_calls_per_turn",
+        |p| p.max_tool_calls_per_turn.into(),
+        256,
+    ),
+    (
+        "max_tool_result_tokens",
+        |p| p.max_tool_result_tokens.into(),
+        1 << 20,
+    ),
+    ("planner_retries", |p| p.planner_retries.into(), 100),
+    ("task_attempts", |p| p.task_attempts.into(), 100),
+    (
+        "circular_fix_repeats",
+        |p| p.circular_fix_repeats.into(),
+        100,
+    ),
+    ("max_verifications", |p| p.max_verifications as u64, 100_000),
+    ("call_timeout_secs", |p| p.call_timeout_secs, 86_400),
+    ("max_wall_secs", |p| p.max_wall_secs, 30 * 86_400),
+];
+
 /// One stage of the DAG.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -320,12 +352,32 @@ impl Flow {
         Ok(flow)
     }
 
-    fn validate(&self) -> Result<(), FlowError> {
+    /// Check every rule a flow must satisfy. Public because flows also arrive as data (a peer's
+    /// attempt carries one): those are validated with the same rules before use.
+    pub fn validate(&self) -> Result<(), FlowError> {
         let path = self.source.as_path();
         if self.name.trim().is_empty() {
             return Err(invalid(path, "name", "must not be empty"));
         }
         let p = &self.parameters;
+        // Upper bounds first: parameters are multiplied into deadlines and token budgets, and a
+        // submitted flow is untrusted input. Far above any real use, far below any overflow.
+        for (field, value, max) in PARAM_BOUNDS.iter().map(|(f, get, max)| (*f, get(p), *max)) {
+            if value > max {
+                return Err(invalid(
+                    path,
+                    format!("parameters.{field}"),
+                    format!("{value} is above the limit of {max}"),
+                ));
+            }
+        }
+        if p.call_timeout_secs == 0 {
+            return Err(invalid(
+                path,
+                "parameters.call_timeout_secs",
+                "must be at least 1",
+            ));
+        }
         if p.max_concurrent == 0 {
             return Err(invalid(
                 path,
@@ -370,7 +422,9 @@ impl Flow {
                 "need 2 <= circular_fix_repeats <= task_attempts, or it could never fire",
             ));
         }
-        if p.max_output_tokens < 64 || p.context_tokens < p.max_output_tokens * 2 {
+        if p.max_output_tokens < 64
+            || u64::from(p.context_tokens) < u64::from(p.max_output_tokens) * 2
+        {
             return Err(invalid(
                 path,
                 "parameters.context_tokens",
@@ -697,6 +751,54 @@ stages:
             .contains("confidence_gate"));
         let g = GOOD.replace("{ max_concurrent: 2 }", "{ min_tasks: 9, max_tasks: 3 }");
         assert!(parse(&g).is_err());
+    }
+
+    #[test]
+    fn parameters_that_would_overflow_are_errors_naming_the_field() {
+        for (params, field) in [
+            (
+                "{ max_output_tokens: 4294967295 }",
+                "parameters.max_output_tokens",
+            ),
+            (
+                "{ call_timeout_secs: 18446744073709551615 }",
+                "parameters.call_timeout_secs",
+            ),
+            ("{ call_timeout_secs: 0 }", "parameters.call_timeout_secs"),
+            (
+                "{ max_iterations: 4294967295 }",
+                "parameters.max_iterations",
+            ),
+            (
+                "{ planner_retries: 4294967295 }",
+                "parameters.planner_retries",
+            ),
+            (
+                "{ max_wall_secs: 18446744073709551615 }",
+                "parameters.max_wall_secs",
+            ),
+            (
+                "{ context_tokens: 4294967295 }",
+                "parameters.context_tokens",
+            ),
+            (
+                "{ max_concurrent: 18446744073709551615 }",
+                "parameters.max_concurrent",
+            ),
+        ] {
+            let g = GOOD.replace("{ max_concurrent: 2 }", params);
+            let e = parse(&g).expect_err(params).to_string();
+            assert!(
+                e.contains(&format!("field `{field}`")) && e.contains("flows/t.yaml"),
+                "{params}: {e}"
+            );
+        }
+        // Large but sane values still parse: the bounds are far above real use.
+        let g = GOOD.replace(
+            "{ max_concurrent: 2 }",
+            "{ context_tokens: 1000000, max_output_tokens: 32768, call_timeout_secs: 3600 }",
+        );
+        parse(&g).unwrap();
     }
 
     #[test]

@@ -12,8 +12,13 @@
 //! - `.gitignore` / `.ignore` rules when `respect_gitignore` (also outside a git checkout);
 //!   ignored files are left out silently;
 //! - never a secret-looking file when `exclude_secrets` (see [`is_secret_file_name`]);
-//! - a symlinked file only when its canonical target stays inside the canonical root; symlinked
-//!   directories are not descended into (their targets inside the root are walked anyway).
+//! - a symlinked file only when its canonical target stays inside the canonical root and is
+//!   itself a file the walk admits as a path (so `.gitignore`, `pack.exclude` and the
+//!   always-excluded directories apply to what a link names); symlinked directories are not
+//!   descended into (their targets inside the root are walked anyway);
+//! - files are read through handles opened with `O_NOFOLLOW` (and `O_NONBLOCK`, so a fifo never
+//!   blocks), and admitted only when the handle is a regular file, the same inode the walk saw,
+//!   and within the size limit: a path swapped between the walk and the read is refused.
 //!
 //! Everything left out for a reason other than an ignore rule is listed in `skipped`;
 //! [`ContextPack::survey`] also names what ignore rules, exclude globs and always-excluded
@@ -286,6 +291,11 @@ impl ContextPack {
 
         let mut files = BTreeMap::new();
         let mut skipped = Vec::new();
+        // Regular files the walk admitted as paths (not ignored, not excluded), with the inode it
+        // saw: a symlink may only point at one of these, and every read must find that inode.
+        let mut walked: BTreeMap<String, FileId> = BTreeMap::new();
+        let mut regular: Vec<(String, PathBuf)> = Vec::new();
+        let mut links: Vec<(String, PathBuf)> = Vec::new();
         for item in builder.build() {
             let entry = match item {
                 Ok(entry) => entry,
@@ -320,7 +330,40 @@ impl ContextPack {
                 });
                 continue;
             };
-            match admit(&canon, entry.path(), &rel, file_type, opts) {
+            if file_type.is_symlink() {
+                links.push((rel, entry.path().to_path_buf()));
+                continue;
+            }
+            if !file_type.is_file() {
+                // Opening a fifo or a device could block or stream forever.
+                skipped.push(Skipped {
+                    path: rel,
+                    reason: "not a regular file".to_string(),
+                });
+                continue;
+            }
+            match entry.metadata() {
+                Ok(meta) => {
+                    walked.insert(rel.clone(), FileId::of(&meta));
+                    regular.push((rel, entry.path().to_path_buf()));
+                }
+                Err(e) => skipped.push(Skipped {
+                    path: rel,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        for (rel, path) in regular {
+            let id = walked.get(&rel).copied();
+            match admit_file(&path, &rel, id, opts) {
+                Ok(content) => {
+                    files.insert(rel.clone(), PackFile::new(rel, content));
+                }
+                Err(reason) => skipped.push(Skipped { path: rel, reason }),
+            }
+        }
+        for (rel, path) in links {
+            match admit_symlink(&canon, &path, &rel, &walked, opts) {
                 Ok(content) => {
                     files.insert(rel.clone(), PackFile::new(rel, content));
                 }
@@ -864,19 +907,65 @@ pub fn is_secret_file_name(name: &str) -> bool {
         || (lower.starts_with("service-account") && lower.ends_with(".json"))
 }
 
-/// Decide whether one walked entry enters the pack; `Err` carries the `skipped` reason.
-fn admit(
-    canon_root: &Path,
+/// The identity of a file as the walk saw it, checked again on the opened handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+    /// A deleted file's inode number can be reused at once; the change time tells them apart.
+    ctime: (i64, i64),
+}
+
+impl FileId {
+    #[cfg(unix)]
+    fn of(meta: &std::fs::Metadata) -> FileId {
+        use std::os::unix::fs::MetadataExt;
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn of(_meta: &std::fs::Metadata) -> FileId {
+        FileId {
+            dev: 0,
+            ino: 0,
+            ctime: (0, 0),
+        }
+    }
+}
+
+/// Decide whether one walked regular file enters the pack; `Err` carries the `skipped` reason.
+fn admit_file(
     path: &Path,
     rel: &str,
-    file_type: std::fs::FileType,
+    id: Option<FileId>,
     opts: &PackOptions,
 ) -> Result<Arc<str>, String> {
     let name = rel.rsplit('/').next().unwrap_or(rel);
     if opts.exclude_secrets && is_secret_file_name(name) {
         return Err("secret".to_string());
     }
-    if file_type.is_symlink() {
+    read_checked(path, id, opts.max_file_bytes)
+}
+
+/// Decide whether one walked symlink enters the pack: only when it points at a regular file the
+/// walk itself admitted as a path — so a link obeys `.gitignore`, `pack.exclude` and the
+/// always-excluded directories exactly like the file it names.
+fn admit_symlink(
+    canon_root: &Path,
+    path: &Path,
+    rel: &str,
+    walked: &BTreeMap<String, FileId>,
+    opts: &PackOptions,
+) -> Result<Arc<str>, String> {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    if opts.exclude_secrets && is_secret_file_name(name) {
+        return Err("secret".to_string());
+    }
+    {
         let target = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
         let Ok(target_rel) = target.strip_prefix(canon_root) else {
             return Err("symlink outside root".to_string());
@@ -905,18 +994,46 @@ fn admit(
         if !meta.is_file() {
             return Err("not a regular file".to_string());
         }
-        return read_text(&target, opts.max_file_bytes);
+        let target_rel = target_rel.to_str().map(|t| t.replace('\\', "/"));
+        let Some(id) = target_rel.as_deref().and_then(|t| walked.get(t)) else {
+            return Err(
+                "symlink to an ignored or excluded path (.gitignore or pack.exclude)".to_string(),
+            );
+        };
+        read_checked(&target, Some(*id), opts.max_file_bytes)
     }
-    if !file_type.is_file() {
-        // Opening a fifo or a device could block or stream forever.
-        return Err("not a regular file".to_string());
-    }
-    read_text(path, opts.max_file_bytes)
 }
 
-fn read_text(path: &Path, max_bytes: u64) -> Result<Arc<str>, String> {
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+/// Open without following a symlink in the last component (a fifo does not block the open
+/// either), then decide on the handle, not the path: it must be a regular file, the very inode
+/// the walk saw, and within the size limit. Nothing swapped in between the walk and the read —
+/// a symlink, another file, a fifo — is read.
+fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+    }
+    opts.open(path)
+}
+
+fn read_checked(path: &Path, id: Option<FileId>, max_bytes: u64) -> Result<Arc<str>, String> {
+    let file = open_no_follow(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            return "became a symlink while the snapshot was taken (not followed)".to_string();
+        }
+        e.to_string()
+    })?;
     let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    if id.is_some_and(|id| FileId::of(&meta) != id) {
+        return Err("replaced while the snapshot was taken (not read)".to_string());
+    }
     let too_large = |n: u64| format!("too large ({n} bytes > {max_bytes} bytes)");
     if meta.len() > max_bytes {
         return Err(too_large(meta.len()));
@@ -1710,6 +1827,77 @@ mod tests {
             .files
             .keys()
             .any(|k| k.contains("passwd") || k.starts_with(".git/")));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinks_obey_gitignore_and_pack_exclude_like_any_path() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, ".gitignore", b"private/\n");
+        write(root, "private/notes.txt", b"do not share\n");
+        write(root, "drafts/plan.txt", b"not for review\n");
+        write(root, "src/a.rs", b"fn a() {}\n");
+        symlink(root.join("private/notes.txt"), root.join("notes.txt")).unwrap();
+        symlink(root.join("drafts/plan.txt"), root.join("plan.txt")).unwrap();
+        symlink(root.join("src/a.rs"), root.join("a_link.rs")).unwrap();
+        let opts = PackOptions {
+            exclude: vec!["drafts/**".into()],
+            ..PackOptions::default()
+        };
+        let pack = ContextPack::snapshot(root, &opts).unwrap();
+        let why = "symlink to an ignored or excluded path (.gitignore or pack.exclude)";
+        assert_eq!(reason_for(&pack, "notes.txt"), Some(why));
+        assert_eq!(reason_for(&pack, "plan.txt"), Some(why));
+        assert!(pack.get("notes.txt").is_none() && pack.get("plan.txt").is_none());
+        assert!(!pack
+            .files
+            .values()
+            .any(|f| f.content.contains("do not share") || f.content.contains("not for review")));
+        // A link to an admitted file still works.
+        assert_eq!(&*pack.resolve("a_link.rs").unwrap().content, "fn a() {}\n");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_swapped_between_walk_and_read_is_refused() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "a.rs", b"fn a() {}\n");
+        write(root, "private/key.txt", b"secret material\n");
+        let seen = FileId::of(&fs::symlink_metadata(root.join("a.rs")).unwrap());
+        assert!(read_checked(&root.join("a.rs"), Some(seen), 1 << 20).is_ok());
+
+        // Swapped for a symlink after the walk: O_NOFOLLOW refuses to open it.
+        fs::remove_file(root.join("a.rs")).unwrap();
+        symlink(root.join("private/key.txt"), root.join("a.rs")).unwrap();
+        let err = read_checked(&root.join("a.rs"), Some(seen), 1 << 20).unwrap_err();
+        assert!(err.contains("symlink"), "{err}");
+
+        // Swapped for another regular file: the handle's inode is not the one the walk saw.
+        fs::remove_file(root.join("a.rs")).unwrap();
+        fs::copy(root.join("private/key.txt"), root.join("other")).unwrap();
+        fs::rename(root.join("other"), root.join("a.rs")).unwrap();
+        let err = read_checked(&root.join("a.rs"), Some(seen), 1 << 20).unwrap_err();
+        assert!(err.contains("replaced"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_swapped_in_does_not_block_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "a.rs", b"fn a() {}\n");
+        let seen = FileId::of(&fs::symlink_metadata(root.join("a.rs")).unwrap());
+        fs::remove_file(root.join("a.rs")).unwrap();
+        let c = std::ffi::CString::new(root.join("a.rs").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Without O_NONBLOCK this open would wait for a writer forever.
+        let err = read_checked(&root.join("a.rs"), Some(seen), 1 << 20).unwrap_err();
+        assert_eq!(err, "not a regular file");
     }
 
     fn fake_git(root: &Path, head: &str) -> PathBuf {

@@ -53,6 +53,13 @@ pub enum ParseError {
 /// one parse of the tail, so this bounds the cost on long garbage.
 const TRUNCATION_RETRIES: usize = 16;
 
+/// Id keys one salvage looks around, and truncated tails it tries to close. Each costs a scan of
+/// the text, so without these a long run of junk (`{"id": 1, {"id": 1, ...`) is quadratic or
+/// worse — a hang on one bad answer. Far above any real answer: a plan has at most a few dozen
+/// tasks, and a text is cut once, at its end.
+const SALVAGE_MAX_KEYS: usize = 1000;
+const SALVAGE_MAX_TRUNCATED: usize = 4;
+
 /// Extract a list of JSON objects. Accepts: a bare array; an object holding an array under any
 /// key (e.g. {"tasks": [...]} or {"findings": [...]}) — `array_keys` lists the preferred keys;
 /// a single object (returned as a one-element list); fenced / prose-wrapped variants of these;
@@ -412,6 +419,7 @@ fn salvage_by_id(text: &str, array_keys: &[&str], id_key: &str) -> (Vec<Value>, 
     let mut spans: Vec<(usize, usize, Value)> = Vec::new();
     let mut from = 0;
     let mut seen = false;
+    let (mut keys, mut truncated) = (0usize, 0usize);
     while let Some(rel) = text[from..].find(&needle) {
         let k = from + rel;
         from = k + needle.len();
@@ -419,6 +427,10 @@ fn salvage_by_id(text: &str, array_keys: &[&str], id_key: &str) -> (Vec<Value>, 
             continue;
         }
         seen = true;
+        keys += 1;
+        if keys > SALVAGE_MAX_KEYS {
+            break;
+        }
         if spans.iter().any(|(s, e, _)| *s < k && k < *e) {
             continue;
         }
@@ -430,8 +442,11 @@ fn salvage_by_id(text: &str, array_keys: &[&str], id_key: &str) -> (Vec<Value>, 
         }
         let recovered = match balanced_end(b, start) {
             Balance::Closed(end) => parse_lenient(&text[start..end]).map(|v| (end, v)),
-            Balance::Open => parse_truncated(&text[start..]).map(|v| (b.len(), v)),
-            Balance::Mismatch(_) => None,
+            Balance::Open if truncated < SALVAGE_MAX_TRUNCATED => {
+                truncated += 1;
+                parse_truncated(&text[start..]).map(|v| (b.len(), v))
+            }
+            Balance::Open | Balance::Mismatch(_) => None,
         };
         // Recovered at its id key, an object whose id was cut off, or that holds nothing but an
         // id (typically cut inside the id's own value), is too incomplete to use.
@@ -848,8 +863,9 @@ fn parse_truncated(s: &str) -> Option<Value> {
     let b = s.as_bytes();
     let mut stack: Vec<u8> = Vec::new();
     let mut strings = StrScan::default();
-    // (index of a comma, closers needed there), the last few only.
-    let mut cuts: std::collections::VecDeque<(usize, String)> = std::collections::VecDeque::new();
+    // Indices of the last few commas. Their closers are computed only when tried: building them
+    // at every comma costs the nesting depth each time, cubic over a salvage of deep junk.
+    let mut cuts: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
     for (i, &c) in b.iter().enumerate() {
         if strings.inside(c) {
             continue;
@@ -864,7 +880,7 @@ fn parse_truncated(s: &str) -> Option<Value> {
                 if cuts.len() == TRUNCATION_RETRIES {
                     cuts.pop_front();
                 }
-                cuts.push_back((i, closers(&stack)));
+                cuts.push_back(i);
             }
             _ => {}
         }
@@ -887,11 +903,31 @@ fn parse_truncated(s: &str) -> Option<Value> {
     if let Some(v) = parse_lenient(&whole) {
         return Some(v);
     }
-    cuts.iter().rev().find_map(|(at, close)| {
-        let mut cut = s[..*at].to_string();
-        cut.push_str(close);
+    cuts.iter().rev().find_map(|&at| {
+        let mut cut = s[..at].to_string();
+        cut.push_str(&closers(&open_stack(&b[..at])));
         parse_lenient(&cut)
     })
+}
+
+/// The closers still owed at the end of `b` (string-aware, as in [`parse_truncated`]).
+fn open_stack(b: &[u8]) -> Vec<u8> {
+    let mut stack = Vec::new();
+    let mut strings = StrScan::default();
+    for &c in b {
+        if strings.inside(c) {
+            continue;
+        }
+        match c {
+            b'{' => stack.push(b'}'),
+            b'[' => stack.push(b']'),
+            b'}' | b']' => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+    stack
 }
 
 fn closers(stack: &[u8]) -> String {

@@ -11,7 +11,9 @@ mod error;
 pub mod http;
 mod service;
 
-pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry};
+pub use cluster::{
+    BlobCache, ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry, BLOB_CACHE_BYTES,
+};
 pub use control::{ControlSink, NodeControl};
 pub use error::NodeError;
 pub use service::{NodeService, NodeSetup};

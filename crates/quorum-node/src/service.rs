@@ -35,6 +35,8 @@ pub struct NodeSetup {
 
 /// One review this node runs or ran.
 struct FlowState {
+    /// When it finished, in finish order (0 while it runs).
+    finished_order: u64,
     events: Vec<pb::ReviewEvent>,
     live: broadcast::Sender<pb::ReviewEvent>,
     report: Option<Report>,
@@ -42,6 +44,32 @@ struct FlowState {
     flow: String,
     target: String,
     started_at: String,
+}
+
+/// Finished reviews whose whole event log stays in memory (for the dashboard's timeline and a
+/// late watcher); older ones keep only their end, so memory does not grow with every review a
+/// node ever ran. The facts themselves are in each review's store.
+const FINISHED_EVENT_LOGS_KEPT: usize = 16;
+
+/// Mark `id` finished and shrink the event logs of all but the newest `kept` finished reviews.
+fn release_old_events(flows: &mut HashMap<String, FlowState>, id: &str, kept: usize) {
+    let next = flows.values().map(|s| s.finished_order).max().unwrap_or(0) + 1;
+    if let Some(s) = flows.get_mut(id) {
+        s.finished_order = next;
+    }
+    let mut finished: Vec<(u64, String)> = flows
+        .iter()
+        .filter(|(_, s)| s.finished_order > 0 && s.events.len() > 1)
+        .map(|(k, s)| (s.finished_order, k.clone()))
+        .collect();
+    finished.sort();
+    let excess = finished.len().saturating_sub(kept);
+    for (_, k) in finished.into_iter().take(excess) {
+        if let Some(s) = flows.get_mut(&k) {
+            s.events.drain(..s.events.len().saturating_sub(1));
+            s.events.shrink_to_fit();
+        }
+    }
 }
 
 impl FlowState {
@@ -66,6 +94,8 @@ pub struct NodeService {
     setup: Arc<NodeSetup>,
     board: Arc<dyn quorum_runtime::board::TeamBoard>,
     flows: Arc<Mutex<HashMap<String, FlowState>>>,
+    /// How many finished reviews keep their whole event log in memory.
+    event_logs_kept: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
@@ -93,7 +123,17 @@ impl NodeService {
             board: setup.board.clone(),
             setup: Arc::new(setup),
             flows: Arc::new(Mutex::new(HashMap::new())),
+            event_logs_kept: Arc::new(std::sync::atomic::AtomicUsize::new(
+                FINISHED_EVENT_LOGS_KEPT,
+            )),
         }
+    }
+
+    /// How many finished reviews keep their whole event log in memory (default 16; the
+    /// others keep only their end — their facts are in their stores).
+    pub fn set_event_logs_kept(&self, n: usize) {
+        self.event_logs_kept
+            .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Report cluster membership in ClusterStatus (set once, when the node is clustered).
@@ -285,6 +325,7 @@ impl NodeService {
         self.flows.lock().map_err(internal)?.insert(
             flow_id.clone(),
             FlowState {
+                finished_order: 0,
                 events: Vec::new(),
                 live,
                 report: None,
@@ -295,6 +336,7 @@ impl NodeService {
             },
         );
         let flows = self.flows.clone();
+        let kept = self.event_logs_kept.clone();
         let id = flow_id.clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
         // Progress → the flow's event log (and its live watchers).
@@ -315,9 +357,13 @@ impl NodeService {
                 }
             }
         });
+        let packs = self.setup.packs.clone();
         let task = tokio::spawn(async move {
             let facts = ctx.facts.clone();
             let result = quorum_runtime::run_review_from(ctx, Some(tx), resume).await;
+            // The review is over: its pack leaves memory (it stays in the review's store), so a
+            // node's memory does not grow with every review it ever ran.
+            packs.release(&id);
             // Let the progress pump drain before the final event.
             tokio::task::yield_now().await;
             if facts.fenced() {
@@ -350,6 +396,7 @@ impl NodeService {
                     }
                     s.abort = None;
                 }
+                release_old_events(&mut f, &id, kept.load(std::sync::atomic::Ordering::Relaxed));
             }
         });
         if let Ok(mut f) = self.flows.lock() {
@@ -413,9 +460,15 @@ impl ReviewApi for NodeService {
     async fn submit(&self, req: pb::SubmitReviewRequest) -> Result<String, ApiError> {
         let setup = self.setup.clone();
         let opts = req.options.clone().unwrap_or_default();
-        let catalog = Catalog::load(&setup.personas_dir).map_err(|e| {
-            ApiError::Unavailable(format!("this node's persona catalog is invalid: {e}"))
-        })?;
+        // File and database work runs off the async threads, so one big submission (up to a
+        // 256 MiB pack) does not stall every other call and heartbeat on this node.
+        let personas = setup.personas_dir.clone();
+        let catalog = tokio::task::spawn_blocking(move || Catalog::load(&personas))
+            .await
+            .map_err(internal)?
+            .map_err(|e| {
+                ApiError::Unavailable(format!("this node's persona catalog is invalid: {e}"))
+            })?;
         let (flow, flow_yaml) = match &req.flow_yaml {
             Some(yaml) if !yaml.trim().is_empty() => {
                 let f = Flow::parse(yaml, std::path::Path::new("submitted flow"))
@@ -473,8 +526,14 @@ impl ReviewApi for NodeService {
             started_ms: quorum_runtime::facts::now_ms(),
             node: setup.name.clone(),
         };
-        let store = setup.data.create_flow(&meta).map_err(internal)?;
-        store.save_pack(&pack).map_err(internal)?;
+        let (data, saved, created) = (setup.data.clone(), pack.clone(), meta.clone());
+        let store = tokio::task::spawn_blocking(move || {
+            let store = data.create_flow(&created).map_err(internal)?;
+            store.save_pack(&saved).map_err(internal)?;
+            Ok::<_, ApiError>(store)
+        })
+        .await
+        .map_err(internal)??;
         setup.packs.register(&flow_id, &pack);
         // With a control plane the review is agreed (and its pack copied to a majority of
         // voters) before it is acknowledged, so a survivor can take it over.
@@ -632,7 +691,12 @@ impl ReviewApi for NodeService {
     }
 
     async fn list(&self) -> Result<Vec<pb::ReviewSummary>, ApiError> {
-        let stored = self.setup.data.list_flows().map_err(internal)?;
+        // Opens every stored review's database in turn: off the async threads.
+        let data = self.setup.data.clone();
+        let stored = tokio::task::spawn_blocking(move || data.list_flows())
+            .await
+            .map_err(internal)?
+            .map_err(internal)?;
         let f = self.flows.lock().map_err(internal)?;
         let mut out: Vec<pb::ReviewSummary> = stored
             .into_iter()

@@ -41,6 +41,9 @@ pub struct Backends {
     pub sensitive: bool,
     /// This node's name, stamped on cards.
     pub node: String,
+    /// The operator lets peers' attempts use `locality = remote` (paid) models. Off by default:
+    /// a peer holding the cookie must not be able to spend this node's API credit.
+    pub allow_peers_remote_backends: bool,
 }
 
 fn host_of(url: &str) -> String {
@@ -219,6 +222,7 @@ impl Backends {
     ) -> Result<Selected, ReviewError> {
         needs.sensitive = self.sensitive;
         if !self.is_auto() {
+            self.check_local(&self.default_model)?;
             return Ok(Selected {
                 client: self.route(&self.default_model)?,
                 model: self.default_model.clone(),
@@ -255,6 +259,7 @@ impl Backends {
                 .any(|f| models::lineage(f) == models::lineage(&Backends::family_of(model)))
         };
         if let Some(m) = explicit.filter(|m| !m.trim().is_empty()) {
+            self.check_local(m)?;
             let sel = Selected {
                 client: self.route(m)?,
                 model: m.to_string(),
@@ -264,6 +269,7 @@ impl Backends {
         }
         if !self.is_auto() {
             let m = self.default_model.clone();
+            self.check_local(&m)?;
             let d = degraded_for(&m);
             return Ok((
                 Selected {
@@ -288,6 +294,32 @@ impl Backends {
             },
             degraded,
         ))
+    }
+
+    /// A pinned model bypasses scoring, so the locality rule is checked here: on a review only
+    /// local models may see, a model whose card says `remote` is refused rather than called.
+    fn check_local(&self, model: &str) -> Result<(), ReviewError> {
+        if !self.sensitive {
+            return Ok(());
+        }
+        let remote = self.cards().iter().any(|c| {
+            (c.name == model || strip_tag(&c.name) == model)
+                && c.agentic.locality == Some(models::Locality::Remote)
+        });
+        if remote {
+            return Err(ReviewError::NoModel(format!(
+                "{model}: remote model on a review limited to local models (sensitive, or a peer's attempt); pin a local model or set allow_peers_remote_backends"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The backends a peer's attempt may use: the node's own `sensitive` is a floor the peer can
+    /// only raise, and remote (paid) models stay off limits unless the operator allowed them.
+    pub fn for_peer(&self, peer_sensitive: bool) -> Backends {
+        let mut b = self.clone();
+        b.sensitive = self.sensitive || peer_sensitive || !self.allow_peers_remote_backends;
+        b
     }
 
     /// Learn from a finished call (runtime layer of the card).

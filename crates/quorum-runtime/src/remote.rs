@@ -294,6 +294,13 @@ pub async fn run_attempt(
     board: Option<Arc<dyn crate::board::TeamBoard>>,
     node: &str,
 ) -> RemoteOutcome {
+    // The flow arrived as data from a peer: it obeys the same rules as a flow file.
+    if let Err(e) = req.flow.validate() {
+        return RemoteOutcome::Err {
+            class: "config".into(),
+            message: format!("the flow sent by {} is invalid: {e}", req.origin),
+        };
+    }
     let mut files = Vec::with_capacity(req.manifest.len());
     for m in &req.manifest {
         match contents.get(&m.hash) {
@@ -323,8 +330,8 @@ pub async fn run_attempt(
     {
         catalog = shipped.clone();
     }
-    let mut backends = backends.clone();
-    backends.sensitive = req.sensitive;
+    // The request's `sensitive` can only tighten this node's policy, never relax it.
+    let backends = backends.for_peer(req.sensitive);
     let ctx = ReviewContext {
         flow_id: req.flow_id.clone(),
         flow: req.flow.clone(),
@@ -405,8 +412,11 @@ pub async fn run_attempt(
         task.model = None;
     }
     let deadline = std::time::Duration::from_secs(
-        ctx.flow.parameters.call_timeout_secs.max(1)
-            * (ctx.flow.parameters.max_iterations as u64 + 2),
+        ctx.flow
+            .parameters
+            .call_timeout_secs
+            .max(1)
+            .saturating_mul(u64::from(ctx.flow.parameters.max_iterations).saturating_add(2)),
     );
     let span = crate::obs::remote_attempt_span(req.trace.as_ref(), &req.flow_id, &task.id, node);
     let run = tracing::Instrument::instrument(

@@ -68,8 +68,8 @@ impl ExclusionReason {
         }
     }
 
-    /// The label of a reason the snapshot wrote into `skipped` (the strings `admit`,
-    /// `read_text` and the walk produce).
+    /// The label of a reason the snapshot wrote into `skipped` (the strings `admit_file`,
+    /// `admit_symlink`, `read_checked` and the walk produce).
     pub fn of_skipped(reason: &str) -> ExclusionReason {
         match reason {
             "secret" => ExclusionReason::Secret,
