@@ -14,10 +14,13 @@ echo "quickstart: preparing the local model server (first run builds llama.cpp; 
 backend_line="$(deploy/local/setup.sh | tail -n 1)"
 echo "quickstart: building quorum" >&2
 cargo build --release --quiet -p quorum-cli
+# The binary is wherever cargo puts it (CARGO_TARGET_DIR, build.target-dir), not always ./target.
+target_dir="$(cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 # shellcheck disable=SC2086 # the setup line is "--backend URL --model NAME", split on purpose
 set +e
 # flows/quick.yaml: the same review with bounds a CPU-only 0.5B model finishes in minutes.
-./target/release/quorum review "$target" $backend_line --flow quick --out "$out" --max-concurrent 2
+"$target_dir/release/quorum" review "$target" $backend_line --flow quick --out "$out" --max-concurrent 2
 status=$?
 set -e
 case "$status" in
