@@ -211,6 +211,9 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("cannot start the cluster node: {e}"))?;
         a.attach(started.clone());
         transport.bind(started.clone());
+        if let Ok(path) = std::env::var("QUORUM_FAULTS") {
+            tokio::spawn(fault_file_loop(started.clone(), path.into()));
+        }
         if let Some(c) = &control {
             c.attach(started.clone(), control_tick);
             line.push_str(&format!(
@@ -425,6 +428,34 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::Clean)
+}
+
+/// Fault injection for tests and chaos drills (`QUORUM_FAULTS=FILE`): every 100 ms the file is
+/// read and each `partition NAME` line cuts this node off from that peer through the cluster's
+/// transport filter (frames both ways are dropped); a line removed heals it. Without the
+/// variable nothing of this runs.
+async fn fault_file_loop(cluster: quorum_cluster::Cluster, path: std::path::PathBuf) {
+    let mut cut: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
+    loop {
+        tick.tick().await;
+        let text = tokio::fs::read_to_string(&path).await.unwrap_or_default();
+        let want: std::collections::BTreeSet<String> = text
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("partition "))
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
+        for n in want.difference(&cut) {
+            tracing::warn!(peer = %n, "fault injection: partitioned from peer");
+            cluster.filter().partition(n);
+        }
+        for n in cut.difference(&want) {
+            tracing::warn!(peer = %n, "fault injection: partition healed");
+            cluster.filter().heal(n);
+        }
+        cut = want;
+    }
 }
 
 async fn shutdown_signal() {

@@ -84,6 +84,7 @@ async fn start(name: &str, work: &Path, join: &[&str]) -> Node {
         .env("QUORUM_API_TOKEN", TOKEN)
         .env("QUORUM_COOKIE", COOKIE)
         .env("QUORUM_MAX_CONCURRENT", "1")
+        .env("QUORUM_FAULTS", work.join(format!("faults-{name}")))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -454,4 +455,96 @@ async fn a_conductor_stopped_past_the_election_timeout_steps_down_when_it_wakes(
     let per_task = requests_per_task(&nodes);
     assert!(per_task.values().all(|n| *n <= 2), "{per_task:?}");
     assert_eq!(nodes[0].name, "n1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_isolating_the_conductor_moves_the_review_to_the_majority() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let mut nodes = cluster(&w).await;
+    let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
+    let flow_id = review_under_way(&nodes, 2, &mut follow).await;
+
+    // The transport filter cuts n1 (the conductor) off from every peer, both ways; the API
+    // stays reachable, so the client keeps talking to whichever node answers.
+    let others: Vec<&str> = nodes[1..].iter().map(|n| n.name.as_str()).collect();
+    std::fs::write(
+        w.join("faults-n1"),
+        others
+            .iter()
+            .map(|n| format!("partition {n}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    for n in &others {
+        std::fs::write(w.join(format!("faults-{n}")), "partition n1\n").unwrap();
+    }
+
+    // The majority side takes the review over.
+    let c2 = client(&nodes[1]).await;
+    let mut taken = None;
+    for _ in 0..1200 {
+        let st = c2.cluster_status().await.unwrap();
+        taken = st
+            .iter()
+            .find(|n| n.name != "n1" && n.conducting.contains(&flow_id))
+            .map(|n| n.name.clone());
+        if taken.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let taken = taken.expect("the majority never took the review over");
+
+    let (code, report, stderr) = follow.await.unwrap();
+    assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
+    let report = report.expect("no report written");
+    assert_eq!(report["flow_id"], flow_id.as_str());
+    assert_complete_once(&report);
+    let synth = report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["persona"] == "synthesizer")
+        .expect("a synthesizer task");
+    assert_ne!(
+        synth["node"], "n1",
+        "the minority side finished the review: {synth}"
+    );
+
+    // The minority side stopped conducting: its own view no longer lists the review.
+    let c1 = client(&nodes[0]).await;
+    let mut still = true;
+    for _ in 0..600 {
+        let st = c1.cluster_status().await.unwrap();
+        still = st
+            .iter()
+            .any(|n| n.name == "n1" && n.conducting.contains(&flow_id));
+        if !still {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !still,
+        "n1 still conducts the review on its side of the partition"
+    );
+    assert_ne!(taken, "n1");
+    // What n1 completed (committed) before the partition was never asked of a model again. Its
+    // store can be read once it is gone; after the cut it could commit nothing more.
+    nodes[0].child.kill().await.unwrap();
+    let _ = nodes[0].child.wait().await;
+    let done_before = completed_on(&nodes[0].data, &flow_id);
+    assert!(
+        !done_before.is_empty(),
+        "nothing was done before the partition"
+    );
+    let per_task = requests_per_task(&nodes);
+    for t in &done_before {
+        assert_eq!(
+            per_task.get(t),
+            Some(&1),
+            "task {t} asked again: {per_task:?}"
+        );
+    }
 }
