@@ -337,7 +337,7 @@ async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     // n1 is slow enough that work is still queued when n3 arrives.
-    let n1 = start("n1", w, &[], true, COOKIE, 2000, 1).await;
+    let n1 = start("n1", w, &[], true, COOKIE, 3500, 1).await;
     let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 1500, 2).await;
     let c = client(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
@@ -583,7 +583,7 @@ async fn kill_9_the_accepting_node_restart_it_and_the_followed_review_completes_
 async fn cancel_through_the_api_stops_the_review_and_the_client_exits_3() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let n1 = start("n1", w, &[], true, COOKIE, 2000, 1).await;
+    let n1 = start("n1", w, &[], true, COOKIE, 3500, 1).await;
     let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 2000, 1).await;
     let c = client(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
