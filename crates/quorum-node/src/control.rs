@@ -172,8 +172,52 @@ impl NodeControl {
                 let Some(me) = me.upgrade() else { return };
                 me.leader_duties().await;
                 me.reconcile().await;
+                me.collect_garbage().await;
             }
         });
+    }
+
+    /// Bounded by construction: the leader forgets finished reviews beyond the newest
+    /// `FINISHED_REVIEWS_RETAINED` on every replica, and every node deletes pack copies of
+    /// reviews the control plane no longer knows (once they are old enough that an `Accept` in
+    /// flight cannot be the reason).
+    async fn collect_garbage(&self) {
+        let summaries = self.plane.summaries();
+        if self.plane.is_leader() {
+            for flow_id in to_forget(&summaries, FINISHED_REVIEWS_RETAINED) {
+                match self
+                    .plane
+                    .propose(Command::Forget {
+                        flow_id: flow_id.clone(),
+                    })
+                    .await
+                {
+                    Ok(_) => {
+                        tracing::info!(flow_id = %flow_id, "finished review forgotten by the control plane")
+                    }
+                    Err(e) => {
+                        tracing::debug!(flow_id = %flow_id, error = %e, "cannot forget yet");
+                        break;
+                    }
+                }
+            }
+        }
+        let known: HashSet<String> = summaries.into_iter().map(|s| s.flow_id).collect();
+        let replicas = self.replicas.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            let Ok(held) = replicas.list_flows() else {
+                return;
+            };
+            let now = chrono::Utc::now().naive_utc();
+            for f in held {
+                if stale_replica(&f.flow_id, &known, now) {
+                    if let Err(e) = replicas.delete_flow(&f.flow_id) {
+                        tracing::debug!(flow_id = %f.flow_id, error = %e, "pack copy not deleted");
+                    }
+                }
+            }
+        })
+        .await;
     }
 
     /// The review as the control plane has it, if it knows it.
@@ -531,9 +575,92 @@ async fn push_pack(
     Ok(())
 }
 
+/// Finished reviews whose facts the control plane keeps (GetReport from any node answers them);
+/// older ones are forgotten on every replica. The conductor's own flow store keeps everything
+/// until `quorum flows gc`.
+pub const FINISHED_REVIEWS_RETAINED: usize = 64;
+
+/// The finished reviews to forget so that at most `keep` remain: the oldest first (flow ids
+/// begin with their start time, so they sort chronologically).
+fn to_forget(summaries: &[quorum_control::state::ReviewSummary], keep: usize) -> Vec<String> {
+    let mut finished: Vec<&str> = summaries
+        .iter()
+        .filter(|s| s.finished)
+        .map(|s| s.flow_id.as_str())
+        .collect();
+    finished.sort();
+    let excess = finished.len().saturating_sub(keep);
+    finished
+        .into_iter()
+        .take(excess)
+        .map(str::to_string)
+        .collect()
+}
+
+/// A pack copy the control plane does not know, and old enough (an hour) that its review cannot
+/// still be on its way to being agreed.
+fn stale_replica(flow_id: &str, known: &HashSet<String>, now: chrono::NaiveDateTime) -> bool {
+    if known.contains(flow_id) {
+        return false;
+    }
+    let started = flow_id
+        .get(..15)
+        .and_then(|t| chrono::NaiveDateTime::parse_from_str(t, "%Y%m%d-%H%M%S").ok());
+    match started {
+        Some(t) => now.signed_duration_since(t) > chrono::Duration::hours(1),
+        // Not a flow id this node made: never delete what it cannot date.
+        None => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_oldest_finished_reviews_beyond_the_bound_are_forgotten() {
+        let s = |id: &str, finished: bool| quorum_control::state::ReviewSummary {
+            flow_id: id.into(),
+            conductor: "n1".into(),
+            epoch: 1,
+            facts: 3,
+            pack_holders: Default::default(),
+            finished,
+        };
+        let all = vec![
+            s("20261201-100000-aaaaaa", true),
+            s("20261201-090000-bbbbbb", true),
+            s("20261201-110000-cccccc", false),
+            s("20261201-080000-dddddd", true),
+        ];
+        assert_eq!(
+            to_forget(&all, 1),
+            vec!["20261201-080000-dddddd", "20261201-090000-bbbbbb"]
+        );
+        assert!(to_forget(&all, 3).is_empty());
+        // A running review is never forgotten, however many there are.
+        assert!(!to_forget(&all, 0).contains(&"20261201-110000-cccccc".to_string()));
+    }
+
+    #[test]
+    fn only_old_unknown_pack_copies_are_stale() {
+        let now =
+            chrono::NaiveDateTime::parse_from_str("20261201-120000", "%Y%m%d-%H%M%S").unwrap();
+        let known: HashSet<String> = ["20261201-080000-aaaaaa".to_string()].into();
+        assert!(
+            !stale_replica("20261201-080000-aaaaaa", &known, now),
+            "known"
+        );
+        assert!(
+            stale_replica("20261201-080000-bbbbbb", &known, now),
+            "old, unknown"
+        );
+        assert!(
+            !stale_replica("20261201-115900-cccccc", &known, now),
+            "too recent"
+        );
+        assert!(!stale_replica("my-review", &known, now), "undatable");
+    }
 
     #[test]
     fn an_oversized_transcript_is_left_out_of_the_replicated_fact() {
