@@ -319,14 +319,7 @@ impl QuorumMcp {
         let req = pb::SubmitReviewRequest {
             target_name: root.display().to_string(),
             head_sha: pack.head_sha.clone(),
-            files: pack
-                .files
-                .values()
-                .map(|f| pb::SourceFile {
-                    path: f.path.clone(),
-                    content: f.content.as_bytes().to_vec(),
-                })
-                .collect(),
+            files: crate::node::source_files(&pack),
             flow: p.flow.unwrap_or_default(),
             flow_yaml: None,
             options: Some(pb::ReviewOptions {

@@ -492,7 +492,7 @@ pub fn set_api_ca(ca: Option<std::path::PathBuf>) {
 }
 
 /// Connect to the first node of `urls` that answers.
-async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, String)> {
+pub(crate) async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, String)> {
     let ca = match API_CA.get().and_then(|c| c.as_deref()) {
         Some(path) => Some(quorum_api::read_ca(path).map_err(|e| anyhow::anyhow!("--ca: {e}"))?),
         None => None,
@@ -508,13 +508,16 @@ async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, String)
 }
 
 /// Follow `flow_id` to its end, reconnecting to any of `urls` when the stream is lost. Returns
-/// the client of the node that holds the finished review.
-async fn follow(
+/// the client of the node that holds the finished review. With `unknown_is_error`, a node
+/// that has never heard of the review ends the follow at once (`flows show --watch`); a
+/// review just submitted is followed through such answers instead.
+pub(crate) async fn follow(
     urls: &[String],
     token: &str,
     mut client: ApiClient,
     flow_id: &str,
     quiet: bool,
+    unknown_is_error: bool,
 ) -> Result<ApiClient> {
     use tokio_stream::StreamExt;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -547,6 +550,11 @@ async fn follow(
                     last_error = "the event stream ended early".into();
                 }
             }
+            Err(quorum_api::ApiError::NotFound(m)) if unknown_is_error => {
+                drop(tx);
+                renderer.abort();
+                bail!("no review {flow_id} on {}: {m}", urls.join(","));
+            }
             Err(e) => last_error = e.to_string(),
         }
         let since = *lost_since.get_or_insert_with(std::time::Instant::now);
@@ -575,6 +583,17 @@ async fn follow(
     drop(tx);
     let _ = renderer.await;
     Ok(client)
+}
+
+/// A snapshot's files as a submission carries them.
+pub(crate) fn source_files(pack: &ContextPack) -> Vec<pb::SourceFile> {
+    pack.files
+        .values()
+        .map(|f| pb::SourceFile {
+            path: f.path.clone(),
+            content: f.content.as_bytes().to_vec(),
+        })
+        .collect()
 }
 
 fn api_token(token_file: Option<&std::path::Path>) -> Result<String> {
@@ -723,14 +742,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
     let req = pb::SubmitReviewRequest {
         target_name: root.display().to_string(),
         head_sha: pack.head_sha.clone(),
-        files: pack
-            .files
-            .values()
-            .map(|f| pb::SourceFile {
-                path: f.path.clone(),
-                content: f.content.as_bytes().to_vec(),
-            })
-            .collect(),
+        files: source_files(&pack),
         flow: args
             .flow
             .clone()
@@ -756,7 +768,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
             pack.len()
         );
     }
-    let client = follow(urls, &token, client, &flow_id, args.quiet).await?;
+    let client = follow(urls, &token, client, &flow_id, args.quiet, false).await?;
     let r = client
         .report(&flow_id)
         .await

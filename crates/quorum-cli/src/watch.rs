@@ -7,19 +7,14 @@
 use crate::commands::{data_dir, load_settings};
 use crate::exit::{incomplete, ExitCode};
 use crate::FlowsCommand;
-use anyhow::{bail, Context, Result};
-use quorum_api::ApiClient;
+use anyhow::{Context, Result};
 use quorum_core::report::Report;
-use quorum_runtime::Progress;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
 /// How often the lock of a locally running review is looked at.
 const POLL: Duration = Duration::from_millis(300);
-/// How long a lost event stream is retried before giving up.
-const RECONNECT_WINDOW: Duration = Duration::from_secs(300);
-
 pub async fn watch(
     flow_id: &str,
     cluster: &[String],
@@ -67,77 +62,17 @@ pub async fn watch(
     )
 }
 
-async fn connect_any(urls: &[String], token: &str) -> Result<ApiClient> {
-    let mut last = String::new();
-    for url in urls {
-        match ApiClient::connect(url, token).await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = format!("{url}: {e}"),
-        }
-    }
-    Err(incomplete(format!("cannot reach the cluster ({last})")))
-}
-
 async fn watch_remote(
     flow_id: &str,
     urls: &[String],
     token_file: Option<&Path>,
 ) -> Result<ExitCode> {
-    use tokio_stream::StreamExt;
     let token = quorum_api::load_token("QUORUM_API_TOKEN", token_file)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut client = connect_any(urls, &token).await?;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let renderer = tokio::spawn(crate::progress::render(rx, std::io::stderr().is_terminal()));
-    let mut lost_since: Option<std::time::Instant> = None;
-    let mut seen = 0u64;
-    'follow: loop {
-        let why = match client.watch(flow_id).await {
-            Ok(mut events) => {
-                lost_since = None;
-                let mut why = String::from("the event stream ended early");
-                while let Some(ev) = events.next().await {
-                    match ev {
-                        Ok(ev) if ev.kind == quorum_api::FINISHED_KIND => break 'follow,
-                        Ok(ev) => {
-                            // A reconnect replays the backlog: draw each event once.
-                            if ev.seq > seen {
-                                seen = ev.seq;
-                                if let Ok(p) = serde_json::from_str::<Progress>(&ev.json) {
-                                    let _ = tx.send(p);
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            why = e.to_string();
-                            break;
-                        }
-                    }
-                }
-                why
-            }
-            Err(quorum_api::ApiError::NotFound(m)) => {
-                renderer.abort();
-                bail!("no review {flow_id} on {}: {m}", urls.join(","));
-            }
-            Err(e) => e.to_string(),
-        };
-        let since = *lost_since.get_or_insert_with(std::time::Instant::now);
-        if since.elapsed() > RECONNECT_WINDOW {
-            renderer.abort();
-            return Err(incomplete(format!(
-                "lost review {flow_id} ({why}); no node of {} has it back",
-                urls.join(",")
-            )));
-        }
-        eprintln!("quorum: lost the review's event stream ({why}); reconnecting");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        if let Ok(c) = connect_any(urls, &token).await {
-            client = c;
-        }
-    }
-    drop(tx);
-    let _ = renderer.await;
+    let (client, _) = crate::node::connect_any(urls, &token).await?;
+    // The same follower `review --cluster` uses: reconnects across URLs for a while.
+    let quiet = !std::io::stderr().is_terminal();
+    let client = crate::node::follow(urls, &token, client, flow_id, quiet, true).await?;
     let r = client
         .report(flow_id)
         .await

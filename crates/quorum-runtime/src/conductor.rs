@@ -173,6 +173,11 @@ impl ConductorState {
         });
     }
 
+    /// Record a note for the reader as a fact (what the conductor saw and did).
+    async fn note(&self, message: String) {
+        self.ctx.facts.event(Event::Note { message }).await;
+    }
+
     fn lease(&self) -> Duration {
         self.ctx
             .remote
@@ -310,11 +315,16 @@ fn task_state(s: TaskStatus) -> TaskState {
 fn result_of(outcome: &JobOutcome) -> AttemptResult {
     match outcome.error() {
         None => AttemptResult::Success,
-        Some(e) => AttemptResult::Failure {
-            class: e.class().to_string(),
-            message: e.to_string(),
-            retryable: e.retryable(),
-        },
+        Some(e) => failure_of(e),
+    }
+}
+
+/// An attempt error as the scheduler weighs it: its class, its words, whether to retry.
+fn failure_of(e: &AttemptError) -> AttemptResult {
+    AttemptResult::Failure {
+        class: e.class().to_string(),
+        message: e.to_string(),
+        retryable: e.retryable(),
     }
 }
 
@@ -423,11 +433,9 @@ impl FlowConductor {
                 let from = from.node().unwrap_or(state.ctx.node.as_str()).to_string();
                 tracing::info!(attempt, from = %from, why, "result not counted");
                 state
-                    .ctx
-                    .facts
-                    .event(Event::Note {
-                        message: format!("result of attempt {attempt} from {from} ignored: {why}"),
-                    })
+                    .note(format!(
+                        "result of attempt {attempt} from {from} ignored: {why}"
+                    ))
                     .await;
             }
         }
@@ -524,11 +532,7 @@ impl FlowConductor {
                     return Ok(Some(Input::Outcome {
                         attempt,
                         from: place.clone(),
-                        result: AttemptResult::Failure {
-                            class: e.class().into(),
-                            message: e.to_string(),
-                            retryable: e.retryable(),
-                        },
+                        result: failure_of(&e),
                     }))
                 }
             };
@@ -555,11 +559,7 @@ impl FlowConductor {
                 return Ok(Some(Input::Outcome {
                     attempt,
                     from: Place::Local,
-                    result: AttemptResult::Failure {
-                        class: e.class().into(),
-                        message: e.to_string(),
-                        retryable: e.retryable(),
-                    },
+                    result: failure_of(&e),
                 }))
             }
         }
@@ -925,23 +925,13 @@ impl Actor for FlowConductor {
                 if affected > 0 {
                     tracing::warn!(node = %node, attempts = affected, "node lost; reassigning its attempts");
                     state
-                        .ctx
-                        .facts
-                        .event(Event::Note {
-                            message: format!("node {node} lost; {affected} attempts reassigned"),
-                        })
+                        .note(format!("node {node} lost; {affected} attempts reassigned"))
                         .await;
                 }
                 Self::feed(&myself, state, Input::PeerLost { node }, None).await
             }
             ConductorMsg::NodeJoined(node) => {
-                state
-                    .ctx
-                    .facts
-                    .event(Event::Note {
-                        message: format!("node {node} joined"),
-                    })
-                    .await;
+                state.note(format!("node {node} joined")).await;
                 Self::sync_peers(&myself, state).await?;
                 Self::feed(&myself, state, Input::Tick, None).await
             }

@@ -126,25 +126,12 @@ impl FlowConductor {
                 state.emit(Progress::Stage {
                     stage: "specialists".into(),
                 });
-                let placeable = state.ctx.remote.is_some();
                 let keys: Vec<TaskKey> = plan
                     .tasks
                     .into_iter()
                     .map(|t| state.add_run(TaskRun::specialist(t)))
                     .collect();
-                for key in keys {
-                    Box::pin(Self::feed(
-                        myself,
-                        state,
-                        Input::AddTask {
-                            key,
-                            stage: false,
-                            placeable,
-                        },
-                        None,
-                    ))
-                    .await?;
-                }
+                Box::pin(Self::add_tasks(myself, state, keys)).await?;
                 // A plan whose every task was rejected leaves nothing to wait for.
                 Box::pin(Self::advance(myself, state)).await?;
             }
@@ -352,13 +339,7 @@ impl FlowConductor {
             return Ok(());
         }
         tracing::warn!(reason = %why, "flow budget spent; finishing with what was found");
-        state
-            .ctx
-            .facts
-            .event(Event::Note {
-                message: why.clone(),
-            })
-            .await;
+        state.note(why.clone()).await;
         state.budget_spent = Some(why.clone());
         let phase = state.phase;
         // Hold the phase while the stop fails what is unfinished, so no stage "fallback"
@@ -530,9 +511,20 @@ impl FlowConductor {
                 return Self::start_phase(myself, state, Phase::Synthesize).await;
             }
         }
+        Self::add_tasks(myself, state, unfinished).await?;
+        Self::advance(myself, state).await
+    }
+
+    /// Hand runs to the scheduler as tasks (specialist tasks, verification batches), placeable
+    /// on peers when the review has any.
+    async fn add_tasks(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        keys: Vec<TaskKey>,
+    ) -> Result<(), ActorProcessingErr> {
         let placeable = state.ctx.remote.is_some();
-        for key in unfinished {
-            Self::feed(
+        for key in keys {
+            Box::pin(Self::feed(
                 myself,
                 state,
                 Input::AddTask {
@@ -541,10 +533,10 @@ impl FlowConductor {
                     placeable,
                 },
                 None,
-            )
+            ))
             .await?;
         }
-        Self::advance(myself, state).await
+        Ok(())
     }
 
     /// Verification: grounding first for every finding (deterministic, here), then the
@@ -594,20 +586,7 @@ impl FlowConductor {
             keys.push(key);
         }
         state.verify = Some(round);
-        let placeable = state.ctx.remote.is_some();
-        for key in keys {
-            Box::pin(Self::feed(
-                myself,
-                state,
-                Input::AddTask {
-                    key,
-                    stage: false,
-                    placeable,
-                },
-                None,
-            ))
-            .await?;
-        }
+        Box::pin(Self::add_tasks(myself, state, keys)).await?;
         // Grounding may have decided everything: nothing to wait for.
         Box::pin(Self::advance(myself, state)).await
     }
