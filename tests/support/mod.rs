@@ -159,6 +159,18 @@ pub const SIX_TASKS: usize = 6;
 /// Six specialist tasks, each reporting one real finding in a different place; specialists take
 /// `delay_ms` so a kill lands between tasks. `flaky` puts 500s in front of them.
 pub fn six_task_script(delay_ms: u64, flaky: bool) -> Script {
+    six_task_script_answering(flaky, |finding| Reply::delay(delay_ms, finding))
+}
+
+/// The six-task script whose specialist answers wait for [`ScriptedServer::release`]: a test
+/// keeps a node's slots busy for exactly as long as it needs, however slow the machine.
+///
+/// [`ScriptedServer::release`]: quorum_testkit::ScriptedServer::release
+pub fn held_six_task_script() -> Script {
+    six_task_script_answering(false, Reply::held)
+}
+
+fn six_task_script_answering(flaky: bool, answer: impl Fn(Reply) -> Reply) -> Script {
     let lines = [
         ("src/db.py", 53, "name LIKE '%{term}%'"),
         (
@@ -203,7 +215,7 @@ pub fn six_task_script(delay_ms: u64, flaky: bool) -> Script {
             Rule::new(format!("t{n}"))
                 .when_system(["You are security_sentinel"])
                 .when_last_user([format!("## Task t{n}\n")])
-                .reply(Reply::delay(delay_ms, Reply::json(&finding))),
+                .reply(answer(Reply::json(&finding))),
         );
     }
     s.rule(verifier_confirms()).rule(synthesizer_rule())

@@ -336,8 +336,10 @@ async fn kill_9_a_worker_and_the_review_completes_once() {
 async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    // n1 is slow enough that work is still queued when n3 arrives.
-    let n1 = start("n1", w, &[], true, COOKIE, 3500, 1).await;
+    // n1's one slot stays busy until n3 has joined, so work is still queued when n3 arrives
+    // however slow the machine is.
+    let n1 = start("n1", w, &[], true, COOKIE, 0, 1).await;
+    n1._server.set_script(held_six_task_script());
     let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 1500, 2).await;
     let c = client(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
@@ -354,13 +356,16 @@ async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
     // A new node joins mid-review and takes work.
     let n3 = start("n3", w, &[&n1.cluster], false, COOKIE, 100, 2).await;
     wait_alive(&c, &["n1", "n3"]).await;
+    let mut feed3 = n3._server.subscribe();
+    first_attempt(&mut feed3).await;
+    n1._server.release();
     // n2 wakes up and delivers its stale result.
     n2.signal("-CONT");
     let (_, report) = review.await.unwrap();
     assert_complete_once(&report);
     assert!(
-        specialist_calls(&n3._server) > 0,
-        "the node that joined mid-review got no work"
+        specialist_nodes(&report).contains(&"n3".to_string()),
+        "the node that joined mid-review is credited with no task"
     );
 }
 
@@ -583,8 +588,11 @@ async fn kill_9_the_accepting_node_restart_it_and_the_followed_review_completes_
 async fn cancel_through_the_api_stops_the_review_and_the_client_exits_3() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
-    let n1 = start("n1", w, &[], true, COOKIE, 3500, 1).await;
-    let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 2000, 1).await;
+    // Specialist answers are held, so the review cannot finish before the cancel arrives.
+    let n1 = start("n1", w, &[], true, COOKIE, 0, 1).await;
+    let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 0, 1).await;
+    n1._server.set_script(held_six_task_script());
+    n2._server.set_script(held_six_task_script());
     let c = client(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
     let api = n1.api.clone().unwrap();

@@ -9,6 +9,7 @@
 //!   - status: 500                       # or {code: 429, body: "...", retry_after: 2}
 //!   - delay: {ms: 200, then: {text: ".."}}
 //!   - hang
+//!   - held: {text: ".."}                # answered once the test releases the server
 //!   - truncated: "cut me"
 //!   - echo
 //! ```
@@ -31,6 +32,7 @@ const KEYS: &[&str] = &[
     "status",
     "delay",
     "hang",
+    "held",
     "truncated",
     "echo",
 ];
@@ -110,6 +112,7 @@ impl Serialize for Reply {
                             then: (**then).clone(),
                         },
                     )?,
+                    Reply::Held(then) => map.serialize_entry("held", &**then)?,
                     Reply::Hang | Reply::Echo => {}
                 }
                 map.end()
@@ -175,6 +178,7 @@ impl<'de> Visitor<'de> for ReplyVisitor {
                     then: Box::new(spec.then),
                 }
             }
+            "held" => Reply::Held(Box::new(map.next_value()?)),
             "hang" => {
                 map.next_value::<IgnoredAny>()?;
                 Reply::Hang

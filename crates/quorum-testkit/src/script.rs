@@ -397,6 +397,9 @@ pub enum Reply {
     Delay { ms: u64, then: Box<Reply> },
     /// Accepts the request and never answers, until the server shuts down (then 503).
     Hang,
+    /// Waits until the test calls [`crate::ScriptedServer::release`], then does the inner reply:
+    /// a test orders events across processes without guessing how long they take.
+    Held(Box<Reply>),
     /// A 200 whose JSON body is cut half-way, as the reply `Text` of this content would be.
     Truncated(String),
     /// A JSON summary of what was received, as the assistant content.
@@ -468,6 +471,11 @@ impl Reply {
 
     pub fn hang() -> Reply {
         Reply::Hang
+    }
+
+    /// `then`, once the server is released (see [`crate::ScriptedServer::release`]).
+    pub fn held(then: Reply) -> Reply {
+        Reply::Held(Box::new(then))
     }
 
     pub fn truncated(content: impl Into<String>) -> Reply {

@@ -65,6 +65,7 @@ impl ScriptedServer {
         let addr = listener.local_addr()?;
         let (shutdown, _) = watch::channel(false);
         let (recorded, _) = watch::channel(0usize);
+        let (released, _) = watch::channel(false);
         let shared = Arc::new(Shared {
             state: Mutex::new(Served {
                 script: Installed::new(script),
@@ -73,6 +74,7 @@ impl ScriptedServer {
             }),
             shutdown,
             recorded,
+            released,
             call_ids: AtomicU64::new(0),
         });
 
@@ -148,6 +150,11 @@ impl ScriptedServer {
         self.shared.lock().script = Installed::new(script);
     }
 
+    /// Answers every `held` reply, waiting or still to come.
+    pub fn release(&self) {
+        self.shared.released.send_replace(true);
+    }
+
     /// Stops serving; hanging and delayed requests are answered 503 so nothing waits forever,
     /// and every [`ScriptedServer::subscribe`] feed ends.
     pub fn shutdown(self) {
@@ -169,6 +176,8 @@ struct Shared {
     shutdown: watch::Sender<bool>,
     /// Number of requests recorded so far, for `wait_for_requests`.
     recorded: watch::Sender<usize>,
+    /// Set by [`ScriptedServer::release`]; `held` replies wait for it.
+    released: watch::Sender<bool>,
     call_ids: AtomicU64,
 }
 
@@ -311,6 +320,16 @@ impl Shared {
                 Reply::Delay { ms, then } => {
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_millis(ms)) => {
+                            reply = *then;
+                            continue;
+                        }
+                        _ = self.stopping() => shutting_down(req.api),
+                    }
+                }
+                Reply::Held(then) => {
+                    let mut released = self.released.subscribe();
+                    tokio::select! {
+                        _ = released.wait_for(|open| *open) => {
                             reply = *then;
                             continue;
                         }

@@ -470,6 +470,42 @@ async fn delay_then_answers_with_the_inner_reply() {
 }
 
 #[tokio::test]
+async fn held_replies_wait_for_release_then_answer() {
+    bounded(async {
+        let server = ScriptedServer::start(
+            Script::new()
+                .rule(
+                    Rule::new("held")
+                        .when_all(["wait"])
+                        .reply(Reply::held(Reply::text("released"))),
+                )
+                .fallback(Reply::text("fine")),
+        )
+        .await
+        .unwrap();
+        let base = server.ollama_url();
+        let held = tokio::spawn({
+            let body = json!({"model": "scripted-model", "messages": user("wait for it")});
+            let url = format!("{base}/api/chat");
+            async move { post(url, &body).await }
+        });
+        server.wait_for_requests(1).await;
+        assert_eq!(ollama(&server, user("other")).await.content(), "fine");
+        assert!(!held.is_finished(), "a held reply answered before release");
+        server.release();
+        let answer = held.await.unwrap();
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.json()["message"]["content"], "released");
+        // Once released, later held replies answer at once.
+        assert_eq!(
+            ollama(&server, user("wait again")).await.content(),
+            "released"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn hang_blocks_only_its_own_request_and_shutdown_releases_it() {
     bounded(async {
         let server = ScriptedServer::start(

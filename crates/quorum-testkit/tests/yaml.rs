@@ -36,6 +36,7 @@ rules:
       - status: {code: 503, body: "busy"}
       - delay: {ms: 200, then: {text: "slow"}}
       - hang
+      - held: {text: "after release"}
       - truncated: "cut"
       - echo
 fallback: {text: "nothing"}
@@ -78,6 +79,7 @@ fn expected() -> Script {
                 .then(Reply::status_body(503, "busy"))
                 .then(Reply::delay(200, Reply::text("slow")))
                 .then(Reply::hang())
+                .then(Reply::held(Reply::text("after release")))
                 .then(Reply::truncated("cut"))
                 .then(Reply::echo()),
         )
