@@ -201,6 +201,32 @@ pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataD
     }
 }
 
+/// A review this node never conducted, rebuilt from its replica of the cluster's facts and the
+/// pack copy it holds: a review submitted to a cluster resumes on any node that took part, even
+/// when the whole cluster is down. `None` when this data dir has no control plane or its
+/// replica does not know the review.
+fn from_cluster_replica(data: &DataDir, flow_id: &str) -> Result<Option<quorum_store::FlowStore>> {
+    let control = data.root().join("control");
+    let record = quorum_control::store::read_review(&control, flow_id).map_err(|e| {
+        anyhow::anyhow!(
+            "{e}; if `quorum node` runs on this data dir, its cluster resumes the review by itself (see `quorum cluster status`)"
+        )
+    })?;
+    let Some(record) = record else {
+        return Ok(None);
+    };
+    let store = quorum_node::control::rebuild_review(data, flow_id, &record).map_err(|e| {
+        anyhow::anyhow!("cannot rebuild review {flow_id} from this node's replica: {e}")
+    })?;
+    eprintln!(
+        "quorum: review {flow_id} rebuilt from this node's replica of the cluster's facts ({} facts, epoch {}, last conducted by {}); it resumes here, outside the cluster",
+        record.facts.len(),
+        record.epoch,
+        record.conductor
+    );
+    Ok(Some(store))
+}
+
 /// Store errors are input errors (exit 2): a corrupt store is named, never silently reset.
 fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
     anyhow::anyhow!("{e}")
@@ -523,7 +549,13 @@ fn exit_for(report: &Report, fail_on: Option<quorum_core::finding::Severity>) ->
 pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
     let data = data_dir(&args.backend.common, &settings);
-    let store = data.open_flow(&args.flow_id).map_err(store_err)?;
+    let store = match data.open_flow(&args.flow_id) {
+        Ok(store) => store,
+        Err(e) => match from_cluster_replica(&data, &args.flow_id)? {
+            Some(store) => store,
+            None => return Err(store_err(e)),
+        },
+    };
     let meta = store.meta().map_err(store_err)?;
     let mut params: RunParams = serde_json::from_value(meta.params.clone())
         .map_err(|e| anyhow::anyhow!("flow {} has unreadable parameters: {e}", meta.flow_id))?;

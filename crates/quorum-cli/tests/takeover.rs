@@ -153,6 +153,42 @@ async fn cluster(work: &Path) -> Vec<Node> {
     panic!("the control plane never formed: {last:?}");
 }
 
+/// WatchReview on `node` until the stream ends: the specialist tasks it saw finish and the
+/// final status, if the stream carried one.
+async fn watch_to_the_end(
+    node: &Node,
+    flow_id: &str,
+) -> tokio::task::JoinHandle<(BTreeSet<String>, Option<String>)> {
+    use tokio_stream::StreamExt;
+    let c = client(node).await;
+    let mut events = None;
+    // The learner's replica may lag the leader by a few entries.
+    for _ in 0..600 {
+        if let Ok(e) = c.watch(flow_id).await {
+            events = Some(e);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut events = events.unwrap_or_else(|| panic!("{} never let us watch {flow_id}", node.name));
+    tokio::spawn(async move {
+        let mut done = BTreeSet::new();
+        while let Some(Ok(ev)) = events.next().await {
+            let v: Value = serde_json::from_str(&ev.json).unwrap_or_default();
+            if ev.kind == quorum_api::FINISHED_KIND {
+                return (done, v["status"].as_str().map(str::to_string));
+            }
+            if ev.kind == "task_finished" && v["ok"] == true {
+                let task = v["task"].as_str().unwrap_or_default();
+                if task.starts_with('t') {
+                    done.insert(task.to_string());
+                }
+            }
+        }
+        (done, None)
+    })
+}
+
 /// `quorum review --cluster URL,URL,URL` in the background; its exit code and report.
 async fn review(urls: String, work: PathBuf) -> (i32, Option<Value>, String) {
     let home = work.join(".home");
@@ -321,6 +357,8 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
     let mut nodes = cluster(&w).await;
     let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
     let flow_id = review_under_way(&nodes, 2, &mut follow).await;
+    // A watcher on the learner, which never conducts: its stream outlives the conductor.
+    let watcher = watch_to_the_end(&nodes[3], &flow_id).await;
 
     // Every attempt is one model request here, so a request after the kill is a new attempt.
     let before: usize = requests_per_task(&nodes[1..]).values().sum();
@@ -358,6 +396,13 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
         ["n2", "n3"].contains(&synth["node"].as_str().unwrap()),
         "{synth}"
     );
+    // The learner's watcher saw every task finish and the review end, across the takeover.
+    let (finished_tasks, end) = tokio::time::timeout(Duration::from_secs(60), watcher)
+        .await
+        .expect("the watcher on the learner never ended")
+        .unwrap();
+    assert_eq!(end.as_deref(), Some("completed"), "{finished_tasks:?}");
+    assert_eq!(finished_tasks.len(), SIX_TASKS, "{finished_tasks:?}");
     // Any surviving node answers for the finished review from the replicated facts.
     for n in &nodes[1..3] {
         let c = client(n).await;
@@ -545,6 +590,99 @@ async fn a_partition_isolating_the_conductor_moves_the_review_to_the_majority() 
             per_task.get(t),
             Some(&1),
             "task {t} asked again: {per_task:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_cluster_down_a_node_that_never_conducted_resumes_the_review_by_hand() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let mut nodes = cluster(&w).await;
+    let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
+    let flow_id = review_under_way(&nodes, 2, &mut follow).await;
+    // n2 has the facts agreed so far: wait (bounded) until its replica holds two results.
+    let c2 = client(&nodes[1]).await;
+    let mut seen = BTreeSet::new();
+    {
+        use tokio_stream::StreamExt;
+        let mut events = c2.watch(&flow_id).await.unwrap();
+        while let Some(Ok(ev)) = tokio::time::timeout(Duration::from_secs(60), events.next())
+            .await
+            .expect("n2's replica never showed two results")
+        {
+            let v: Value = serde_json::from_str(&ev.json).unwrap_or_default();
+            if ev.kind == "task_finished" && v["ok"] == true {
+                seen.insert(v["task"].as_str().unwrap_or_default().to_string());
+            }
+            if seen.iter().filter(|t| t.starts_with('t')).count() >= 2 {
+                break;
+            }
+        }
+    }
+    // Everything stops at once.
+    let before_kill = requests_per_task(&nodes[1..2]);
+    for n in &mut nodes {
+        n.child.kill().await.unwrap();
+        let _ = n.child.wait().await;
+    }
+    follow.abort();
+    assert!(
+        quorum_store::DataDir::new(&nodes[1].data)
+            .open_flow(&flow_id)
+            .is_err(),
+        "n2 conducted the review, so this would not test a node that never did"
+    );
+
+    let home = w.join(".home");
+    let out = w.join("resumed");
+    let o = tokio::time::timeout(
+        Duration::from_secs(240),
+        tokio::process::Command::new(BIN)
+            .args([
+                "resume",
+                &flow_id,
+                "--data-dir",
+                nodes[1].data.to_str().unwrap(),
+                "--backend",
+                &format!("ollama={}", nodes[1].server.ollama_url()),
+                "--model",
+                MODEL,
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+            ])
+            .current_dir(&w)
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("QUORUM_HOME", repo_root())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("quorum resume did not finish")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("rebuilt from this node's replica"),
+        "{stderr}"
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["flow_id"], flow_id.as_str());
+    assert_complete_once(&report);
+    // What the replica had recorded as done was not asked again: the resume used only n2's
+    // model server, and it saw no new request for those tasks.
+    let after = requests_per_task(&nodes[1..2]);
+    for t in seen.iter().filter(|t| t.starts_with('t')) {
+        assert_eq!(
+            after.get(t),
+            before_kill.get(t),
+            "task {t} asked again on resume: {before_kill:?} -> {after:?}"
         );
     }
 }

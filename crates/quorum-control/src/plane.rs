@@ -306,6 +306,15 @@ impl ControlPlane {
         self.inner.sm.review(flow_id)
     }
 
+    /// One review's facts from index `from` on, and whether it is finished, from this replica.
+    pub fn facts_since(
+        &self,
+        flow_id: &str,
+        from: usize,
+    ) -> Option<(Vec<serde_json::Value>, bool)> {
+        self.inner.sm.facts_since(flow_id, from)
+    }
+
     /// Every review in this node's replica, without facts.
     pub fn summaries(&self) -> Vec<crate::state::ReviewSummary> {
         self.inner.sm.summaries()

@@ -64,6 +64,18 @@ pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), crate::ControlE
     Ok((log, sm))
 }
 
+/// One review's record as a stopped node's replica holds it (its state machine as last
+/// applied), read without starting Raft: what `quorum resume` rebuilds a review from on a node
+/// that never conducted it. `Ok(None)` when the replica does not know the review (or there is
+/// no control-plane store in `dir`). Fails while a running node holds the store.
+pub fn read_review(dir: &Path, flow_id: &str) -> Result<Option<ReviewRecord>, crate::ControlError> {
+    if !dir.join("conf").exists() && !dir.join("db").exists() {
+        return Ok(None);
+    }
+    let (_, sm) = open(dir)?;
+    Ok(sm.review(flow_id))
+}
+
 /// The Raft log and vote.
 #[derive(Clone)]
 pub struct LogStore {
@@ -312,6 +324,23 @@ impl StateMachineStore {
     /// A copy of one review's record, from this node's replica.
     pub fn review(&self, flow_id: &str) -> Option<ReviewRecord> {
         self.read_image(|i| i.reviews.reviews.get(flow_id).cloned())
+    }
+
+    /// The facts of one review from index `from` on, and whether it is finished: what a watcher
+    /// on any node reads each time it looks, without copying the facts it already has.
+    pub fn facts_since(
+        &self,
+        flow_id: &str,
+        from: usize,
+    ) -> Option<(Vec<serde_json::Value>, bool)> {
+        self.read_image(|i| {
+            i.reviews.reviews.get(flow_id).map(|r| {
+                (
+                    r.facts.get(from..).map(<[_]>::to_vec).unwrap_or_default(),
+                    r.finished,
+                )
+            })
+        })
     }
 
     /// Every review without its facts, from this node's replica (cheap enough for every tick).

@@ -138,7 +138,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl NodeControl {
     pub fn new(plane: ControlPlane, name: &str, data: DataDir) -> Arc<NodeControl> {
-        let replicas = DataDir::new(data.root().join("replicas"));
+        let replicas = replicas_of(&data);
         Arc::new(NodeControl {
             plane,
             name: name.to_string(),
@@ -493,41 +493,53 @@ impl NodeControl {
 
     /// Rebuild the review's local store from the replicated facts and a held pack copy.
     async fn materialise(&self, flow_id: &str, record: &ReviewRecord) -> Result<(), NodeError> {
-        let meta: FlowMeta = serde_json::from_value(record.meta.clone())
-            .map_err(|e| NodeError::Data(format!("review meta: {e}")))?;
-        let facts: Vec<ReplicatedFact> = record
-            .facts
-            .iter()
-            .map(|f| serde_json::from_value(f.clone()))
-            .collect::<Result<_, _>>()
-            .map_err(|e| NodeError::Data(format!("fact: {e}")))?;
-        let data = self.data.clone();
-        let replicas = self.replicas.clone();
-        let id = flow_id.to_string();
-        tokio::task::spawn_blocking(move || -> Result<(), NodeError> {
-            let pack = match data.open_flow(&id).and_then(|s| s.load_pack()) {
-                Ok(p) => p,
-                Err(_) => replicas
-                    .open_flow(&id)
-                    .and_then(|s| s.load_pack())
-                    .map_err(|e| NodeError::NoPack {
-                        flow_id: id.clone(),
-                        message: e.to_string(),
-                    })?,
-            };
-            // The local store may be behind the replicated facts (or hold facts of a fenced
-            // epoch): it is rebuilt from the agreed sequence.
-            let _ = data.delete_flow(&id);
-            let store = data.create_flow(&meta)?;
-            store.save_pack(&pack)?;
-            for f in &facts {
-                f.apply_to(&store)?;
-            }
-            Ok(store.flush()?)
-        })
-        .await
-        .map_err(|e| NodeError::Store(e.to_string()))?
+        let (data, id, record) = (self.data.clone(), flow_id.to_string(), record.clone());
+        tokio::task::spawn_blocking(move || rebuild_review(&data, &id, &record).map(|_| ()))
+            .await
+            .map_err(|e| NodeError::Store(e.to_string()))?
     }
+}
+
+/// Rebuild review `flow_id`'s store in `data` from its replicated record and a pack this node
+/// holds (its own store's, or the copy under `replicas/`): the agreed facts replace whatever the
+/// local store had (it may be behind, or hold facts of a fenced epoch). Blocking (sled).
+pub fn rebuild_review(
+    data: &DataDir,
+    flow_id: &str,
+    record: &ReviewRecord,
+) -> Result<quorum_store::FlowStore, NodeError> {
+    let meta: FlowMeta = serde_json::from_value(record.meta.clone())
+        .map_err(|e| NodeError::Data(format!("review meta: {e}")))?;
+    let facts: Vec<ReplicatedFact> = record
+        .facts
+        .iter()
+        .map(|f| serde_json::from_value(f.clone()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| NodeError::Data(format!("fact: {e}")))?;
+    let replicas = replicas_of(data);
+    let pack = match data.open_flow(flow_id).and_then(|s| s.load_pack()) {
+        Ok(p) => p,
+        Err(_) => replicas
+            .open_flow(flow_id)
+            .and_then(|s| s.load_pack())
+            .map_err(|e| NodeError::NoPack {
+                flow_id: flow_id.to_string(),
+                message: e.to_string(),
+            })?,
+    };
+    let _ = data.delete_flow(flow_id);
+    let store = data.create_flow(&meta)?;
+    store.save_pack(&pack)?;
+    for f in &facts {
+        f.apply_to(&store)?;
+    }
+    store.flush()?;
+    Ok(store)
+}
+
+/// Where a node keeps pack copies of reviews conducted elsewhere.
+fn replicas_of(data: &DataDir) -> DataDir {
+    DataDir::new(data.root().join("replicas"))
 }
 
 fn pack_batches(pack: &ContextPack) -> Vec<Vec<(String, String)>> {
