@@ -189,8 +189,14 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                 args.voters.clone(),
             );
             cc.heartbeat = cfg.heartbeat_interval;
-            cc.election_timeout_min = cfg.heartbeat_deadline;
-            cc.election_timeout_max = cfg.heartbeat_deadline * 2;
+            // An openraft follower stands for election only after the leader's lease (the
+            // election timeout's maximum) plus a random election timeout: with these bounds a new
+            // leader is in place by the time membership declares the old one lost (the
+            // deadline), so a conductor that was also the Raft leader is replaced as fast as
+            // any other.
+            let (min, max) = election_timeouts(cfg.heartbeat_interval, cfg.heartbeat_deadline);
+            cc.election_timeout_min = min;
+            cc.election_timeout_max = max;
             cc.rpc_timeout = cfg.heartbeat_deadline;
             let plane = quorum_control::ControlPlane::start(cc, Arc::new(transport.clone()))
                 .await
@@ -428,6 +434,18 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::Clean)
+}
+
+/// The control plane's election timeout bounds for a heartbeat interval and a membership
+/// deadline: lease + timeout (between `deadline/3 + deadline/2` and `deadline`) ends no later
+/// than the deadline, and never within two heartbeats.
+fn election_timeouts(
+    heartbeat: std::time::Duration,
+    deadline: std::time::Duration,
+) -> (std::time::Duration, std::time::Duration) {
+    let min = (deadline / 3).max(heartbeat * 2);
+    let max = (deadline / 2).max(min + heartbeat);
+    (min, max)
 }
 
 /// Fault injection for tests and chaos drills (`QUORUM_FAULTS=FILE`): every 100 ms the file is
@@ -788,4 +806,27 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
             _ => ExitCode::Clean,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::election_timeouts;
+    use std::time::Duration;
+
+    #[test]
+    fn a_new_raft_leader_stands_before_membership_declares_the_old_one_lost() {
+        for (hb, deadline) in [(500, 3000), (100, 1000), (1000, 3000), (50, 200)] {
+            let (hb, deadline) = (Duration::from_millis(hb), Duration::from_millis(deadline));
+            let (min, max) = election_timeouts(hb, deadline);
+            assert!(min >= hb * 2, "{min:?} within two heartbeats of {hb:?}");
+            assert!(max > min);
+            // openraft elects after lease (= max) + a timeout in [min, max].
+            if hb * 6 <= deadline {
+                assert!(
+                    max * 2 <= deadline,
+                    "{max:?} x2 past the deadline {deadline:?}"
+                );
+            }
+        }
+    }
 }

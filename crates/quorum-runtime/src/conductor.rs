@@ -471,6 +471,11 @@ impl FlowConductor {
                 node: node.clone(),
             })
             .await;
+        // The start is a fact like any other: if the control plane refused it (this node no
+        // longer conducts the review), the attempt must not reach a model.
+        if state.ctx.facts.fenced() {
+            return Err("fenced: another node conducts this review now".into());
+        }
         if state.runs[key].task.is_some() || state.verify.is_some() {
             quorum_metrics::placed(place != Place::Local);
         }
