@@ -157,6 +157,12 @@ pub enum Input {
         stage: bool,
         placeable: bool,
     },
+    /// Where `key` should run when one of these places has room (a verification batch prefers
+    /// nodes serving a model family the finders did not use). A preference, never a
+    /// requirement: with every preferred place full the task goes wherever has room, so a
+    /// preference never costs throughput. Sent before the task's `AddTask`; an empty list
+    /// clears it.
+    Prefer { key: TaskKey, places: Vec<Place> },
     /// A peer is up (joined, rejoined, or its advert changed).
     PeerUp { node: String, capacity: usize },
     /// A peer is shutting down: it finishes what it runs and is never chosen again.
@@ -247,6 +253,7 @@ pub struct Scheduler {
     pending: VecDeque<TaskKey>,
     live: BTreeMap<AttemptId, Live>,
     peers: BTreeMap<String, PeerView>,
+    prefer: BTreeMap<TaskKey, Vec<Place>>,
     local_live: usize,
     stopped: Option<(String, String)>,
     jitter: u64,
@@ -264,6 +271,7 @@ impl Scheduler {
             pending: VecDeque::new(),
             live: BTreeMap::new(),
             peers: BTreeMap::new(),
+            prefer: BTreeMap::new(),
             local_live: 0,
             stopped: None,
             jitter: seed | 1,
@@ -358,6 +366,13 @@ impl Scheduler {
                     self.fail_unfinished(&mut out);
                 } else {
                     self.pending.push_back(key);
+                }
+            }
+            Input::Prefer { key, places } => {
+                if places.is_empty() {
+                    self.prefer.remove(&key);
+                } else {
+                    self.prefer.insert(key, places);
                 }
             }
             Input::PeerUp { node, capacity } => {
@@ -645,24 +660,39 @@ impl Scheduler {
         });
     }
 
-    /// Where the next specialist attempt goes: the least-loaded place with room; ties go to
-    /// this node, whose pack needs no transfer.
-    fn choose(&self, now_ms: u64, placeable: bool) -> Option<Place> {
+    /// Where the next attempt of `key` goes: the least-loaded place with room among its
+    /// preferred places if one has room, else among all; ties go to this node, whose pack
+    /// needs no transfer.
+    fn choose(&self, now_ms: u64, key: TaskKey, placeable: bool) -> Option<Place> {
         let cap = self.params.local_capacity.max(1);
-        let mut best: Option<(f64, Place)> =
-            (self.local_live < cap).then(|| (self.local_live as f64 / cap as f64, Place::Local));
+        let mut open: Vec<(f64, Place)> = Vec::new();
+        if self.local_live < cap {
+            open.push((self.local_live as f64 / cap as f64, Place::Local));
+        }
         if placeable {
             for (node, p) in &self.peers {
                 if p.draining || p.capacity == 0 || p.live >= p.capacity || now_ms < p.avoid_until {
                     continue;
                 }
-                let load = p.live as f64 / p.capacity as f64;
-                if best.as_ref().is_none_or(|(b, _)| load < *b) {
-                    best = Some((load, Place::Peer(node.clone())));
-                }
+                open.push((p.live as f64 / p.capacity as f64, Place::Peer(node.clone())));
             }
         }
-        best.map(|(_, place)| place)
+        let least = |among: &mut dyn Iterator<Item = &(f64, Place)>| {
+            let mut best: Option<&(f64, Place)> = None;
+            for c in among {
+                if best.is_none_or(|(b, _)| c.0 < *b) {
+                    best = Some(c);
+                }
+            }
+            best.map(|(_, place)| place.clone())
+        };
+        if let Some(preferred) = self.prefer.get(&key) {
+            let mut wanted = open.iter().filter(|(_, p)| preferred.contains(p));
+            if let Some(place) = least(&mut wanted) {
+                return Some(place);
+            }
+        }
+        least(&mut open.iter())
     }
 
     fn pump(&mut self, now_ms: u64, out: &mut Vec<Command>) {
@@ -677,7 +707,7 @@ impl Scheduler {
             if t.status != TaskStatus::Pending {
                 continue;
             }
-            let place = self.choose(now_ms, t.placeable);
+            let place = self.choose(now_ms, key, t.placeable);
             let Some(place) = place else {
                 // Nowhere has room: keep it (and everything behind it) queued, in order.
                 deferred.push_back(key);
@@ -788,6 +818,57 @@ mod tests {
                 Place::Local,
                 Place::Peer("p".into()),
                 Place::Peer("p".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_preferred_place_wins_while_it_has_room_and_never_holds_a_task_back() {
+        let mut s = Scheduler::new(
+            SchedulerParams {
+                local_capacity: 2,
+                lease_ms: 100,
+                ..SchedulerParams::default()
+            },
+            1,
+            7,
+        );
+        for (node, capacity) in [("a", 2), ("b", 1)] {
+            s.step(
+                0,
+                Input::PeerUp {
+                    node: node.into(),
+                    capacity,
+                },
+            );
+        }
+        let mut placed = Vec::new();
+        for key in 0..3 {
+            s.step(
+                0,
+                Input::Prefer {
+                    key,
+                    places: vec![Place::Peer("b".into())],
+                },
+            );
+            placed.extend(starts(&s.step(
+                0,
+                Input::AddTask {
+                    key,
+                    stage: false,
+                    placeable: true,
+                },
+            )));
+        }
+        let places: Vec<Place> = placed.into_iter().map(|(_, _, p)| p).collect();
+        // b has one slot: the first task takes it although this node is idle; the rest go
+        // where there is room (least loaded, ties local) instead of waiting for b.
+        assert_eq!(
+            places,
+            vec![
+                Place::Peer("b".into()),
+                Place::Local,
+                Place::Peer("a".into())
             ]
         );
     }

@@ -467,6 +467,15 @@ impl Sim {
 
     fn run(mut self) -> u64 {
         for key in 0..self.tasks {
+            // Some tasks prefer a peer (as verification prefers another model family), which
+            // may be the one that dies: a preference must never hold a task back.
+            if self.rng.chance(30) {
+                let peer = format!("p{}", self.rng.below(self.peers.len() as u64));
+                self.feed(Input::Prefer {
+                    key,
+                    places: vec![Place::Peer(peer)],
+                });
+            }
             self.feed(Input::AddTask {
                 key,
                 stage: false,

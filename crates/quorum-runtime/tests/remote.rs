@@ -643,3 +643,78 @@ async fn a_stage_shipped_to_a_peer_runs_there_with_the_shipped_catalog() {
     let out = remote::run_attempt(scout, &contents, &backends(&peer_server), None, "peer").await;
     assert!(matches!(out, RemoteOutcome::Scouted(..)), "{out:?}");
 }
+
+/// A peer as it advertises itself serving another model family than the finders'.
+#[derive(Debug)]
+struct OtherFamily(Arc<FakePeer>);
+
+#[async_trait::async_trait]
+impl RemoteExecutor for OtherFamily {
+    fn peers(&self) -> Vec<RemoteSlot> {
+        self.0
+            .peers()
+            .into_iter()
+            .map(|s| RemoteSlot {
+                models: vec!["llama3.1:8b".into()],
+                ..s
+            })
+            .collect()
+    }
+
+    async fn dispatch(&self, node: &str, req: RemoteAttempt) -> Result<(), String> {
+        self.0.dispatch(node, req).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_prefers_a_node_serving_another_model_family() {
+    let local = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer_server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer = Arc::new(FakePeer {
+        name: "peer".into(),
+        capacity: 8,
+        backends: backends(&peer_server),
+        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        alive: AtomicBool::new(true),
+        hang: false,
+        held: Mutex::new(Vec::new()),
+        ran: Mutex::new(Vec::new()),
+    });
+    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
+    flow.parameters.call_timeout_secs = 5;
+    flow.parameters.verify_batch = 1;
+    // This node has as much room as the peer: only the preference sends batches there.
+    let ctx = Arc::new(ReviewContext {
+        flow,
+        ..Arc::try_unwrap(context_with(
+            &local,
+            Some(Arc::new(OtherFamily(peer.clone()))),
+            &uuid::Uuid::new_v4().to_string(),
+            4,
+        ))
+        .unwrap()
+    });
+    let report = run(ctx).await;
+    assert_eq!(
+        report.status,
+        quorum_core::report::ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let batches: Vec<_> = report
+        .tasks
+        .iter()
+        .filter(|t| t.id.starts_with("verifier"))
+        .collect();
+    assert!(batches.len() > 1, "{batches:?}");
+    assert!(
+        batches.iter().all(|t| t.node == "peer"),
+        "a batch ran on this node although a node of another family had room: {batches:?}"
+    );
+    let local_verifications = local
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains("You are an independent verifier"))
+        .count();
+    assert_eq!(local_verifications, 0);
+}

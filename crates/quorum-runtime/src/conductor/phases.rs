@@ -586,9 +586,56 @@ impl FlowConductor {
             keys.push(key);
         }
         state.verify = Some(round);
+        if let Some(places) = Self::independent_verifier_places(state) {
+            // Straight into the scheduler, not through `feed`: a preference starts nothing, and
+            // `feed` would see a verify phase with no batches yet and call it done.
+            for &key in &keys {
+                let input = Input::Prefer {
+                    key,
+                    places: places.clone(),
+                };
+                let started = state.sched.step(crate::facts::now_ms(), input);
+                debug_assert!(started.is_empty(), "a preference started something");
+            }
+        }
         Box::pin(Self::add_tasks(myself, state, keys)).await?;
         // Grounding may have decided everything: nothing to wait for.
         Box::pin(Self::advance(myself, state)).await
+    }
+
+    /// The places serving a model of a family no finder used, when that is some but not all of
+    /// them: verification batches prefer them (independence), and fall back to the rest rather
+    /// than wait. `None` when every place — or none — would do.
+    fn independent_verifier_places(
+        state: &ConductorState,
+    ) -> Option<Vec<quorum_core::schedule::Place>> {
+        use quorum_core::models::lineage;
+        use quorum_core::schedule::Place;
+        let remote = state.ctx.remote.as_ref()?;
+        let finders: std::collections::BTreeSet<String> = state
+            .reported
+            .iter()
+            .map(|r| lineage(&crate::Backends::family_of(&r.reporter.model)))
+            .collect();
+        let independent = |models: &[String]| {
+            models
+                .iter()
+                .any(|m| !finders.contains(&lineage(&crate::Backends::family_of(m))))
+        };
+        let local_models = match state.ctx.verifier_model.as_deref() {
+            Some(m) if !m.trim().is_empty() => vec![m.to_string()],
+            _ => state.ctx.backends.all_models(),
+        };
+        let mut all = vec![(Place::Local, independent(&local_models))];
+        for p in remote.peers() {
+            all.push((Place::Peer(p.node.clone()), independent(&p.models)));
+        }
+        let preferred: Vec<Place> = all
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(p, _)| p.clone())
+            .collect();
+        (!preferred.is_empty() && preferred.len() < all.len()).then_some(preferred)
     }
 
     /// Run one verification batch here or ship it to a peer.
