@@ -1,5 +1,8 @@
 //! Multi-process clusters on 127.0.0.1: real `quorum node` processes, each with its own
 //! scripted model server; kill -9 and SIGSTOP for node loss and hangs.
+//!
+//! `QUORUM_TEST_NODE_LOG=1` prints every node's log lines (prefixed with its name) instead of
+//! keeping them for the tests that read them — for diagnosing a failure, not for a full run.
 
 #[path = "../../../tests/support/mod.rs"]
 mod support;
@@ -101,6 +104,7 @@ async fn start_at(
         .env("QUORUM_API_TOKEN", TOKEN)
         .env("QUORUM_COOKIE", cookie)
         .env("QUORUM_MAX_CONCURRENT", capacity.to_string())
+        .env("QUORUM_FAULTS", work.join(format!("faults-{name}")))
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -122,7 +126,16 @@ async fn start_at(
         .unwrap()
         .to_string();
     let api = line.split("api on ").nth(1).map(|s| s.trim().to_string());
-    let stderr = Some(BufReader::new(child.stderr.take().unwrap()).lines());
+    let mut stderr = Some(BufReader::new(child.stderr.take().unwrap()).lines());
+    if std::env::var_os("QUORUM_TEST_NODE_LOG").is_some() {
+        let mut lines = stderr.take().unwrap();
+        let tag = name.to_string();
+        tokio::spawn(async move {
+            while let Ok(Some(l)) = lines.next_line().await {
+                eprintln!("[{tag}] {l}");
+            }
+        });
+    }
     Node {
         child,
         cluster,
@@ -356,8 +369,7 @@ async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
     // A new node joins mid-review and takes work.
     let n3 = start("n3", w, &[&n1.cluster], false, COOKIE, 100, 2).await;
     wait_alive(&c, &["n1", "n3"]).await;
-    let mut feed3 = n3._server.subscribe();
-    first_attempt(&mut feed3).await;
+    specialist_requests(&n3._server, 1).await;
     n1._server.release();
     // n2 wakes up and delivers its stale result.
     n2.signal("-CONT");
@@ -367,6 +379,26 @@ async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
         specialist_nodes(&report).contains(&"n3".to_string()),
         "the node that joined mid-review is credited with no task"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_result_frames_are_all_dropped_has_its_attempts_re_placed_by_lease() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    // n2's transport filter drops every result frame it sends, from the start.
+    std::fs::write(w.join("faults-n2"), "drop attempt_result\n").unwrap();
+    let n1 = start("n1", w, &[], true, COOKIE, 100, 1).await;
+    let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 100, 2).await;
+    let c = client(&n1).await;
+    wait_alive(&c, &["n1", "n2"]).await;
+    let (_, report) = review_via(n1.api.as_ref().unwrap(), w, "out").await;
+    assert_complete_once(&report);
+    // n2 worked (its model server was asked) but none of its results arrived: every task is
+    // credited to n1, where the lapsed leases re-placed them.
+    assert!(specialist_calls(&n2._server) > 0, "n2 was never given work");
+    assert_eq!(specialist_nodes(&report), ["n1"]);
+    // n2 stayed a member throughout: the lease, not the heartbeat deadline, re-placed them.
+    wait_alive(&c, &["n1", "n2"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -68,6 +68,14 @@ impl TransportFilter {
         }
     }
 
+    /// Send frames of these kinds again (undo [`drop_kinds`](Self::drop_kinds)).
+    pub fn allow_kinds(&self, kinds: &[&str]) {
+        let mut s = self.lock();
+        for k in kinds {
+            s.dropped_kinds.remove(*k);
+        }
+    }
+
     /// Remove every rule.
     pub fn clear(&self) {
         let mut s = self.lock();
@@ -109,6 +117,9 @@ mod tests {
         f.drop_kinds(&["x"]);
         assert_eq!(f.outgoing("b", "x"), Verdict::Drop);
         assert_eq!(f.outgoing("b", "y"), Verdict::Send(None));
+        f.allow_kinds(&["x"]);
+        assert_eq!(f.outgoing("b", "x"), Verdict::Send(None));
+        f.drop_kinds(&["x"]);
         f.clear();
         assert_eq!(f.outgoing("a", "x"), Verdict::Send(None));
     }

@@ -22,6 +22,11 @@ pub const KIND_RENEW: &str = "renew_attempt";
 /// Origin → worker: stop these attempts now (cancel, or fenced after a lapsed lease).
 pub const KIND_CANCEL: &str = "cancel_attempts";
 
+/// How often, and how far apart, a worker tries to send a finished attempt's result back before
+/// leaving it to the origin's lease (about as long as the shortest lease).
+const RESULT_SEND_TRIES: u32 = 20;
+const RESULT_SEND_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Largest batch of file contents one fetch asks for; well under the cluster's frame limit.
 ///
 /// Small on purpose: a link carries frames in order, so a heartbeat queued behind a fetch reply
@@ -390,9 +395,24 @@ impl NodeAgent {
             flow_id,
             payload,
         };
-        if let Err(e) = cluster.send(&origin, msg).await {
-            // The origin's lease on this attempt lapses and it is placed elsewhere.
-            tracing::warn!(origin = %origin, error = %e, "cannot return an attempt result");
+        // A node that just joined can be asked to work before its membership knows the origin
+        // by name (the origin dialled in first), and a link can be mid-reconnect: keep trying
+        // for a while rather than throw a finished result away.
+        let mut tries = 0u32;
+        loop {
+            match cluster.send(&origin, msg.clone()).await {
+                Ok(()) => return,
+                Err(e) if tries + 1 >= RESULT_SEND_TRIES => {
+                    // The origin's lease on this attempt lapses and it is placed elsewhere.
+                    tracing::warn!(origin = %origin, error = %e, tries = tries + 1, "cannot return an attempt result");
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(origin = %origin, error = %e, "attempt result not sent yet; retrying");
+                    tries += 1;
+                    tokio::time::sleep(RESULT_SEND_PAUSE).await;
+                }
+            }
         }
     }
 
