@@ -26,6 +26,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Models {
             command: ModelsCommand::List { backend, format },
         } => models_list(backend, &format).await,
+        Command::Bench {
+            command: crate::BenchCommand::Quality(args),
+        } => crate::bench::quality(args).await,
         Command::Pack(args) => pack(&args),
         Command::Resume(args) => resume(args).await,
         Command::Trace { command, common } => trace(command, &common),
@@ -271,6 +274,12 @@ impl LocalReview {
     pub fn outputs(&self) -> (&Path, &[String]) {
         (&self.params.out_dir, &self.params.formats)
     }
+
+    /// Run it to the end as `quorum review` does (progress, reports, exit code), without the
+    /// outcome lines on stdout.
+    pub async fn run_silently(self, quiet: bool) -> Result<ExitCode> {
+        drive_with(&self.data, self.ctx, None, &self.params, None, quiet, false).await
+    }
 }
 
 pub(crate) enum Prepared {
@@ -464,6 +473,19 @@ async fn drive(
     out: Option<&Path>,
     quiet: bool,
 ) -> Result<ExitCode> {
+    drive_with(data, ctx, resume, params, out, quiet, true).await
+}
+
+/// `drive`, saying the outcome on stdout or not (a caller with output of its own there).
+async fn drive_with(
+    data: &DataDir,
+    ctx: Arc<ReviewContext>,
+    resume: Option<Resume>,
+    params: &RunParams,
+    out: Option<&Path>,
+    quiet: bool,
+    say_outcome: bool,
+) -> Result<ExitCode> {
     let flow_id = ctx.flow_id.clone();
     // The runtime layer of the model cards is learned across reviews on this machine.
     let node_store = data.open_node().map_err(|e| tracing::debug!(error = %e, "node store unavailable; runtime model stats not persisted")).ok();
@@ -526,7 +548,9 @@ async fn drive(
         report.safe_fixes = crate::fixes::write_fixed_copy(pack, &report.findings, dir)?;
     }
     write_reports(&report, &out_dir, &params.formats)?;
-    print_outcome(&report, &out_dir, &params.formats);
+    if say_outcome {
+        print_outcome(&report, &out_dir, &params.formats);
+    }
     let fail_on = settings::parse_fail_on(&params.fail_on)?;
     Ok(exit_for(&report, fail_on))
 }

@@ -1,6 +1,7 @@
 //! The `quorum` binary: parses the command line, loads configuration and hands off to the
 //! library crates. Glue only — every decision about a review lives in quorum-runtime/-core.
 
+mod bench;
 mod certs;
 mod commands;
 mod dashboard;
@@ -80,6 +81,18 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelsCommand,
     },
+    /// Measure the reviewer itself.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Review a corpus with an answer key and score the findings: recall, precision, F1, and
+    /// what grounding and the verifier removed (build corpora with tests/corpora/build.sh).
+    Quality(bench::QualityArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -292,7 +305,7 @@ pub struct BackendArgs {
     pub model: Option<String>,
 }
 
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug, Clone, Default)]
 pub struct ReviewArgs {
     /// The directory to review.
     pub path: PathBuf,

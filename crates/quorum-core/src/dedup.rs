@@ -87,6 +87,7 @@ pub fn merge_and_gate(judged: Vec<Judged>, gate: f64) -> Gated {
             out.dropped.push(Dropped {
                 title: j.reported.finding.title.clone(),
                 file: j.reported.finding.file.clone(),
+                removed_by: crate::finding::removed_by(j.deterministic),
                 reason: j.reason,
                 verdict: Some(Verdict::Hallucinated),
             });
@@ -427,6 +428,7 @@ mod tests {
                 file: Some("a.rs".into()),
                 reason: "p says HALLUCINATED".into(),
                 verdict: Some(Verdict::Hallucinated),
+                removed_by: "verifier".into(),
             }]
         );
         // The hallucinated report neither merges into nor corroborates the surviving one.

@@ -549,6 +549,7 @@ pub fn synthesize(judged: Vec<Judged>, gate: f64) -> Gated {
             out.dropped.push(Dropped {
                 title: j.reported.finding.title.clone(),
                 file: j.reported.finding.file.clone(),
+                removed_by: crate::finding::removed_by(j.deterministic),
                 reason: j.reason,
                 verdict: Some(Verdict::Hallucinated),
             });

@@ -295,4 +295,26 @@ pub struct Dropped {
     pub file: Option<String>,
     pub reason: String,
     pub verdict: Option<Verdict>,
+    /// What removed it: `grounding` (deterministic: evidence not in the file, lines out of
+    /// range), `verifier` (the model judged it hallucinated) or `profile` (under the severity
+    /// floor); empty in reports from before this field.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub removed_by: String,
+}
+
+impl Dropped {
+    /// Removed by deterministic grounding rather than by a model's judgment.
+    pub fn by_grounding(&self) -> bool {
+        self.removed_by == "grounding"
+    }
+}
+
+/// The `removed_by` of a hallucinated finding, from how its verdict was reached.
+pub fn removed_by(deterministic: bool) -> String {
+    if deterministic {
+        "grounding"
+    } else {
+        "verifier"
+    }
+    .to_string()
 }

@@ -9,6 +9,7 @@
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
 //! and the git HEAD/work-tree lookups — and in the catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
 
+pub mod bench;
 pub mod catalog;
 pub mod coverage;
 pub mod dedup;

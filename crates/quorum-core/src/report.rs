@@ -1484,6 +1484,7 @@ mod tests {
                 file: Some("src/p|q.rs".into()),
                 reason: "evidence not found | at all".into(),
                 verdict: Some(Verdict::Hallucinated),
+                removed_by: "grounding".into(),
             }],
             tasks: vec![TaskReport {
                 id: "t1".into(),

@@ -280,6 +280,7 @@ impl ReviewScope {
                         file: f.file.clone(),
                         reason: BELOW_FLOOR.to_string(),
                         verdict: Some(f.verdict),
+                        removed_by: "profile".into(),
                     });
                 } else {
                     kept.push(f);

@@ -161,6 +161,7 @@ pub fn realistic_report() -> Report {
             file: Some("src/nope.rs".into()),
             reason: "file not in pack".into(),
             verdict: Some(Verdict::Hallucinated),
+            removed_by: "grounding".into(),
         }],
         tasks: vec![TaskReport {
             id: "t1".into(),

@@ -1,0 +1,110 @@
+//! `quorum bench quality`: review a corpus with an answer key and print how good the review was.
+//!
+//! The review is an ordinary local review of the corpus's target (same flows, backends and
+//! reports); scoring is `quorum_core::bench`, deterministic over the written report.
+
+use crate::commands::{prepare_review, Prepared};
+use crate::{BackendArgs, ReviewArgs};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use quorum_core::bench::{score, Corpus};
+use quorum_core::report::Report;
+use std::path::PathBuf;
+
+#[derive(Args, Debug, Clone)]
+pub struct QualityArgs {
+    /// A corpus directory: corpus.yaml (name, source, target, answers) and its target directory.
+    #[arg(long)]
+    pub corpus: PathBuf,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+    /// Flow name (in flows/) or a flow file (default: the configured flow).
+    #[arg(long)]
+    pub flow: Option<String>,
+    /// Specialist tasks running at once.
+    #[arg(long)]
+    pub max_concurrent: Option<usize>,
+    /// Where the review's reports and bench-quality.json go (default ./quorum-out/<flow-id>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// text | json (the score on stdout).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub format: String,
+    /// No progress line.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+pub async fn quality(args: QualityArgs) -> Result<crate::ExitCode> {
+    let (corpus, target) = Corpus::load(&args.corpus)?;
+    let review = ReviewArgs {
+        path: target,
+        backend: args.backend.clone(),
+        flow: args.flow.clone(),
+        out: args.out.clone(),
+        format: Some(vec!["json".into(), "md".into()]),
+        // The bench scores findings; it never fails on them.
+        fail_on: Some("none".into()),
+        max_concurrent: args.max_concurrent,
+        quiet: args.quiet,
+        ..ReviewArgs::default()
+    };
+    let local = match prepare_review(&review).await? {
+        Prepared::Run(l) => l,
+        Prepared::Resume(_) => bail!("internal: the bench asked for a fresh review"),
+    };
+    let out_dir = local.outputs().0.to_path_buf();
+    let started = std::time::Instant::now();
+    local.run_silently(args.quiet).await?;
+    let wall = started.elapsed();
+    let path = out_dir.join("report.json");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("the review wrote no report at {}", path.display()))?;
+    let report: Report = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a report", path.display()))?;
+    let s = score(&corpus, &report);
+    let mut json = serde_json::to_value(&s)?;
+    if let Some(o) = json.as_object_mut() {
+        o.insert("flow".into(), report.flow.clone().into());
+        o.insert(
+            "status".into(),
+            format!("{:?}", report.status).to_lowercase().into(),
+        );
+        o.insert("wall_secs".into(), wall.as_secs_f64().into());
+        o.insert(
+            "models".into(),
+            serde_json::to_value(models_of(&report)).unwrap_or_default(),
+        );
+    }
+    let saved = out_dir.join("bench-quality.json");
+    std::fs::write(&saved, serde_json::to_string_pretty(&json)?)
+        .with_context(|| format!("cannot write {}", saved.display()))?;
+    if args.format == "json" {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print!(
+            "review {} ({}, flow {}, models {}, {:.0} s)\n{}",
+            report.flow_id,
+            format!("{:?}", report.status).to_lowercase(),
+            report.flow,
+            models_of(&report).join(","),
+            wall.as_secs_f64(),
+            s.to_text()
+        );
+        println!("scored: {}", saved.display());
+    }
+    Ok(crate::ExitCode::Clean)
+}
+
+/// The models that did the review's tasks.
+fn models_of(report: &Report) -> Vec<String> {
+    let mut m: Vec<String> = report
+        .tasks
+        .iter()
+        .map(|t| t.model.clone())
+        .filter(|m| !m.is_empty())
+        .collect();
+    m.sort();
+    m.dedup();
+    m
+}
