@@ -10,6 +10,7 @@
 //! and the git HEAD/work-tree lookups — and in the catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
 
 pub mod catalog;
+pub mod conformance;
 pub mod coverage;
 pub mod dedup;
 pub mod docreview;

@@ -308,6 +308,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         },
         coverage,
         safe_fixes: Vec::new(),
+        conformance: None,
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
         pre_existing: facts.gated.pre_existing,
