@@ -41,6 +41,10 @@ pub struct Spec {
     /// The path the user gave, for the report.
     pub path: String,
     pub text: String,
+    /// The spec's path inside the pack when it lies inside the target: the judge does not see
+    /// it as target material, and a quote from it is no evidence (the spec cannot prove itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_path: Option<String>,
 }
 
 /// One adjudicable criterion.
@@ -475,11 +479,20 @@ pub fn normalize_judgments(values: &[Value], batch: &[Criterion]) -> Vec<Judgmen
 /// to where the quote really is. A `met` left with no grounded quote is `unmet`: a claim that
 /// the work is done needs the code that does it. An `unmet` needs no quote (absence cannot be
 /// quoted); a `divergent` blocks the merge whatever its evidence, so it stays divergent with a
-/// note when none grounded.
-pub fn ground_judgment(mut j: Judgment, pack: &ContextPack) -> Judgment {
+/// note when none grounded. `spec_path` is the spec's own path in the pack, if it is there:
+/// a quote from the spec is refused.
+pub fn ground_judgment(mut j: Judgment, pack: &ContextPack, spec_path: Option<&str>) -> Judgment {
     let mut kept = Vec::new();
     let mut refused = Vec::new();
     for e in std::mem::take(&mut j.evidence) {
+        let resolved = pack.resolve(&e.file).ok().map(|f| f.path.as_str());
+        if resolved.is_some() && resolved == spec_path {
+            refused.push(format!(
+                "{}: a quote from the spec itself proves nothing",
+                e.file
+            ));
+            continue;
+        }
         let probe = RawFinding {
             title: String::new(),
             severity: Severity::P2,
@@ -794,6 +807,19 @@ mod tests {
         p
     }
 
+    fn ground_judgment_t(j: Judgment, p: &ContextPack) -> Judgment {
+        ground_judgment(j, p, None)
+    }
+
+    #[test]
+    fn a_quote_from_the_spec_itself_is_no_evidence() {
+        let p = pack();
+        let j = met("limits.py", 3, "RATE_LIMIT = int(os.environ.get(");
+        let j = ground_judgment(j, &p, Some("limits.py"));
+        assert_eq!(j.status, CriterionStatus::Unmet);
+        assert!(j.reason.contains("spec itself"), "{}", j.reason);
+    }
+
     fn met(file: &str, line: u32, quote: &str) -> Judgment {
         Judgment {
             id: "C1".into(),
@@ -812,7 +838,7 @@ mod tests {
     #[test]
     fn met_with_grounded_evidence_stays_met_and_lines_are_corrected() {
         let p = pack();
-        let j = ground_judgment(met("limits.py", 4, "RATE_LIMIT = int(os.environ.get("), &p);
+        let j = ground_judgment_t(met("limits.py", 4, "RATE_LIMIT = int(os.environ.get("), &p);
         assert_eq!(j.status, CriterionStatus::Met, "{}", j.reason);
         assert_eq!(j.evidence.len(), 1);
         assert_eq!(
@@ -825,7 +851,7 @@ mod tests {
     #[test]
     fn met_with_fabricated_evidence_becomes_unmet_with_the_reason() {
         let p = pack();
-        let j = ground_judgment(met("limits.py", 3, "RATE_LIMIT = load_from_redis()"), &p);
+        let j = ground_judgment_t(met("limits.py", 3, "RATE_LIMIT = load_from_redis()"), &p);
         assert_eq!(j.status, CriterionStatus::Unmet);
         assert!(j.evidence.is_empty());
         assert!(
@@ -833,11 +859,11 @@ mod tests {
             "{}",
             j.reason
         );
-        let j = ground_judgment(met("nowhere.py", 1, "RATE_LIMIT = int(os"), &p);
+        let j = ground_judgment_t(met("nowhere.py", 1, "RATE_LIMIT = int(os"), &p);
         assert_eq!(j.status, CriterionStatus::Unmet);
         let mut none = met("limits.py", 1, "");
         none.evidence.clear();
-        let j = ground_judgment(none, &p);
+        let j = ground_judgment_t(none, &p);
         assert_eq!(j.status, CriterionStatus::Unmet);
         assert!(j.reason.contains("no evidence quoted"), "{}", j.reason);
     }
@@ -847,13 +873,13 @@ mod tests {
         let p = pack();
         let mut d = met("limits.py", 3, "something invented here");
         d.status = CriterionStatus::Divergent;
-        let j = ground_judgment(d, &p);
+        let j = ground_judgment_t(d, &p);
         assert_eq!(j.status, CriterionStatus::Divergent);
         assert!(j.reason.contains("evidence not grounded"), "{}", j.reason);
         let mut u = met("limits.py", 3, "x");
         u.status = CriterionStatus::Unmet;
         u.evidence.clear();
-        assert_eq!(ground_judgment(u, &p).status, CriterionStatus::Unmet);
+        assert_eq!(ground_judgment_t(u, &p).status, CriterionStatus::Unmet);
     }
 
     #[test]

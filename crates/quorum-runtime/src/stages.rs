@@ -15,6 +15,9 @@ use quorum_core::task::{Classification, RejectedTask, Task};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 
+pub mod conformance;
+pub use conformance::ConformanceOutput;
+
 impl ReviewContext {
     /// Every call carries the window it was built for: Ollama receives it as `num_ctx`, and the
     /// client reads it to know how far to lower the model's window if the server refuses.

@@ -35,6 +35,12 @@ pub enum Job {
         gated: Box<Gated>,
         classification: Classification,
     },
+    /// Read a spec's acceptance criteria with a model (its form gave none).
+    Criteria,
+    /// Judge a batch of criteria against the target.
+    Conformance {
+        criteria: Vec<quorum_core::conformance::Criterion>,
+    },
 }
 
 /// The verifier stage's result: every finding judged, never an error (a failed model call
@@ -55,6 +61,8 @@ pub enum JobOutcome {
     Specialist(Result<SpecialistOutput, AttemptError>),
     Verify(Result<VerifyOutput, AttemptError>),
     Synthesize(Result<(Synthesis, StageStats), AttemptError>),
+    Criteria(Result<(Vec<quorum_core::conformance::Criterion>, StageStats), AttemptError>),
+    Conformance(Result<stages::ConformanceOutput, AttemptError>),
 }
 
 impl JobOutcome {
@@ -64,7 +72,9 @@ impl JobOutcome {
             | JobOutcome::Plan(Err(e))
             | JobOutcome::Specialist(Err(e))
             | JobOutcome::Verify(Err(e))
-            | JobOutcome::Synthesize(Err(e)) => Some(e),
+            | JobOutcome::Synthesize(Err(e))
+            | JobOutcome::Criteria(Err(e))
+            | JobOutcome::Conformance(Err(e)) => Some(e),
             _ => None,
         }
     }
@@ -139,6 +149,8 @@ fn deadline_outcome(job: &Job, secs: u64) -> JobOutcome {
         Job::Specialist { .. } => JobOutcome::Specialist(Err(e)),
         Job::Verify { .. } => JobOutcome::Verify(Err(e)),
         Job::Synthesize { .. } => JobOutcome::Synthesize(Err(e)),
+        Job::Criteria => JobOutcome::Criteria(Err(e)),
+        Job::Conformance { .. } => JobOutcome::Conformance(Err(e)),
     }
 }
 
@@ -157,6 +169,10 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
             gated,
             classification,
         } => JobOutcome::Synthesize(stages::synthesize(ctx, &gated, &classification).await),
+        Job::Criteria => JobOutcome::Criteria(stages::conformance::extract_criteria(ctx).await),
+        Job::Conformance { criteria } => {
+            JobOutcome::Conformance(stages::conformance::judge_criteria(ctx, &criteria).await)
+        }
     }
 }
 
