@@ -288,6 +288,66 @@ async fn each_criterion_is_judged_against_the_target_and_the_gate_exits_1() {
         !j.text.contains("software_developer") && !j.system.contains("software_developer"),
         "the judge is blind to who reviewed the work"
     );
+    // The synthesizer is told the gate, so the summary can say what blocks the merge.
+    let synth: Vec<&RecordedRequest> = all
+        .iter()
+        .filter(|r| r.system.contains("You are the synthesizer"))
+        .collect();
+    assert_eq!(synth.len(), 1);
+    assert!(
+        synth[0].text.contains(
+            "merge gate: not ready (1 met, 1 unmet, 1 divergent of 3 acceptance criteria)"
+        ) && synth[0]
+            .text
+            .contains("C2 [divergent] The limit N is configurable"),
+        "{}",
+        synth[0].text
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_inside_the_target_is_neither_material_nor_evidence() {
+    let mut judgments = mixed_judgments();
+    // The judge "proves" C1 by quoting the spec's own checklist line.
+    judgments[0]["evidence"] = json!([{"file": "spec.md", "line_start": 7, "line_end": 7,
+        "quote": "C1: Requests beyond N per minute per API key receive HTTP 429."}]);
+    let server = ScriptedServer::start(script(judgments)).await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let inside = work.path().join("target");
+    copy_dir(&target(), &inside);
+    std::fs::copy(spec(), inside.join("spec.md")).unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("out");
+    let o = quorum(
+        &[
+            "review",
+            inside.to_str().unwrap(),
+            "--flow",
+            "conformance",
+            "--spec",
+            inside.join("spec.md").to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let m = read_json(&out.join("merge-readiness.json"));
+    assert_eq!(m["criteria"][0]["status"], "unmet");
+    let reason = m["criteria"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("spec itself"), "{reason}");
+    let judge = judge_requests(&server);
+    assert!(judge[0].text.contains("<<<BEGIN UNTRUSTED app.py>>>"));
+    assert!(
+        !judge[0].text.contains("<<<BEGIN UNTRUSTED spec.md>>>"),
+        "the spec is not shown to the judge as target material"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -620,4 +680,45 @@ async fn kill_9_while_judging_then_resume_judges_only_what_was_not_judged() {
         ]
     );
     assert_eq!(m["ready"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_judge_that_never_answers_leaves_the_review_partial_and_never_ready() {
+    // Every attempt (and its repair turn) answers prose: the batch fails for good.
+    let server = ScriptedServer::start(script_with(
+        Rule::new("judge")
+            .when_system([JUDGE])
+            .reply(Reply::text("I think it mostly looks fine.")),
+    ))
+    .await
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let o = review(&server, work.path(), &spec(), &["--fail-on", "none"]).await;
+    assert_eq!(code(&o), 3, "a partial review exits 3: {}", text(&o));
+    assert!(judge_requests(&server).len() >= 2, "the batch was retried");
+    let out = work.path().join("out");
+    let m = read_json(&out.join("merge-readiness.json"));
+    assert_eq!(m["ready"], false);
+    for c in m["criteria"].as_array().unwrap() {
+        assert_eq!(c["status"], "unmet", "{c}");
+        assert_eq!(c["judged"], false, "{c}");
+        assert!(
+            c["reason"]
+                .as_str()
+                .unwrap()
+                .contains("the judge could not run"),
+            "{c}"
+        );
+    }
+    assert!(m["note"].as_str().unwrap().contains("partial"), "{m}");
+    let report = read_json(&out.join("report.json"));
+    assert_eq!(report["status"], "partial");
+    assert!(
+        report["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("3 of 3 acceptance criteria could not be judged"),
+        "{}",
+        report["status_reason"]
+    );
 }

@@ -512,9 +512,12 @@ impl FlowConductor {
                         classification,
                         catalog: state.ctx.catalog.clone(),
                     }),
+                    // A conformance flow is never placed on peers (its judge batches are
+                    // not placeable and a node refuses it), so no gate travels here.
                     Job::Synthesize {
                         gated,
                         classification,
+                        ..
                     } => Some(RemoteStage::Synthesize {
                         gated,
                         classification,
@@ -641,6 +644,7 @@ impl FlowConductor {
             _ => Job::Synthesize {
                 gated: Box::new(state.gated.clone().unwrap_or_default()),
                 classification: state.classification.clone(),
+                conformance: Self::merge_readiness(state).map(Box::new),
             },
         }
     }

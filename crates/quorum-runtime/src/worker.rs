@@ -34,6 +34,8 @@ pub enum Job {
     Synthesize {
         gated: Box<Gated>,
         classification: Classification,
+        /// A conformance flow's gate, for the summary to say what blocks the merge.
+        conformance: Option<Box<quorum_core::conformance::MergeReadiness>>,
     },
     /// Read a spec's acceptance criteria with a model (its form gave none).
     Criteria,
@@ -168,7 +170,10 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
         Job::Synthesize {
             gated,
             classification,
-        } => JobOutcome::Synthesize(stages::synthesize(ctx, &gated, &classification).await),
+            conformance,
+        } => JobOutcome::Synthesize(
+            stages::synthesize(ctx, &gated, &classification, conformance.as_deref()).await,
+        ),
         Job::Criteria => JobOutcome::Criteria(stages::conformance::extract_criteria(ctx).await),
         Job::Conformance { criteria } => {
             JobOutcome::Conformance(stages::conformance::judge_criteria(ctx, &criteria).await)

@@ -795,6 +795,12 @@ impl FlowConductor {
             .take()
             .unwrap_or_else(|| stages::fallback_synthesis(&state.ctx, &gated));
         let conformance = Self::merge_readiness(state);
+        let mut synthesis = synthesis;
+        if let (true, Some(gate)) = (synthesis.fallback, &conformance) {
+            // The deterministic summary says what blocks the merge, as a model's would.
+            synthesis.summary.push(' ');
+            synthesis.summary.push_str(&gate_sentence(gate));
+        }
         let facts = RunFacts {
             conformance,
             conformance_failure: state.conformance_failure.take(),
@@ -958,7 +964,7 @@ impl FlowConductor {
 
     /// The merge gate of a conformance flow from what is known now. A review that ended before
     /// the criteria were read (budget, cancel) lists the spec's deterministic criteria, unjudged.
-    fn merge_readiness(state: &ConductorState) -> Option<MergeReadiness> {
+    pub(super) fn merge_readiness(state: &ConductorState) -> Option<MergeReadiness> {
         if !state.ctx.flow.uses_spec() {
             return None;
         }
@@ -977,6 +983,27 @@ impl FlowConductor {
             m.close(why);
         }
         Some(m)
+    }
+}
+
+/// One sentence on a conformance gate for a summary written without a model.
+fn gate_sentence(gate: &MergeReadiness) -> String {
+    if gate.ready {
+        return format!(
+            "Merge gate: ready, all {} acceptance criteria met.",
+            gate.criteria.len()
+        );
+    }
+    let blocking: Vec<String> = gate
+        .criteria
+        .iter()
+        .filter(|c| c.status != conformance::CriterionStatus::Met)
+        .map(|c| format!("{} {}", c.id, c.status.as_str()))
+        .collect();
+    if blocking.is_empty() {
+        format!("Merge gate: not ready ({}).", gate.note)
+    } else {
+        format!("Merge gate: not ready — {}.", blocking.join(", "))
     }
 }
 
