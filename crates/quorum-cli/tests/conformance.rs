@@ -722,3 +722,73 @@ async fn a_judge_that_never_answers_leaves_the_review_partial_and_never_ready() 
         report["status_reason"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_refuses_a_conformance_review_it_cannot_give_a_spec() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let server = ScriptedServer::start(script(mixed_judgments()))
+        .await
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let mut node = command(
+        &[
+            "node",
+            "--api",
+            "127.0.0.1:0",
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--name",
+            "n1",
+        ],
+        work.path(),
+    )
+    .env("QUORUM_API_TOKEN", "s3cret")
+    .spawn()
+    .unwrap();
+    let stdout = node.stdout.take().unwrap();
+    let line = tokio::time::timeout(
+        Duration::from_secs(30),
+        BufReader::new(stdout).lines().next_line(),
+    )
+    .await
+    .expect("node did not start")
+    .unwrap()
+    .expect("node printed nothing");
+    let url = line
+        .split("api on ")
+        .nth(1)
+        .expect("no api url")
+        .trim()
+        .to_string();
+    let t = target();
+    let o = tokio::time::timeout(
+        Duration::from_secs(90),
+        command(
+            &[
+                "review",
+                t.to_str().unwrap(),
+                "--flow",
+                "conformance",
+                "--cluster",
+                &url,
+            ],
+            work.path(),
+        )
+        .env("QUORUM_API_TOKEN", "s3cret")
+        .output(),
+    )
+    .await
+    .expect("the client did not exit in time")
+    .unwrap();
+    let _ = node.kill().await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("judges a spec"), "{err}");
+    assert!(
+        !server.requests().iter().any(|r| r.system.contains(JUDGE)),
+        "nothing ran"
+    );
+}
