@@ -188,6 +188,8 @@ pub fn conformance_prompt_in(
     let criteria = weaver::delimit(&format!("acceptance criteria from {spec}"), &list);
     let max_chars = (budget.input_tokens() as usize).saturating_mul(4);
     let material = target_material(ctx, max_chars);
+    // Equal shares: the criteria are the question and rarely need theirs (a batch is a few
+    // lines), so the target gets nearly all; a long batch is never cut for a big target.
     let fitted = budget.fit(
         &system,
         &[
@@ -199,7 +201,7 @@ pub fn conformance_prompt_in(
             Slot {
                 name: "target",
                 content: &material,
-                weight: 4,
+                weight: 1,
             },
         ],
     );
