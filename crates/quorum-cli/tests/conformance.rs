@@ -253,6 +253,11 @@ async fn each_criterion_is_judged_against_the_target_and_the_gate_exits_1() {
         "{}",
         j.system
     );
+    assert_eq!(
+        j.body["format"]["properties"]["judgments"]["items"]["properties"]["id"]["enum"],
+        json!(["C1", "C2", "C3"]),
+        "structured output constrains the judge to the batch's ids"
+    );
     let block_start = j
         .text
         .find("<<<BEGIN UNTRUSTED acceptance criteria from")

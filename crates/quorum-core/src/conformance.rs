@@ -380,14 +380,20 @@ pub fn criteria_schema() -> Value {
     })
 }
 
-/// Output schema of one judge call.
-pub fn judgments_schema() -> Value {
+/// Output schema of one judge call for the criteria `ids` of its batch: constrained decoding
+/// can then only name those.
+pub fn judgments_schema(ids: &[&str]) -> Value {
+    let id = if ids.is_empty() {
+        json!({"type": "string"})
+    } else {
+        json!({"type": "string", "enum": ids})
+    };
     json!({
         "type": "object",
         "properties": {"judgments": {"type": "array", "items": {
             "type": "object",
             "properties": {
-                "id": {"type": "string"},
+                "id": id,
                 "status": {"type": "string", "enum": ["met", "unmet", "divergent"]},
                 "reason": {"type": "string"},
                 "evidence": {"type": "array", "items": {
@@ -750,6 +756,20 @@ mod tests {
         let c = normalize_criteria(&v);
         assert_eq!(ids(&c), ["C1", "C2", "REQ-7", "C4"]);
         assert_eq!(c[0].text, "first thing");
+    }
+
+    #[test]
+    fn the_judge_schema_names_only_the_batch() {
+        let s = judgments_schema(&["C1", "REQ-2"]);
+        let id = &s["properties"]["judgments"]["items"]["properties"]["id"];
+        assert_eq!(id["enum"], json!(["C1", "REQ-2"]));
+        let status = &s["properties"]["judgments"]["items"]["properties"]["status"];
+        assert_eq!(status["enum"], json!(["met", "unmet", "divergent"]));
+        assert!(
+            judgments_schema(&[])["properties"]["judgments"]["items"]["properties"]["id"]
+                .get("enum")
+                .is_none()
+        );
     }
 
     #[test]

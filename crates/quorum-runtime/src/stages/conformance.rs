@@ -228,13 +228,14 @@ pub async fn judge_criteria(
         .map_err(|e| AttemptError::Config(e.to_string()))?;
     let budget = ctx.budget_for(&judge.client, &judge.model);
     let (system, user) = conformance_prompt_in(ctx, batch, budget);
+    let ids: Vec<&str> = batch.iter().map(|c| c.id.as_str()).collect();
     let mut stats = CallStats::default();
     let (parsed, _) = agent::json_call(
         &judge.client,
         &ctx.call_spec(budget, &judge.model),
         &system,
         &user,
-        conformance::judgments_schema(),
+        conformance::judgments_schema(&ids),
         Expect::Objects {
             keys: &["judgments", "criteria", "results"],
             id_key: "id",
