@@ -243,6 +243,9 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         if args.apply_safe_fixes.is_some() {
             bail!("--apply-safe-fixes needs the target on this machine: drop --cluster, or apply the fixes listed in the report by hand");
         }
+        if args.spec.is_some() {
+            bail!("--spec (a conformance review) is not supported with --cluster yet: run it on this machine without --cluster");
+        }
         let urls = args.cluster.clone();
         return crate::node::review_remote(args, &urls).await;
     }
@@ -335,6 +338,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         Flow::parse(&flow_yaml, &flow_path).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
     flow.check_personas(&catalog)
         .map_err(|e| anyhow::anyhow!("invalid flow: {e}; see `quorum personas list`"))?;
+    let spec = crate::target::read_spec(&flow, args.spec.as_deref())?;
     if let Some(dir) = &args.apply_safe_fixes {
         crate::fixes::check_destination(target, dir)?;
     }
@@ -363,12 +367,13 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         );
     }
 
-    let (pack, scope) = crate::target::snapshot(
+    let (pack, mut scope) = crate::target::snapshot(
         &root,
         &settings,
         args.diff.as_deref(),
         args.profile.as_deref(),
     )?;
+    scope.spec = spec.map(|s| crate::target::place_spec(s, &root, &pack));
     let flow_id = new_flow_id();
     let params = RunParams {
         backends: configs,
@@ -560,9 +565,18 @@ fn unreachable_cancel() -> Result<()> {
     bail!("internal: flows cancel was not dispatched")
 }
 
-fn exit_for(report: &Report, fail_on: Option<quorum_core::finding::Severity>) -> ExitCode {
+/// DESIGN §6, with the conformance gate folded into 1: a completed conformance review exits 1
+/// when any criterion is not met (or, as any review, a finding is at/above --fail-on), 0 only
+/// when every criterion is met; partial or failed is 3 whatever the criteria say.
+pub(crate) fn exit_for(
+    report: &Report,
+    fail_on: Option<quorum_core::finding::Severity>,
+) -> ExitCode {
     match report.status {
         ReviewStatus::Failed | ReviewStatus::Partial => ExitCode::Incomplete,
+        ReviewStatus::Completed if report.conformance.as_ref().is_some_and(|c| !c.ready) => {
+            ExitCode::Findings
+        }
         ReviewStatus::Completed => match fail_on {
             Some(t) if report.has_findings_at_or_above(t) => ExitCode::Findings,
             _ => ExitCode::Clean,
@@ -915,13 +929,24 @@ pub(crate) fn write_reports(report: &Report, out: &Path, formats: &[String]) -> 
             continue;
         };
         let name = format.file_name;
-        let path = out.join(name);
-        // Write-then-rename so a reader never sees half a report.
-        let tmp = out.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, body).with_context(|| format!("cannot write {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        write_atomically(out, name, &body)?;
+    }
+    // A conformance review's gate is its own file whatever the formats: scripts read it.
+    if let Some(c) = &report.conformance {
+        write_atomically(out, MERGE_READINESS, &c.to_json())?;
     }
     Ok(())
+}
+
+/// The file a conformance review writes its merge gate to, beside the reports.
+pub(crate) const MERGE_READINESS: &str = "merge-readiness.json";
+
+/// Write-then-rename so a reader never sees half a file.
+fn write_atomically(out: &Path, name: &str, body: &str) -> Result<()> {
+    let path = out.join(name);
+    let tmp = out.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, body).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 pub(crate) fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
@@ -946,6 +971,15 @@ pub(crate) fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
             d.spec,
             d.files_changed,
             report.pre_existing.len()
+        );
+    }
+    if let Some(c) = &report.conformance {
+        let (met, unmet, divergent) = c.counts();
+        println!(
+            "conformance: {} ({met} met, {unmet} unmet, {divergent} divergent of {} criteria): {}",
+            if c.ready { "ready" } else { "not ready" },
+            c.criteria.len(),
+            out.join(MERGE_READINESS).display()
         );
     }
     if !report.status_reason.is_empty() {

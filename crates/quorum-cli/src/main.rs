@@ -353,6 +353,11 @@ pub struct ReviewArgs {
     /// Review profile: default | chill (gate 0.7, no P3) | assertive (gate 0.4, keep all).
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
+    /// The acceptance criteria a conformance flow judges the target against (a markdown spec:
+    /// checklists, numbered requirements, MUST/SHALL lines). Read from anywhere; required by
+    /// flows with a conformance stage, refused by the others.
+    #[arg(long, value_name = "FILE")]
+    pub spec: Option<PathBuf>,
     /// No progress line.
     #[arg(long)]
     pub quiet: bool,

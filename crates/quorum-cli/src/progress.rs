@@ -67,7 +67,17 @@ fn human(n: u64) -> String {
 }
 
 fn is_stage(task: &str) -> bool {
-    ["scout", "planner", "verifier", "synthesizer"].contains(&task) || task.starts_with("verifier-")
+    [
+        "scout",
+        "planner",
+        "verifier",
+        "synthesizer",
+        "criteria",
+        "conformance",
+    ]
+    .contains(&task)
+        || task.starts_with("verifier-")
+        || task.starts_with("conformance-")
 }
 
 impl View {

@@ -91,6 +91,84 @@ pub fn snapshot(
             change,
             guidance: repo.map(|r| r.guidance).unwrap_or_default(),
             profile,
+            spec: None,
         },
     ))
+}
+
+/// Read `--spec` for a flow: required by a flow with a conformance stage, refused by any other
+/// (it would be silently ignored). The spec may live anywhere, but it must be a readable UTF-8
+/// text file of at most 1 MiB with something in it, and never a secrets file: its whole text
+/// goes into model prompts.
+pub fn read_spec(
+    flow: &quorum_core::flow::Flow,
+    spec: Option<&Path>,
+) -> Result<Option<quorum_core::conformance::Spec>> {
+    use quorum_core::conformance::{Spec, MAX_SPEC_BYTES};
+    let path = match (flow.uses_spec(), spec) {
+        (true, None) => bail!(
+            "flow {} judges the target against a spec: pass --spec FILE (acceptance criteria as a markdown checklist, numbered requirements or MUST/SHALL lines)",
+            flow.name
+        ),
+        (false, Some(_)) => bail!(
+            "--spec is only read by a flow with a conformance stage, and flow {} has none: use --flow conformance, or drop --spec",
+            flow.name
+        ),
+        (false, None) => return Ok(None),
+        (true, Some(p)) => p,
+    };
+    let shown = path.display();
+    let meta = std::fs::metadata(path)
+        .map_err(|e| anyhow!("cannot read the spec {shown}: {e}; pass the spec's file"))?;
+    if !meta.is_file() {
+        bail!("the spec {shown} is not a file: pass the spec's file");
+    }
+    let names = [
+        path.file_name().map(|n| n.to_string_lossy().into_owned()),
+        std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())),
+    ];
+    if names
+        .iter()
+        .flatten()
+        .any(|n| quorum_core::pack::is_secret_file_name(n))
+    {
+        bail!("the spec {shown} is a secrets file, and its text would be sent to models: pass the spec's own file");
+    }
+    if meta.len() > MAX_SPEC_BYTES {
+        bail!(
+            "the spec {shown} is {} bytes, over the limit of {MAX_SPEC_BYTES}: pass only the acceptance criteria",
+            meta.len()
+        );
+    }
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read the spec {shown}: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| anyhow!("the spec {shown} is not UTF-8 text: pass a text (markdown) file"))?;
+    if text.trim().is_empty() {
+        bail!("the spec {shown} is empty: write the acceptance criteria into it");
+    }
+    Ok(Some(Spec {
+        path: shown.to_string(),
+        text,
+        pack_path: None,
+    }))
+}
+
+/// Note where the spec is in the pack when it lies inside the target, so the judge neither
+/// sees it as material nor accepts it as evidence.
+pub fn place_spec(
+    mut spec: quorum_core::conformance::Spec,
+    root: &Path,
+    pack: &ContextPack,
+) -> quorum_core::conformance::Spec {
+    spec.pack_path = std::fs::canonicalize(&spec.path)
+        .ok()
+        .and_then(|p| {
+            p.strip_prefix(root)
+                .ok()
+                .map(|r| r.to_string_lossy().replace('\\', "/"))
+        })
+        .filter(|rel| pack.get(rel).is_some());
+    spec
 }

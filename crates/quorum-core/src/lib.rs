@@ -11,6 +11,7 @@
 
 pub mod bench;
 pub mod catalog;
+pub mod conformance;
 pub mod coverage;
 pub mod dedup;
 pub mod docreview;

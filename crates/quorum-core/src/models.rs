@@ -106,7 +106,14 @@ const W_SPEED: f64 = 0.15;
 const W_SAME_FAMILY: f64 = -6.0;
 
 /// Stages that are not specialist work (the size band does not apply to them).
-const NON_SPECIALIST_STAGES: [&str; 4] = ["scout", "planner", "verifier", "synthesizer"];
+const NON_SPECIALIST_STAGES: [&str; 6] = [
+    "scout",
+    "planner",
+    "verifier",
+    "synthesizer",
+    "criteria",
+    "conformance",
+];
 
 /// A coarse three-step rating, as operators write it in TOML (`"low"`, `"medium"`, `"high"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -681,7 +688,8 @@ pub struct TaskNeeds {
 
 impl TaskNeeds {
     /// The usual needs of a stage: `scout` answers JSON with light reasoning; `planner` answers
-    /// JSON with deep reasoning; `verifier` and `synthesizer` answer JSON with medium reasoning;
+    /// JSON with deep reasoning; `verifier`, `synthesizer`, `criteria` and `conformance` answer JSON
+    /// with medium reasoning;
     /// anything else is specialist work — tools, JSON, medium reasoning. Prompt size, sensitivity
     /// and the avoided family are the caller's to set.
     pub fn new(task_type: impl Into<String>) -> TaskNeeds {
@@ -689,7 +697,7 @@ impl TaskNeeds {
         let (tool_use, reasoning) = match task_key(&task_type).as_str() {
             "scout" => (false, Tier::Low),
             "planner" => (false, Tier::High),
-            "verifier" | "synthesizer" => (false, Tier::Medium),
+            "verifier" | "synthesizer" | "criteria" | "conformance" => (false, Tier::Medium),
             _ => (true, Tier::Medium),
         };
         TaskNeeds {

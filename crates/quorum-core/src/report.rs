@@ -233,6 +233,11 @@ pub struct Report {
     /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub safe_fixes: Vec<crate::docreview::SafeFix>,
+    /// Conformance flows: every acceptance criterion's verdict and the merge gate (also written
+    /// alone as merge-readiness.json). Unmet and divergent criteria are not findings: they
+    /// gate through `ready`, not through `--fail-on`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conformance: Option<crate::conformance::MergeReadiness>,
 }
 
 impl Report {
@@ -266,6 +271,7 @@ impl Report {
         let mut out = String::new();
         md_header(self, &mut out);
         md_summary(self, &mut out);
+        md_conformance(self, &mut out);
         md_team_announcement(self, &mut out);
         md_findings(self, &mut out);
         md_residual(self, &mut out);
@@ -1153,6 +1159,49 @@ fn md_team_announcement(r: &Report, out: &mut String) {
     out.push('\n');
 }
 
+fn md_conformance(r: &Report, out: &mut String) {
+    let Some(c) = &r.conformance else {
+        return;
+    };
+    let (met, unmet, divergent) = c.counts();
+    let _ = writeln!(
+        out,
+        "## Conformance\n\nMerge gate: **{}** — {met} met, {unmet} unmet, {divergent} divergent of {} criteria from {} ({} extraction).\n",
+        if c.ready { "ready" } else { "not ready" },
+        c.criteria.len(),
+        one_line(&c.spec),
+        c.extraction
+    );
+    if !c.note.is_empty() {
+        let _ = writeln!(out, "Note: {}\n", one_line(&c.note));
+    }
+    if c.criteria.is_empty() {
+        return;
+    }
+    out.push_str("| Criterion | Status | Evidence | Reason |\n| --- | --- | --- | --- |\n");
+    for k in &c.criteria {
+        let evidence: Vec<String> = k
+            .evidence
+            .iter()
+            .map(|e| match (e.line_start, e.line_end) {
+                (Some(a), Some(b)) if a != b => format!("{}:{a}-{b}", e.file),
+                (Some(a), _) => format!("{}:{a}", e.file),
+                _ => e.file.clone(),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} {} | {} | {} | {} |",
+            cell(&k.id),
+            cell(&k.text),
+            k.status.as_str(),
+            cell(&evidence.join(", ")),
+            cell(&k.reason)
+        );
+    }
+    out.push('\n');
+}
+
 fn md_safe_fixes(r: &Report, out: &mut String) {
     if r.safe_fixes.is_empty() {
         return;
@@ -1528,6 +1577,7 @@ mod tests {
             },
             coverage: None,
             safe_fixes: Vec::new(),
+            conformance: None,
         }
     }
 

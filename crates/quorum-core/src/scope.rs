@@ -218,6 +218,9 @@ pub struct ReviewScope {
     pub guidance: Guidance,
     #[serde(default = "default_profile")]
     pub profile: Profile,
+    /// The acceptance contract of a conformance review (`--spec`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<crate::conformance::Spec>,
 }
 
 fn default_profile() -> Profile {
@@ -230,6 +233,7 @@ impl Default for ReviewScope {
             change: None,
             guidance: Guidance::default(),
             profile: Profile::Default,
+            spec: None,
         }
     }
 }
@@ -242,6 +246,8 @@ impl ReviewScope {
     /// with no files), so a remote attempt does not carry the whole change.
     pub fn for_task(&self, files: &[String]) -> ReviewScope {
         let mut scope = self.clone();
+        // Only the conductor's judge reads the spec; a specialist's attempt does not carry it.
+        scope.spec = None;
         if let Some(change) = &mut scope.change {
             if !files.is_empty() {
                 for f in &mut change.files {

@@ -551,6 +551,13 @@ impl ReviewApi for NodeService {
                 )
             }
         };
+        if flow.uses_spec() {
+            // The API carries no spec yet; a conformance review without one could only fail.
+            return Err(ApiError::InvalidArgument(format!(
+                "flow {} judges a spec (--spec FILE), which a review submitted to a cluster cannot carry yet: run it on one machine",
+                flow.name
+            )));
+        }
         let pack = Self::build_pack(&req)?;
         let mut backends = setup.backends.clone();
         if !opts.model.trim().is_empty() {

@@ -96,6 +96,8 @@ enum Phase {
     Plan,
     Specialists,
     Verify,
+    /// Conformance flows, after verification: the spec's criteria, then the judge batches.
+    Conformance,
     Synthesize,
     Done,
 }
@@ -150,6 +152,15 @@ pub struct ConductorState {
     cancelled: Option<String>,
     /// The verification round in flight, once the specialists are done.
     verify: Option<phases::VerifyRound>,
+    /// Conformance flows: the spec's criteria once read (and whether a model read them), the
+    /// grounded verdicts so far by criterion id, the judge round in flight, whether judging
+    /// is over, and why it could not run when it could not.
+    criteria: Option<Vec<quorum_core::conformance::Criterion>>,
+    criteria_by_model: bool,
+    judgments: std::collections::BTreeMap<String, quorum_core::conformance::Judgment>,
+    conformance: Option<phases::ConformanceRound>,
+    conformance_done: bool,
+    conformance_failure: Option<String>,
 }
 
 impl ConductorState {
@@ -489,6 +500,12 @@ impl FlowConductor {
         if let Some(batch) = state.verify.as_ref().and_then(|v| v.batch(key)) {
             return Self::start_verification_batch(myself, state, attempt, key, place, batch).await;
         }
+        if let Some(criteria) = state.conformance.as_ref().and_then(|r| r.batch(key)) {
+            // Judge batches are never placed on peers (added with placeable: false): the spec
+            // and the whole target stay on the conducting node.
+            Self::spawn_worker(myself, state, attempt, Job::Conformance { criteria }).await?;
+            return Ok(None);
+        }
         let prior_error = state.runs[key].last_error.clone();
         let Some(mut task) = state.runs[key].task.clone() else {
             // A stage run: the job is the current phase's, here or on the chosen peer.
@@ -500,9 +517,12 @@ impl FlowConductor {
                         classification,
                         catalog: state.ctx.catalog.clone(),
                     }),
+                    // A conformance flow is never placed on peers (its judge batches are
+                    // not placeable and a node refuses it), so no gate travels here.
                     Job::Synthesize {
                         gated,
                         classification,
+                        ..
                     } => Some(RemoteStage::Synthesize {
                         gated,
                         classification,
@@ -621,6 +641,7 @@ impl FlowConductor {
         match state.phase {
             Phase::Scout => Job::Scout,
             Phase::Plan => Job::Plan(state.classification.clone()),
+            Phase::Conformance => Job::Criteria,
             Phase::Verify => Job::Verify {
                 reported: state.reported.clone(),
                 grounding_only: state.budget_spent.is_some(),
@@ -628,6 +649,7 @@ impl FlowConductor {
             _ => Job::Synthesize {
                 gated: Box::new(state.gated.clone().unwrap_or_default()),
                 classification: state.classification.clone(),
+                conformance: Self::merge_readiness(state).map(Box::new),
             },
         }
     }
@@ -719,6 +741,17 @@ impl FlowConductor {
                 }
             }
         }
+        if terminal.is_some()
+            && state
+                .conformance
+                .as_ref()
+                .is_some_and(|r| r.batch(key).is_some())
+        {
+            // Criteria whose batch could not be judged stay unmet, not judged, with the
+            // reason; nothing is recorded for them, so a resume judges them again.
+            Self::conformance_gave_up(state, key, message);
+            return Ok(());
+        }
         if terminal.is_some() && !is_specialist && !state.sched.stopped() {
             return Self::after_final_failure(myself, state, message.to_string()).await;
         }
@@ -736,6 +769,12 @@ impl FlowConductor {
         if state.phase == Phase::Verify && state.verify.is_some() && state.sched.all_terminal(false)
         {
             return Box::pin(Self::verification_done(myself, state)).await;
+        }
+        if state.phase == Phase::Conformance
+            && state.conformance.is_some()
+            && state.sched.all_terminal(false)
+        {
+            return Box::pin(Self::conformance_finished(myself, state)).await;
         }
         Ok(())
     }
@@ -873,6 +912,12 @@ impl Actor for FlowConductor {
             budget_spent: None,
             cancelled: None,
             verify: None,
+            criteria: None,
+            criteria_by_model: false,
+            judgments: std::collections::BTreeMap::new(),
+            conformance: None,
+            conformance_done: false,
+            conformance_failure: None,
         })
     }
 

@@ -94,6 +94,8 @@ pub fn role_of(task: &str) -> &'static str {
         "planner" => "planner",
         "verifier" => "verifier",
         "synthesizer" => "synthesizer",
+        "criteria" => "criteria",
+        t if t == "conformance" || t.starts_with("conformance-") => "conformance",
         _ => "specialist",
     }
 }

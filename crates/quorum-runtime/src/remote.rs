@@ -374,7 +374,7 @@ pub async fn run_attempt(
                 RemoteStage::Synthesize {
                     gated,
                     classification,
-                } => match stages::synthesize(&ctx, &gated, &classification).await {
+                } => match stages::synthesize(&ctx, &gated, &classification, None).await {
                     Ok((s, st)) => RemoteOutcome::Synthesized(s, st),
                     Err(e) => err(e),
                 },

@@ -167,6 +167,10 @@ pub struct RunFacts {
     pub budget: Option<String>,
     /// Why the review was cancelled, when it was: it ends partial, whatever was done.
     pub cancelled: Option<String>,
+    /// Conformance flows: the merge gate as the conductor knows it.
+    pub conformance: Option<quorum_core::conformance::MergeReadiness>,
+    /// Why a conformance flow could not judge its spec (no spec, criteria unreadable).
+    pub conformance_failure: Option<String>,
 }
 
 /// Derive status and build the report.
@@ -177,7 +181,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         .copied()
         .filter(|r| r.state != TaskState::Completed)
         .collect();
-    let (status, reason) = if let Some(c) = &facts.cancelled {
+    let (mut status, mut reason) = if let Some(c) = &facts.cancelled {
         (ReviewStatus::Partial, format!("cancelled: {c}"))
     } else if let Some(f) = &facts.failure {
         (ReviewStatus::Failed, f.clone())
@@ -218,6 +222,31 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         (ReviewStatus::Completed, String::new())
     };
 
+    // A conformance flow that could not judge every criterion did not do its job: partial, and
+    // a review that is not completed is never ready to merge.
+    let mut conformance = facts.conformance;
+    if let Some(c) = &mut conformance {
+        let unjudged = c.criteria.iter().filter(|k| !k.judged).count();
+        if status == ReviewStatus::Completed && !ctx.pack.is_empty() {
+            if let Some(f) = &facts.conformance_failure {
+                (status, reason) = (ReviewStatus::Partial, f.clone());
+            } else if unjudged > 0 {
+                (status, reason) = (
+                    ReviewStatus::Partial,
+                    format!(
+                        "{unjudged} of {} acceptance criteria could not be judged",
+                        c.criteria.len()
+                    ),
+                );
+            }
+        }
+        if status != ReviewStatus::Completed {
+            let s = format!("{status:?}").to_lowercase();
+            c.close(&format!(
+                "the review is {s}, and a review that did not complete is never ready"
+            ));
+        }
+    }
     let mut team: BTreeMap<(String, String), usize> = BTreeMap::new();
     for r in &specialists {
         let model = if r.model.is_empty() {
@@ -308,6 +337,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         },
         coverage,
         safe_fixes: Vec::new(),
+        conformance,
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
         pre_existing: facts.gated.pre_existing,

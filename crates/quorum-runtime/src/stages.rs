@@ -7,6 +7,7 @@
 use crate::agent::{self, CallSpec, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
+use quorum_core::conformance::MergeReadiness;
 use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
 use quorum_core::flow::Role;
 use quorum_core::grounding::{self, Grounding};
@@ -14,6 +15,9 @@ use quorum_core::schema;
 use quorum_core::task::{Classification, RejectedTask, Task};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
+
+pub mod conformance;
+pub use conformance::ConformanceOutput;
 
 impl ReviewContext {
     /// Every call carries the window it was built for: Ollama receives it as `num_ctx`, and the
@@ -1023,8 +1027,9 @@ pub fn synthesizer_prompt(
     ctx: &ReviewContext,
     gated: &quorum_core::dedup::Gated,
     classification: &Classification,
+    conformance: Option<&MergeReadiness>,
 ) -> (String, String) {
-    synthesizer_prompt_in(ctx, gated, classification, ctx.budget())
+    synthesizer_prompt_in(ctx, gated, classification, conformance, ctx.budget())
 }
 
 /// [`synthesizer_prompt`] fitted to `budget`.
@@ -1032,6 +1037,7 @@ pub fn synthesizer_prompt_in(
     ctx: &ReviewContext,
     gated: &quorum_core::dedup::Gated,
     classification: &Classification,
+    conformance: Option<&MergeReadiness>,
     budget: ContextBudget,
 ) -> (String, String) {
     let system = format!(
@@ -1064,17 +1070,60 @@ pub fn synthesizer_prompt_in(
         gated.dropped.len()
     );
     let list = weaver::delimit("findings", &list);
+    let Some(gate) = conformance else {
+        let fitted = budget.fit(
+            &system,
+            &[Slot {
+                name: "findings",
+                content: &list,
+                weight: 1,
+            }],
+        );
+        return (
+            system,
+            format!("## Statistics\n{stats}\n## Findings\n{}", fitted[0]),
+        );
+    };
+    // A conformance flow: the summary must say whether the work is ready to merge and why.
+    let (met, unmet, divergent) = gate.counts();
+    let stats = format!(
+        "{stats}merge gate: {} ({met} met, {unmet} unmet, {divergent} divergent of {} acceptance criteria)\n",
+        if gate.ready { "ready" } else { "not ready" },
+        gate.criteria.len()
+    );
+    let mut verdicts = String::new();
+    for c in &gate.criteria {
+        let _ = writeln!(
+            verdicts,
+            "{} [{}] {} — {}",
+            c.id,
+            c.status.as_str(),
+            c.text,
+            c.reason
+        );
+    }
+    let verdicts = weaver::delimit("acceptance criteria and their verdicts", &verdicts);
     let fitted = budget.fit(
         &system,
-        &[Slot {
-            name: "findings",
-            content: &list,
-            weight: 1,
-        }],
+        &[
+            Slot {
+                name: "findings",
+                content: &list,
+                weight: 1,
+            },
+            Slot {
+                name: "criteria",
+                content: &verdicts,
+                weight: 1,
+            },
+        ],
     );
     (
         system,
-        format!("## Statistics\n{stats}\n## Findings\n{}", fitted[0]),
+        format!(
+            "## Statistics\n{stats}\n## Findings\n{}\n## Acceptance criteria\n{}",
+            fitted[0], fitted[1]
+        ),
     )
 }
 
@@ -1139,14 +1188,15 @@ pub async fn synthesize(
     ctx: &ReviewContext,
     gated: &quorum_core::dedup::Gated,
     classification: &Classification,
+    conformance: Option<&MergeReadiness>,
 ) -> Result<(Synthesis, StageStats), AttemptError> {
-    let (system, user) = synthesizer_prompt(ctx, gated, classification);
+    let (system, user) = synthesizer_prompt(ctx, gated, classification, conformance);
     let (client, model) = ctx.pick("synthesizer", &system, &user, None)?;
     let budget = ctx.budget_for(&client, &model);
     let (system, user) = if budget == ctx.budget() {
         (system, user)
     } else {
-        synthesizer_prompt_in(ctx, gated, classification, budget)
+        synthesizer_prompt_in(ctx, gated, classification, conformance, budget)
     };
     let mut stats = CallStats::default();
     let (parsed, _) = agent::json_call(

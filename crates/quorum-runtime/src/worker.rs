@@ -34,6 +34,14 @@ pub enum Job {
     Synthesize {
         gated: Box<Gated>,
         classification: Classification,
+        /// A conformance flow's gate, for the summary to say what blocks the merge.
+        conformance: Option<Box<quorum_core::conformance::MergeReadiness>>,
+    },
+    /// Read a spec's acceptance criteria with a model (its form gave none).
+    Criteria,
+    /// Judge a batch of criteria against the target.
+    Conformance {
+        criteria: Vec<quorum_core::conformance::Criterion>,
     },
 }
 
@@ -55,6 +63,8 @@ pub enum JobOutcome {
     Specialist(Result<SpecialistOutput, AttemptError>),
     Verify(Result<VerifyOutput, AttemptError>),
     Synthesize(Result<(Synthesis, StageStats), AttemptError>),
+    Criteria(Result<(Vec<quorum_core::conformance::Criterion>, StageStats), AttemptError>),
+    Conformance(Result<stages::ConformanceOutput, AttemptError>),
 }
 
 impl JobOutcome {
@@ -64,7 +74,9 @@ impl JobOutcome {
             | JobOutcome::Plan(Err(e))
             | JobOutcome::Specialist(Err(e))
             | JobOutcome::Verify(Err(e))
-            | JobOutcome::Synthesize(Err(e)) => Some(e),
+            | JobOutcome::Synthesize(Err(e))
+            | JobOutcome::Criteria(Err(e))
+            | JobOutcome::Conformance(Err(e)) => Some(e),
             _ => None,
         }
     }
@@ -139,6 +151,8 @@ fn deadline_outcome(job: &Job, secs: u64) -> JobOutcome {
         Job::Specialist { .. } => JobOutcome::Specialist(Err(e)),
         Job::Verify { .. } => JobOutcome::Verify(Err(e)),
         Job::Synthesize { .. } => JobOutcome::Synthesize(Err(e)),
+        Job::Criteria => JobOutcome::Criteria(Err(e)),
+        Job::Conformance { .. } => JobOutcome::Conformance(Err(e)),
     }
 }
 
@@ -156,7 +170,14 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
         Job::Synthesize {
             gated,
             classification,
-        } => JobOutcome::Synthesize(stages::synthesize(ctx, &gated, &classification).await),
+            conformance,
+        } => JobOutcome::Synthesize(
+            stages::synthesize(ctx, &gated, &classification, conformance.as_deref()).await,
+        ),
+        Job::Criteria => JobOutcome::Criteria(stages::conformance::extract_criteria(ctx).await),
+        Job::Conformance { criteria } => {
+            JobOutcome::Conformance(stages::conformance::judge_criteria(ctx, &criteria).await)
+        }
     }
 }
 

@@ -76,6 +76,16 @@ pub enum Event {
     ScopeRecorded {
         scope: quorum_core::scope::ReviewScope,
     },
+    /// The spec's acceptance criteria (conformance flows), read from its form or, when it has
+    /// none, by the criteria stage's model (`by_model`): a resume judges these, never re-reads.
+    CriteriaExtracted {
+        criteria: Vec<quorum_core::conformance::Criterion>,
+        by_model: bool,
+    },
+    /// One judge batch's verdicts, after grounding: a resume does not judge these again.
+    CriteriaJudged {
+        judgments: Vec<quorum_core::conformance::Judgment>,
+    },
 }
 
 /// An event as stored: its sequence number (1-based, gap-free within one store) and the wall
@@ -99,6 +109,8 @@ pub struct StoredEvent {
 /// - `attempts`: the highest attempt number seen in any attempt event;
 /// - judged and synthesis: the latest one;
 /// - scope: the first one recorded wins;
+/// - criteria: the first extraction recorded wins (the judgments belong to it); a criterion's
+///   judgment: the first one recorded (a late batch that was fenced changes nothing);
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
 /// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
 ///   other events after a finish (late results) are still folded in.
@@ -117,6 +129,10 @@ pub struct Replay {
     pub last_seq: u64,
     /// The first recorded scope (a review's scope never changes once it started).
     pub scope: Option<quorum_core::scope::ReviewScope>,
+    /// The criteria extracted, and whether a model extracted them.
+    pub criteria: Option<(Vec<quorum_core::conformance::Criterion>, bool)>,
+    /// Judged criteria by id.
+    pub criteria_judged: BTreeMap<String, quorum_core::conformance::Judgment>,
 }
 
 impl Replay {
@@ -172,6 +188,18 @@ impl Replay {
                 Event::ScopeRecorded { scope } => {
                     if r.scope.is_none() {
                         r.scope = Some(scope.clone());
+                    }
+                }
+                Event::CriteriaExtracted { criteria, by_model } => {
+                    if r.criteria.is_none() {
+                        r.criteria = Some((criteria.clone(), *by_model));
+                    }
+                }
+                Event::CriteriaJudged { judgments } => {
+                    for j in judgments {
+                        r.criteria_judged
+                            .entry(j.id.clone())
+                            .or_insert_with(|| j.clone());
                     }
                 }
             }

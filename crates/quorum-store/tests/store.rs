@@ -629,6 +629,7 @@ fn the_scope_of_a_review_survives_reopen_and_the_first_one_wins() {
             paths: Vec::new(),
         },
         profile: Profile::Chill,
+        spec: None,
     };
     store
         .append(&Event::ScopeRecorded {
@@ -643,4 +644,56 @@ fn the_scope_of_a_review_survives_reopen_and_the_first_one_wins() {
     drop(store);
     let store = data.open_flow("s").unwrap();
     assert_eq!(store.replay().unwrap().scope, Some(scope));
+}
+
+#[test]
+fn criteria_and_their_judgments_replay_first_one_wins() {
+    use quorum_core::conformance::{Criterion, CriterionStatus, Judgment};
+    let (_tmp, data) = data_dir();
+    let store = data.create_flow(&meta("c", "/repo", 1)).unwrap();
+    let crit = |id: &str| Criterion {
+        id: id.into(),
+        text: format!("criterion {id}"),
+        line: 1,
+    };
+    let judged = |id: &str, status| Judgment {
+        id: id.into(),
+        status,
+        evidence: Vec::new(),
+        reason: "r".into(),
+        judged: true,
+    };
+    store
+        .append(&Event::CriteriaExtracted {
+            criteria: vec![crit("C1"), crit("C2")],
+            by_model: false,
+        })
+        .unwrap();
+    store
+        .append(&Event::CriteriaExtracted {
+            criteria: vec![crit("X")],
+            by_model: true,
+        })
+        .unwrap();
+    store
+        .append(&Event::CriteriaJudged {
+            judgments: vec![judged("C1", CriterionStatus::Divergent)],
+        })
+        .unwrap();
+    // A late, fenced batch ruling again on C1 changes nothing; C2 is new.
+    store
+        .append(&Event::CriteriaJudged {
+            judgments: vec![
+                judged("C1", CriterionStatus::Met),
+                judged("C2", CriterionStatus::Unmet),
+            ],
+        })
+        .unwrap();
+    drop(store);
+    let r = data.open_flow("c").unwrap().replay().unwrap();
+    let (criteria, by_model) = r.criteria.unwrap();
+    assert_eq!(criteria.len(), 2);
+    assert!(!by_model);
+    assert_eq!(r.criteria_judged["C1"].status, CriterionStatus::Divergent);
+    assert_eq!(r.criteria_judged["C2"].status, CriterionStatus::Unmet);
 }

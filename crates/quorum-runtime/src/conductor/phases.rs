@@ -4,6 +4,12 @@
 //! Scout → planner → specialists → verifier → synthesizer. A failed scout falls back to a
 //! facts-only classification; the planner or verifier failing for good fails the review; a
 //! failed synthesizer gets the deterministic summary; specialists failing make it partial.
+//!
+//! A conformance flow judges its spec between the verifier and the synthesizer: the criteria
+//! are read from the spec's form (no model) or, failing that, by the criteria stage; then judge
+//! batches of `conformance_batch` criteria run like verification batches (here, never on a
+//! peer), and each answer is grounded before it counts. Criteria and each batch's verdicts are
+//! recorded, so a resume re-reads and re-judges nothing it has.
 
 use super::{attempt_record, ConductorMsg, ConductorState, FlowConductor, Phase};
 use crate::agent::CallStats;
@@ -12,6 +18,7 @@ use crate::progress::Progress;
 use crate::report::{assemble, RunFacts, TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::JobOutcome;
+use quorum_core::conformance::{self, ground_judgment, Criterion, Judgment, MergeReadiness};
 use quorum_core::dedup::Gated;
 use quorum_core::finding::{Judged, Reported, Reporter};
 use quorum_core::schedule::{Input, TaskKey};
@@ -47,8 +54,11 @@ impl FlowConductor {
                 Self::finish_with_fallback_summary(myself, state).await;
                 return Ok(());
             }
+            Phase::Synthesize if state.ctx.flow.uses_spec() && !state.conformance_done => {
+                return Box::pin(Self::start_conformance(myself, state)).await;
+            }
             Phase::Synthesize => "synthesizer",
-            Phase::Specialists | Phase::Done => return Ok(()),
+            Phase::Specialists | Phase::Conformance | Phase::Done => return Ok(()),
         };
         state.emit(Progress::Stage {
             stage: name.to_string(),
@@ -218,6 +228,62 @@ impl FlowConductor {
                 state.gated = Some(Self::gate(state, v.judged));
                 Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await?;
             }
+            JobOutcome::Criteria(Ok((criteria, st))) => {
+                state.runs[run].complete(&st.model, &st.stats);
+                Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
+                state.usage.merge(&st.stats);
+                state
+                    .ctx
+                    .facts
+                    .event(Event::CriteriaExtracted {
+                        criteria: criteria.clone(),
+                        by_model: true,
+                    })
+                    .await;
+                state.criteria = Some(criteria);
+                state.criteria_by_model = true;
+                Box::pin(Self::start_judging(myself, state)).await?;
+            }
+            JobOutcome::Conformance(Ok(out))
+                if state
+                    .conformance
+                    .as_ref()
+                    .is_some_and(|r| r.batch(run).is_some()) =>
+            {
+                state.runs[run].complete(&out.stage.model, &out.stage.stats);
+                Self::record_success(
+                    state,
+                    run,
+                    &out.stage.model,
+                    &out.stage.stats,
+                    1,
+                    Vec::new(),
+                )
+                .await;
+                state.usage.merge(&out.stage.stats);
+                // Grounded here, on the conductor, before the verdict counts.
+                let spec_path = state
+                    .ctx
+                    .scope
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.pack_path.clone());
+                let judgments: Vec<Judgment> = out
+                    .judgments
+                    .into_iter()
+                    .map(|j| ground_judgment(j, &state.ctx.pack, spec_path.as_deref()))
+                    .collect();
+                state
+                    .ctx
+                    .facts
+                    .event(Event::CriteriaJudged {
+                        judgments: judgments.clone(),
+                    })
+                    .await;
+                for j in judgments {
+                    state.judgments.entry(j.id.clone()).or_insert(j);
+                }
+            }
             JobOutcome::Synthesize(Ok((s, st))) => {
                 state.runs[run].complete(&st.model, &st.stats);
                 Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
@@ -306,6 +372,15 @@ impl FlowConductor {
                 Self::finish_with_fallback_summary(myself, state).await;
                 Ok(())
             }
+            Phase::Conformance => {
+                // The criteria stage failed for good: nothing can be judged. Not recorded, so
+                // a resume asks again.
+                let why = format!("the spec's criteria could not be read: {err}");
+                state.note(why.clone()).await;
+                state.conformance_failure = Some(why);
+                state.conformance_done = true;
+                Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await
+            }
             Phase::Specialists | Phase::Done => Ok(()),
         }
     }
@@ -368,7 +443,7 @@ impl FlowConductor {
             }
             Phase::Specialists => Self::start_phase(myself, state, Phase::Verify).await,
             // A cut verifier: grounding alone decides, then the deterministic summary.
-            Phase::Verify | Phase::Synthesize => {
+            Phase::Verify | Phase::Conformance | Phase::Synthesize => {
                 if state.gated.is_none() {
                     state.gated = Some(Self::ground_only(state));
                 }
@@ -389,6 +464,12 @@ impl FlowConductor {
     ) -> Result<(), ActorProcessingErr> {
         let Resume { replay, attempts } = resume;
         tracing::info!(from_seq = replay.last_seq, "resuming review");
+        // Criteria read and criteria judged are kept: no criteria call or judge batch repeats.
+        if let Some((criteria, by_model)) = replay.criteria.clone() {
+            state.criteria = Some(criteria);
+            state.criteria_by_model = by_model;
+        }
+        state.judgments = replay.criteria_judged.clone();
         state
             .ctx
             .facts
@@ -760,7 +841,16 @@ impl FlowConductor {
             .synthesis
             .take()
             .unwrap_or_else(|| stages::fallback_synthesis(&state.ctx, &gated));
+        let conformance = Self::merge_readiness(state);
+        let mut synthesis = synthesis;
+        if let (true, Some(gate)) = (synthesis.fallback, &conformance) {
+            // The deterministic summary says what blocks the merge, as a model's would.
+            synthesis.summary.push(' ');
+            synthesis.summary.push_str(&gate_sentence(gate));
+        }
         let facts = RunFacts {
+            conformance,
+            conformance_failure: state.conformance_failure.take(),
             runs: std::mem::take(&mut state.runs),
             classification: state.classification.clone(),
             classification_fallback: state.classification_fallback,
@@ -795,6 +885,185 @@ impl FlowConductor {
             let _ = tx.send(report);
         }
         myself.stop(None);
+    }
+}
+
+impl FlowConductor {
+    /// Conformance: read the spec's criteria (from its form, else one criteria-stage call),
+    /// then judge them.
+    async fn start_conformance(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.phase = Phase::Conformance;
+        if state.criteria.is_none() {
+            let Some(spec) = state.ctx.scope.spec.clone() else {
+                let why = "this flow judges a spec and the review has none (--spec FILE)";
+                state.note(why.to_string()).await;
+                state.conformance_failure = Some(why.to_string());
+                state.criteria = Some(Vec::new());
+                return Box::pin(Self::start_judging(myself, state)).await;
+            };
+            let found = conformance::extract(&spec.text);
+            if found.is_empty() {
+                // Nothing in the spec's form: the flow's criteria stage reads it.
+                state.emit(Progress::Stage {
+                    stage: "criteria".to_string(),
+                });
+                let key = state.add_run(TaskRun::stage("criteria"));
+                return Box::pin(Self::feed(
+                    myself,
+                    state,
+                    Input::AddTask {
+                        key,
+                        stage: true,
+                        placeable: false,
+                    },
+                    None,
+                ))
+                .await;
+            }
+            state
+                .ctx
+                .facts
+                .event(Event::CriteriaExtracted {
+                    criteria: found.clone(),
+                    by_model: false,
+                })
+                .await;
+            state.criteria = Some(found);
+        }
+        Box::pin(Self::start_judging(myself, state)).await
+    }
+
+    /// Judge the criteria not judged yet in batches of `conformance_batch`, each an attempt
+    /// run on this node.
+    async fn start_judging(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        let todo: Vec<Criterion> = state
+            .criteria
+            .iter()
+            .flatten()
+            .filter(|c| !state.judgments.contains_key(&c.id))
+            .cloned()
+            .collect();
+        if todo.is_empty() {
+            return Box::pin(Self::conformance_finished(myself, state)).await;
+        }
+        state.emit(Progress::Stage {
+            stage: "conformance".to_string(),
+        });
+        let size = state.ctx.flow.parameters.conformance_batch.max(1);
+        let chunks: Vec<Vec<Criterion>> = todo.chunks(size).map(|c| c.to_vec()).collect();
+        let n = chunks.len();
+        let mut round = ConformanceRound::default();
+        let mut keys = Vec::new();
+        for (k, chunk) in chunks.into_iter().enumerate() {
+            let name = if n == 1 {
+                "conformance".to_string()
+            } else {
+                format!("conformance-{}", k + 1)
+            };
+            let key = state.add_run(TaskRun::stage(&name));
+            round.batches.insert(key, chunk);
+            keys.push(key);
+        }
+        state.conformance = Some(round);
+        for key in keys {
+            Box::pin(Self::feed(
+                myself,
+                state,
+                Input::AddTask {
+                    key,
+                    stage: false,
+                    placeable: false,
+                },
+                None,
+            ))
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// A judge batch will not run again: its criteria are unmet and not judged.
+    pub(super) fn conformance_gave_up(state: &mut ConductorState, key: TaskKey, why: &str) {
+        let Some(batch) = state.conformance.as_ref().and_then(|r| r.batch(key)) else {
+            return;
+        };
+        for c in batch {
+            state.judgments.entry(c.id.clone()).or_insert_with(|| {
+                Judgment::not_judged(&c.id, format!("the judge could not run: {why}"))
+            });
+        }
+    }
+
+    /// Every judge batch has ended: on to the synthesizer.
+    pub(super) async fn conformance_finished(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.conformance = None;
+        state.conformance_done = true;
+        Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await
+    }
+
+    /// The merge gate of a conformance flow from what is known now. A review that ended before
+    /// the criteria were read (budget, cancel) lists the spec's deterministic criteria, unjudged.
+    pub(super) fn merge_readiness(state: &ConductorState) -> Option<MergeReadiness> {
+        if !state.ctx.flow.uses_spec() {
+            return None;
+        }
+        let spec = state.ctx.scope.spec.as_ref();
+        let criteria = state.criteria.clone().unwrap_or_else(|| {
+            spec.map(|s| conformance::extract(&s.text))
+                .unwrap_or_default()
+        });
+        let mut m = MergeReadiness::build(
+            spec.map(|s| s.path.as_str()).unwrap_or(""),
+            state.criteria_by_model,
+            &criteria,
+            &state.judgments,
+        );
+        if let Some(why) = &state.conformance_failure {
+            m.close(why);
+        }
+        Some(m)
+    }
+}
+
+/// One sentence on a conformance gate for a summary written without a model.
+fn gate_sentence(gate: &MergeReadiness) -> String {
+    if gate.ready {
+        return format!(
+            "Merge gate: ready, all {} acceptance criteria met.",
+            gate.criteria.len()
+        );
+    }
+    let blocking: Vec<String> = gate
+        .criteria
+        .iter()
+        .filter(|c| c.status != conformance::CriterionStatus::Met)
+        .map(|c| format!("{} {}", c.id, c.status.as_str()))
+        .collect();
+    if blocking.is_empty() {
+        format!("Merge gate: not ready ({}).", gate.note)
+    } else {
+        format!("Merge gate: not ready — {}.", blocking.join(", "))
+    }
+}
+
+/// The judge batches in flight, by scheduler key.
+#[derive(Debug, Default)]
+pub(super) struct ConformanceRound {
+    batches: std::collections::BTreeMap<TaskKey, Vec<Criterion>>,
+}
+
+impl ConformanceRound {
+    /// The criteria of batch `key`, if it is one of this round's.
+    pub(super) fn batch(&self, key: TaskKey) -> Option<Vec<Criterion>> {
+        self.batches.get(&key).cloned()
     }
 }
 
