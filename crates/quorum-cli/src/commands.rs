@@ -334,6 +334,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         args.diff.as_deref(),
         args.profile.as_deref(),
     )?;
+    let scope = run_analyzers(&settings, args, &pack, scope).await?;
     let flow_id = new_flow_id();
     let params = RunParams {
         backends: configs,
@@ -421,6 +422,34 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         scope,
     });
     Ok(Prepared::Run(LocalReview { data, ctx, params }))
+}
+
+/// The analyzers' leads, decided once before the review starts and recorded with its scope
+/// (so `quorum resume` reuses them and remote attempts carry them). Progress lines say what
+/// ran and what was skipped; nothing here fails the review except an invalid catalog.
+async fn run_analyzers(
+    settings: &settings::Settings,
+    args: &ReviewArgs,
+    pack: &quorum_core::pack::ContextPack,
+    mut scope: quorum_core::scope::ReviewScope,
+) -> Result<quorum_core::scope::ReviewScope> {
+    let a = &settings.analyzers;
+    if args.no_analyzers || !a.enabled || pack.is_empty() {
+        return Ok(scope);
+    }
+    let catalog = a.catalog()?;
+    let opts = quorum_runtime::analyzers::RunOptions {
+        timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
+        ..Default::default()
+    };
+    let leads = quorum_runtime::analyzers::run_all(&catalog, pack, &opts).await;
+    if !args.quiet {
+        for run in &leads.runs {
+            eprintln!("quorum: analyzer {}", run.describe());
+        }
+    }
+    scope.analyzers = leads;
+    Ok(scope)
 }
 
 pub(crate) type RuntimeLayer = std::collections::BTreeMap<
@@ -724,6 +753,9 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
                     );
                 }
                 println!("profile:   {}", scope.profile.as_str());
+                for run in &scope.analyzers.runs {
+                    println!("analyzer:  {}", run.describe());
+                }
             }
             println!("started:   {}", meta.started_at);
             println!("node:      {}", meta.node);

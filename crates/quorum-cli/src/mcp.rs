@@ -248,6 +248,7 @@ impl QuorumMcp {
             diff: None,
             profile: None,
             apply_safe_fixes: None,
+            no_analyzers: false,
         };
         let local = match prepare_review(&args)
             .await

@@ -91,6 +91,7 @@ pub fn snapshot(
             change,
             guidance: repo.map(|r| r.guidance).unwrap_or_default(),
             profile,
+            analyzers: Default::default(),
         },
     ))
 }

@@ -9,6 +9,7 @@
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
 //! and the git HEAD/work-tree lookups — and in the catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
 
+pub mod analyzer;
 pub mod catalog;
 pub mod coverage;
 pub mod dedup;
@@ -29,4 +30,4 @@ pub mod selection;
 pub mod task;
 pub mod weaver;
 
-pub use error::{CatalogError, FlowError, PackError, RepoConfigError};
+pub use error::{AnalyzerError, CatalogError, FlowError, PackError, RepoConfigError};

@@ -233,6 +233,11 @@ pub struct Report {
     /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub safe_fixes: Vec<crate::docreview::SafeFix>,
+    /// The deterministic analyzers of the catalog: each one's name, whether it ran, why not,
+    /// and how many hits it gave (its findings credit it as reporter `analyzer:<name>`).
+    /// Absent when none was configured or they were turned off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analyzers: Vec<crate::analyzer::AnalyzerRun>,
 }
 
 impl Report {
@@ -1285,6 +1290,14 @@ fn md_methodology(r: &Report, out: &mut String) {
         list_or_dash(&c.review_focus)
     );
 
+    if !r.analyzers.is_empty() {
+        out.push_str("### Analyzers\n\n");
+        for a in &r.analyzers {
+            let _ = writeln!(out, "- {}", one_line(&a.describe()));
+        }
+        out.push('\n');
+    }
+
     out.push_str("### Team\n\n");
     if r.team.is_empty() {
         out.push_str("No specialists were assigned.\n\n");
@@ -1527,6 +1540,7 @@ mod tests {
             },
             coverage: None,
             safe_fixes: Vec::new(),
+            analyzers: Vec::new(),
         }
     }
 

@@ -659,6 +659,7 @@ pub fn specialist_prompt_in(
         .input_tokens()
         .saturating_sub(weaver::estimate_tokens(&fixed));
     head.push_str(&specialist_scope_sections_in(ctx, task, room));
+    head.push_str(&analyzer_leads_section(ctx, task));
     if task.files.is_empty() {
         head.push_str(
             "\nNo files were assigned: use the tools to find what your mandate covers.\n",
@@ -1289,6 +1290,25 @@ pub fn planner_scope_section(ctx: &ReviewContext) -> String {
         );
     }
     out
+}
+
+/// Added to a specialist's task section: what the deterministic analyzers flagged in this
+/// task's files, at most [`MAX_LEADS_PER_PROMPT`](quorum_core::analyzer::MAX_LEADS_PER_PROMPT)
+/// of them with a visible count of the rest. Tool messages quote the code under review, so the
+/// list is delimited as untrusted content. Empty when no lead touches the task's files.
+pub fn analyzer_leads_section(ctx: &ReviewContext, task: &Task) -> String {
+    use quorum_core::analyzer::{leads_list, MAX_LEADS_PER_PROMPT};
+    let mine = ctx.scope.analyzers.on_files(&task.files);
+    if mine.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n## Leads from static analyzers\nDeterministic tools flagged these places in your \
+         files. A lead is not a finding: read the code, and report it only if it is a real \
+         problem within your mandate, quoting the code as evidence. Each lead is also checked \
+         on its own, so there is no need to repeat one you cannot add to.\n{}",
+        weaver::delimit("analyzer leads", &leads_list(&mine, MAX_LEADS_PER_PROMPT))
+    )
 }
 
 /// Added to a specialist's task section: the owner's guidance (repository-wide, and per path

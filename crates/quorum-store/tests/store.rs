@@ -629,6 +629,7 @@ fn the_scope_of_a_review_survives_reopen_and_the_first_one_wins() {
             paths: Vec::new(),
         },
         profile: Profile::Chill,
+        analyzers: Default::default(),
     };
     store
         .append(&Event::ScopeRecorded {
