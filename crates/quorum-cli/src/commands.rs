@@ -433,16 +433,13 @@ async fn run_analyzers(
     pack: &quorum_core::pack::ContextPack,
     mut scope: quorum_core::scope::ReviewScope,
 ) -> Result<quorum_core::scope::ReviewScope> {
-    let a = &settings.analyzers;
-    if args.no_analyzers || !a.enabled || pack.is_empty() {
+    if args.no_analyzers || pack.is_empty() {
         return Ok(scope);
     }
-    let catalog = a.catalog()?;
-    let opts = quorum_runtime::analyzers::RunOptions {
-        timeout: std::time::Duration::from_secs(a.timeout_secs.max(1)),
-        ..Default::default()
+    let Some(setup) = settings.analyzers.setup()? else {
+        return Ok(scope);
     };
-    let leads = quorum_runtime::analyzers::run_all(&catalog, pack, &opts).await;
+    let leads = setup.run(pack).await;
     if !args.quiet {
         for run in &leads.runs {
             eprintln!("quorum: analyzer {}", run.describe());

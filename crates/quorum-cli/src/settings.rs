@@ -79,6 +79,20 @@ impl Default for AnalyzerSettings {
 }
 
 impl AnalyzerSettings {
+    /// The analyzers to run, or `None` when they are turned off.
+    pub fn setup(&self) -> Result<Option<quorum_runtime::analyzers::AnalyzerSetup>> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        Ok(Some(quorum_runtime::analyzers::AnalyzerSetup {
+            catalog: self.catalog()?,
+            options: quorum_runtime::analyzers::RunOptions {
+                timeout: std::time::Duration::from_secs(self.timeout_secs.max(1)),
+                ..Default::default()
+            },
+        }))
+    }
+
     /// The catalog in force: the named file, else the shipped one.
     pub fn catalog(&self) -> Result<quorum_core::analyzer::AnalyzerCatalog> {
         let c = if self.catalog.trim().is_empty() {

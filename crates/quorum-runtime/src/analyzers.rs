@@ -28,6 +28,19 @@ pub const MAX_OUTPUT_BYTES: usize = 16 * 1024 * 1024;
 /// Most bytes of stderr kept, for the reason of a failed run.
 const MAX_STDERR_BYTES: usize = 16 * 1024;
 
+/// A catalog and how to run it: what a node runs on the reviews it accepts.
+#[derive(Debug, Clone)]
+pub struct AnalyzerSetup {
+    pub catalog: AnalyzerCatalog,
+    pub options: RunOptions,
+}
+
+impl AnalyzerSetup {
+    pub async fn run(&self, pack: &ContextPack) -> Leads {
+        run_all(&self.catalog, pack, &self.options).await
+    }
+}
+
 /// How the tools are run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
