@@ -53,7 +53,8 @@ pub enum OutputFormat {
 }
 
 /// Tool levels and rule ids to severities. The longest rule-id prefix in `rules` wins, then
-/// the level (lowercased) in `levels`, then `default`.
+/// the level (lowercased) in `levels`, then `default`. A prefix ending in a letter ends at a
+/// letter: `S` matches `S101` (ruff's bandit rules), not `SIM115`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeverityMap {
@@ -84,7 +85,7 @@ impl SeverityMap {
         let by_rule = self
             .rules
             .iter()
-            .filter(|(prefix, _)| rule.starts_with(prefix.as_str()))
+            .filter(|(prefix, _)| rule_has_prefix(rule, prefix))
             .max_by_key(|(prefix, _)| prefix.len())
             .map(|(_, s)| *s);
         by_rule
@@ -93,6 +94,17 @@ impl SeverityMap {
             })
             .unwrap_or(self.default)
     }
+}
+
+fn rule_has_prefix(rule: &str, prefix: &str) -> bool {
+    let Some(rest) = rule.strip_prefix(prefix) else {
+        return false;
+    };
+    let ends_in_letter = prefix
+        .chars()
+        .last()
+        .is_some_and(|c| c.is_ascii_alphabetic());
+    !ends_in_letter || !rest.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
 }
 
 /// One analyzer of the catalog.
@@ -128,7 +140,8 @@ pub struct AnalyzerSpec {
     #[serde(default = "default_max_hits")]
     pub max_hits: usize,
     /// Environment variables passed through besides PATH (a toolchain's home, for example);
-    /// everything else is cleared.
+    /// everything else is cleared. `NAME=VALUE` also sets VALUE when NAME is unset (`{home}`
+    /// in it is the user's real HOME: the tool's own HOME is its copy).
     #[serde(default)]
     pub env: Vec<String>,
     /// Its own time bound; the configured one applies when absent.
@@ -203,6 +216,18 @@ impl AnalyzerCatalog {
                 return Err(bad(format!(
                     "{who}: field `command`: a program name looked up on PATH, without a path"
                 )));
+            }
+            for e in &a.env {
+                let name = e.split_once('=').map_or(e.as_str(), |(n, _)| n).trim();
+                if name.is_empty()
+                    || name == "PATH"
+                    || name == "HOME"
+                    || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    return Err(bad(format!(
+                        "{who}: field `env`: {e:?} is not NAME or NAME=VALUE (PATH and HOME are set by quorum)"
+                    )));
+                }
             }
             if !(0.0..=1.0).contains(&a.confidence) {
                 return Err(bad(format!("{who}: field `confidence`: between 0 and 1")));
@@ -940,6 +965,10 @@ mod tests {
         assert_eq!(m.of("B602", Some("LOW")), Severity::P0);
         assert_eq!(m.of("B105", Some("HIGH")), Severity::P1);
         assert_eq!(m.of("B105", None), Severity::P3);
+        m.rules.insert("S".into(), Severity::P1);
+        assert_eq!(m.of("S608", None), Severity::P1);
+        assert_eq!(m.of("SIM115", None), Severity::P3, "S is not SIM");
+        assert_eq!(m.of("S", None), Severity::P1);
     }
 
     #[test]

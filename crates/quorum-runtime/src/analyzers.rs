@@ -206,9 +206,16 @@ async fn execute(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    for name in &spec.env {
-        if let Some(v) = std::env::var_os(name) {
-            cmd.env(name, v);
+    for entry in &spec.env {
+        let (name, fallback) = env_entry(entry);
+        match (std::env::var_os(name), fallback) {
+            (Some(v), _) => {
+                cmd.env(name, v);
+            }
+            (None, Some(value)) => {
+                cmd.env(name, value);
+            }
+            (None, None) => {}
         }
     }
     // Its own process group, so a timeout kills what the tool started too.
@@ -262,6 +269,24 @@ async fn execute(
         let _ = child.kill().await;
     }
     outcome
+}
+
+/// One `env` entry of the catalog: `NAME` passes this process's value through when it is set;
+/// `NAME=VALUE` also supplies VALUE when it is not, `{home}` in it being the user's real HOME
+/// (the tool's own HOME is the copy, so a toolchain found through HOME needs this).
+fn env_entry(entry: &str) -> (&str, Option<OsString>) {
+    match entry.split_once('=') {
+        None => (entry.trim(), None),
+        Some((name, value)) => {
+            let value = if value.contains("{home}") {
+                std::env::var_os("HOME")
+                    .map(|h| OsString::from(value.replace("{home}", &h.to_string_lossy())))
+            } else {
+                Some(OsString::from(value))
+            };
+            (name.trim(), value)
+        }
+    }
 }
 
 /// SIGKILL the tool's process group (it is its leader), so children it started die with it.

@@ -349,3 +349,35 @@ async fn leads_travel_with_a_remote_attempt_to_a_worker_without_the_tools() {
         "the origin's model was not asked"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_runs_in_a_copy_with_a_cleared_environment() {
+    let bin = tempfile::tempdir().unwrap();
+    // Prints its hit only when it runs where it should: the copy as its directory and HOME,
+    // the test's own environment (cargo sets CARGO_MANIFEST_DIR for it) gone, the entry's
+    // fallback value set. Then it scribbles on the file it was given.
+    script(
+        bin.path(),
+        "picky",
+        "if [ -z \"$CARGO_MANIFEST_DIR\" ] && [ \"$HOME\" = \"$PWD\" ] && [ -f src/db.py ] \
+         && [ \"$EXTRA\" = \"fallback-value\" ] && [ -z \"$http_proxy$HTTPS_PROXY\" ]; then\n\
+         printf '%s' \"[{\\\"code\\\": \\\"E1\\\", \\\"filename\\\": \\\"$PWD/src/db.py\\\", \
+         \\\"location\\\": {\\\"row\\\": 9}, \\\"message\\\": \\\"ok\\\"}]\"\nelse\n\
+         printf '%s' '[]'\nfi\nprintf 'tampered' > src/db.py",
+    );
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let catalog = AnalyzerCatalog::parse(
+        "analyzers:\n  - name: picky\n    command: picky\n    format: ruff_json\n    \
+         env: [\"EXTRA=fallback-value\"]\n",
+        Path::new("test catalog"),
+    )
+    .unwrap();
+    let leads = analyze(&catalog, bin.path(), Duration::from_secs(30)).await;
+    assert_eq!(leads.runs[0].hits, 1, "{:?}", leads.runs[0]);
+    assert_eq!(leads.leads[0].rule, "E1");
+    let original = std::fs::read_to_string(fixture("code_project").join("src/db.py")).unwrap();
+    assert!(
+        original.contains("def search_items"),
+        "the tree under review was touched"
+    );
+}
