@@ -15,7 +15,7 @@
 //! decides what to run on which files and what the output means.
 
 use crate::error::AnalyzerError;
-use crate::finding::{RawFinding, Severity};
+use crate::finding::{Dropped, Judged, RawFinding, Severity, Verdict};
 use crate::pack::ContextPack;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -758,6 +758,30 @@ impl Leads {
     }
 }
 
+/// Analyzer candidates no model checked (over `max_verifications`, the budget spent, the
+/// verifier unavailable) leave the findings for `dropped`: a tool's hit becomes a finding only
+/// once the verifier confirmed it, unlike a specialist's claim, which stays UNVERIFIED and
+/// marked. Without this, a noisy tool would fill the report with unchecked findings.
+pub fn take_unchecked_leads(judged: Vec<Judged>) -> (Vec<Judged>, Vec<Dropped>) {
+    let mut kept = Vec::with_capacity(judged.len());
+    let mut dropped = Vec::new();
+    for j in judged {
+        if j.verdict == Verdict::Unverified
+            && j.reported.reporter.persona.starts_with(REPORTER_PREFIX)
+        {
+            dropped.push(Dropped {
+                title: j.reported.finding.title.clone(),
+                file: j.reported.finding.file.clone(),
+                reason: format!("analyzer lead not confirmed: {}", j.reason),
+                verdict: Some(Verdict::Unverified),
+            });
+        } else {
+            kept.push(j);
+        }
+    }
+    (kept, dropped)
+}
+
 /// The list of leads for a prompt, at most `max` of them, then a visible count of the rest.
 /// The caller delimits it as untrusted content: messages quote the code under review.
 pub fn leads_list(leads: &[&Lead], max: usize) -> String {
@@ -1024,6 +1048,51 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn unchecked_analyzer_candidates_are_dropped_specialists_kept() {
+        use crate::finding::{Reported, Reporter};
+        let p = pack();
+        let judged = |persona: &str, verdict: Verdict| Judged {
+            reported: Reported {
+                task_id: "t".into(),
+                reporter: Reporter {
+                    persona: persona.into(),
+                    model: String::new(),
+                    node: "n".into(),
+                },
+                finding: Lead {
+                    tool: "bandit".into(),
+                    file: "app.py".into(),
+                    line: 4,
+                    end_line: None,
+                    rule: "B105".into(),
+                    message: "password".into(),
+                    severity: Severity::P2,
+                    category: "security".into(),
+                    confidence: 0.7,
+                }
+                .to_finding(&p),
+            },
+            verdict,
+            reason: "over the flow's max_verifications (4)".into(),
+            deterministic: false,
+            notes: Vec::new(),
+        };
+        let (kept, dropped) = take_unchecked_leads(vec![
+            judged("analyzer:bandit", Verdict::Unverified),
+            judged("analyzer:bandit", Verdict::Confirmed),
+            judged("security_reviewer", Verdict::Unverified),
+        ]);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[0].verdict, Verdict::Confirmed);
+        assert_eq!(kept[1].reported.reporter.persona, "security_reviewer");
+        assert_eq!(dropped.len(), 1);
+        assert_eq!(
+            dropped[0].reason,
+            "analyzer lead not confirmed: over the flow's max_verifications (4)"
+        );
     }
 
     #[test]

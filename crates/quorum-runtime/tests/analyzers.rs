@@ -24,8 +24,17 @@ use std::time::Duration;
 use support::*;
 
 fn context(server: &ScriptedServer, leads: Leads) -> Arc<ReviewContext> {
+    context_with(server, leads, |_| {})
+}
+
+fn context_with(
+    server: &ScriptedServer,
+    leads: Leads,
+    tweak: impl FnOnce(&mut Flow),
+) -> Arc<ReviewContext> {
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
+    tweak(&mut flow);
     let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
     cfg.timeout_secs = 5;
     cfg.connect_timeout_secs = 2;
@@ -380,4 +389,43 @@ async fn a_tool_runs_in_a_copy_with_a_cleared_environment() {
         original.contains("def search_items"),
         "the tree under review was touched"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hit_no_model_checked_is_dropped_not_reported() {
+    let bin = tempfile::tempdir().unwrap();
+    fake_ruff(bin.path());
+    let leads = analyze(
+        &AnalyzerCatalog::shipped().unwrap(),
+        bin.path(),
+        Duration::from_secs(30),
+    )
+    .await;
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    // No verification budget at all: grounding alone decides.
+    let report = review(context_with(&server, leads, |f| {
+        f.parameters.max_verifications = 0
+    }))
+    .await;
+    assert!(
+        !report.findings.iter().any(|f| f.title.starts_with("Q001")),
+        "an unchecked tool hit is not a finding"
+    );
+    let d = report
+        .dropped
+        .iter()
+        .find(|d| d.title.starts_with("Q001"))
+        .expect("the unchecked hit is listed as dropped");
+    assert_eq!(d.verdict, Some(Verdict::Unverified));
+    assert!(
+        d.reason
+            .starts_with("analyzer lead not confirmed: grounded; not model-checked"),
+        "{}",
+        d.reason
+    );
+    // A specialist's grounded claim stays, marked UNVERIFIED.
+    assert!(report
+        .findings
+        .iter()
+        .any(|f| f.title == "SQL injection in item search" && f.verdict == Verdict::Unverified));
 }
