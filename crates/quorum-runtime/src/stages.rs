@@ -1261,6 +1261,7 @@ fn owner_instructions(ctx: &ReviewContext) -> String {
 /// repository-wide guidance. Empty for a whole-tree review without guidance.
 pub fn planner_scope_section(ctx: &ReviewContext) -> String {
     let mut out = owner_instructions(ctx);
+    out.push_str(&planner_leads_section(ctx));
     if let Some(change) = &ctx.scope.change {
         let mut list = String::new();
         for f in change.files.iter().take(MAX_LISTED_CHANGES) {
@@ -1290,6 +1291,49 @@ pub fn planner_scope_section(ctx: &ReviewContext) -> String {
         );
     }
     out
+}
+
+/// At most this many flagged files are listed to the planner (the rest are counted).
+const MAX_LEAD_FILES: usize = 40;
+
+/// Appended to the planner's prompt: which files the analyzers flagged and how often, so the
+/// plan can give them to someone (that specialist then sees the leads themselves).
+fn planner_leads_section(ctx: &ReviewContext) -> String {
+    use std::collections::{BTreeMap, BTreeSet};
+    let leads = &ctx.scope.analyzers.leads;
+    if leads.is_empty() {
+        return String::new();
+    }
+    let mut by_file: BTreeMap<&str, (usize, BTreeSet<String>)> = BTreeMap::new();
+    for l in leads {
+        let e = by_file.entry(l.file.as_str()).or_default();
+        e.0 += 1;
+        e.1.insert(format!("{} {}", l.tool, l.rule));
+    }
+    let mut files: Vec<_> = by_file.into_iter().collect();
+    files.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+    let mut list = String::new();
+    for (file, (n, rules)) in files.iter().take(MAX_LEAD_FILES) {
+        let shown: Vec<&str> = rules.iter().take(5).map(String::as_str).collect();
+        let more = if rules.len() > shown.len() {
+            ", …"
+        } else {
+            ""
+        };
+        let _ = writeln!(list, "- {file}: {n} leads ({}{more})", shown.join(", "));
+    }
+    if files.len() > MAX_LEAD_FILES {
+        let _ = writeln!(
+            list,
+            "- … {} more flagged files",
+            files.len() - MAX_LEAD_FILES
+        );
+    }
+    format!(
+        "\n## Analyzer leads\nDeterministic tools flagged these files. A specialist given a \
+         file sees its leads; weigh them when assigning files.\n{}",
+        weaver::delimit("analyzer leads by file", &list)
+    )
 }
 
 /// Added to a specialist's task section: what the deterministic analyzers flagged in this

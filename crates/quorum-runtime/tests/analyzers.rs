@@ -125,6 +125,19 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
     );
     let reqs = server.requests();
 
+    // The planner was told which files were flagged.
+    let planner = reqs
+        .iter()
+        .find(|r| r.system.contains("You are the planner"))
+        .unwrap();
+    assert!(
+        planner
+            .text
+            .contains("- src/db.py: 2 leads (ruff Q001, ruff Q002)"),
+        "{}",
+        planner.text
+    );
+
     // The lead reached the prompt of the specialist whose files it touches, delimited as data.
     let sec = reqs
         .iter()
