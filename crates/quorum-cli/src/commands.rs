@@ -439,12 +439,14 @@ async fn run_analyzers(
     let Some(setup) = settings.analyzers.setup()? else {
         return Ok(scope);
     };
-    let leads = setup.run(pack).await;
-    if !args.quiet {
-        for run in &leads.runs {
-            eprintln!("quorum: analyzer {}", run.describe());
-        }
-    }
+    let quiet = args.quiet;
+    let leads = setup
+        .run_reporting(pack, |run| {
+            if !quiet {
+                eprintln!("quorum: analyzer {}", run.describe());
+            }
+        })
+        .await;
     scope.analyzers = leads;
     Ok(scope)
 }

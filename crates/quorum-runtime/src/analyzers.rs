@@ -39,6 +39,15 @@ impl AnalyzerSetup {
     pub async fn run(&self, pack: &ContextPack) -> Leads {
         run_all(&self.catalog, pack, &self.options).await
     }
+
+    /// [`AnalyzerSetup::run`], telling `on_run` about each analyzer as it finishes.
+    pub async fn run_reporting(
+        &self,
+        pack: &ContextPack,
+        on_run: impl FnMut(&AnalyzerRun),
+    ) -> Leads {
+        run_all_reporting(&self.catalog, pack, &self.options, on_run).await
+    }
 }
 
 /// How the tools are run.
@@ -65,6 +74,17 @@ impl Default for RunOptions {
 /// Run every analyzer of `catalog` that applies to `pack` and is on PATH, one after another.
 /// Never fails: each analyzer's outcome is in the returned runs.
 pub async fn run_all(catalog: &AnalyzerCatalog, pack: &ContextPack, opts: &RunOptions) -> Leads {
+    run_all_reporting(catalog, pack, opts, |_| {}).await
+}
+
+/// [`run_all`], telling `on_run` about each analyzer as it finishes (a slow tool's neighbours
+/// are not held back from the user).
+pub async fn run_all_reporting(
+    catalog: &AnalyzerCatalog,
+    pack: &ContextPack,
+    opts: &RunOptions,
+    mut on_run: impl FnMut(&AnalyzerRun),
+) -> Leads {
     let path = opts
         .path
         .clone()
@@ -79,6 +99,7 @@ pub async fn run_all(catalog: &AnalyzerCatalog, pack: &ContextPack, opts: &RunOp
                 tracing::info!(analyzer = %spec.name, hits = run.hits, ms = run.duration_ms, "analyzer ran")
             }
         }
+        on_run(&run);
         out.runs.push(run);
         out.leads.append(&mut leads);
     }
@@ -102,7 +123,7 @@ async fn run_one(
         );
     };
     let started = Instant::now();
-    let copy = match Copy::create(pack).await {
+    let copy = match PackCopy::create(pack).await {
         Ok(c) => c,
         Err(e) => {
             return (
@@ -327,12 +348,12 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// A temporary copy of the pack's files, removed when the tool is done (or dropped).
-struct Copy {
+struct PackCopy {
     dir: PathBuf,
 }
 
-impl Copy {
-    async fn create(pack: &ContextPack) -> std::io::Result<Copy> {
+impl PackCopy {
+    async fn create(pack: &ContextPack) -> std::io::Result<PackCopy> {
         let dir = std::env::temp_dir().join(format!(
             "quorum-analyzers-{}",
             uuid::Uuid::new_v4().simple()
@@ -344,7 +365,11 @@ impl Copy {
             .collect();
         let target = dir.clone();
         let made = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-            std::fs::create_dir_all(&target)?;
+            // Only this user may read the copy: it is the code under review.
+            let mut dir = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut dir, 0o700);
+            dir.create(&target)?;
             for (rel, content) in files {
                 // Pack paths are relative and normalised; refuse anything else anyway.
                 if rel.starts_with('/') || rel.split('/').any(|c| c == ".." || c.is_empty()) {
@@ -360,7 +385,7 @@ impl Copy {
         })
         .await
         .map_err(std::io::Error::other)?;
-        let copy = Copy { dir };
+        let copy = PackCopy { dir };
         made?;
         Ok(copy)
     }
@@ -384,7 +409,7 @@ impl Copy {
     }
 }
 
-impl Drop for Copy {
+impl Drop for PackCopy {
     fn drop(&mut self) {
         if !self.dir.as_os_str().is_empty() {
             let _ = std::fs::remove_dir_all(&self.dir);
