@@ -381,7 +381,8 @@ pub fn script(dir: &std::path::Path, name: &str, body: &str) {
 }
 
 /// A ruff stand-in printing ruff's JSON (absolute file names, as ruff writes them): the
-/// planted hit, and one on a line src/db.py does not have.
+/// planted hit, one on a line src/db.py does not have, and one inside the SQL injection the
+/// scripted specialists report (line 53), which merges into their finding.
 pub fn fake_ruff(dir: &std::path::Path) {
     let hit = |code: &str, row: u32, msg: &str| {
         format!(
@@ -390,9 +391,10 @@ pub fn fake_ruff(dir: &std::path::Path) {
         )
     };
     let json = format!(
-        "[{}, {}]",
+        "[{}, {}, {}]",
         hit("Q001", PLANTED_LINE, PLANTED_MESSAGE),
-        hit("Q002", 999, "a hit past the end of the file")
+        hit("Q002", 999, "a hit past the end of the file"),
+        hit("Q003", 53, "query built from a formatted string")
     );
     script(
         dir,

@@ -106,7 +106,7 @@ async fn review_runs_what_is_on_path_notes_the_rest_and_credits_the_tool() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
     for line in [
-        "quorum: analyzer ruff: 2 hits",
+        "quorum: analyzer ruff: 3 hits",
         "quorum: analyzer bandit skipped: timed out after 1 s (killed)",
         "quorum: analyzer shellcheck skipped: no file it applies to",
         "quorum: analyzer eslint skipped: no file matching",
@@ -125,9 +125,18 @@ async fn review_runs_what_is_on_path_notes_the_rest_and_credits_the_tool() {
 
     let json = report(&out);
     let mine = credited(&json, "ruff");
-    assert_eq!(mine.len(), 1, "{mine:?}");
-    assert_eq!(mine[0]["verdict"], "CONFIRMED");
-    assert_eq!(mine[0]["line_start"], PLANTED_LINE);
+    let titles: Vec<&str> = mine.iter().map(|f| f["title"].as_str().unwrap()).collect();
+    assert_eq!(titles.len(), 2, "{titles:?}");
+    assert!(
+        titles.contains(&"SQL injection in item search"),
+        "{titles:?}"
+    );
+    let planted = mine
+        .iter()
+        .find(|f| f["title"].as_str().unwrap().starts_with("Q001"))
+        .unwrap();
+    assert_eq!(planted["verdict"], "CONFIRMED");
+    assert_eq!(planted["line_start"], PLANTED_LINE);
     assert!(json["dropped"]
         .as_array()
         .unwrap()
@@ -138,7 +147,7 @@ async fn review_runs_what_is_on_path_notes_the_rest_and_credits_the_tool() {
     let bandit = runs.iter().find(|r| r["name"] == "bandit").unwrap();
     assert_eq!(bandit["ran"], false);
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(md.contains("- ruff: 2 hits"), "{md}");
+    assert!(md.contains("- ruff: 3 hits"), "{md}");
     // The SARIF run lists the finding like any other.
     let sarif = std::fs::read_to_string(out.join("report.sarif")).unwrap();
     assert!(sarif.contains("Q001"));
@@ -250,7 +259,7 @@ async fn a_resumed_review_reuses_the_leads_it_started_with() {
     ))
     .await;
     assert!(
-        String::from_utf8_lossy(&shown.stdout).contains("analyzer:  ruff: 2 hits"),
+        String::from_utf8_lossy(&shown.stdout).contains("analyzer:  ruff: 3 hits"),
         "{}",
         text(&shown)
     );
@@ -289,7 +298,8 @@ async fn a_resumed_review_reuses_the_leads_it_started_with() {
         "the resumed prompt lost the recorded lead"
     );
     let json = report(&out);
-    assert_eq!(credited(&json, "ruff").len(), 1);
+    // The planted hit, and the one that corroborates task t1's finding on line 53.
+    assert_eq!(credited(&json, "ruff").len(), 2);
     assert_eq!(
         json["analyzers"][0]["name"], "ruff",
         "the runs recorded at the start are reported"

@@ -782,6 +782,44 @@ pub fn take_unchecked_leads(judged: Vec<Judged>) -> (Vec<Judged>, Vec<Dropped>) 
     (kept, dropped)
 }
 
+/// A tool's hit inside the lines of a finding someone else reported is the same problem seen
+/// twice: the candidate takes that finding's anchor (its symbol, else its first line), so
+/// dedup merges the two — one finding, both reporters, the tool corroborating — instead of
+/// listing it again under the rule's name. Hallucinated reports anchor nothing.
+pub fn anchor_to_overlapping(judged: &mut [Judged]) {
+    let is_tool = |j: &Judged| j.reported.reporter.persona.starts_with(REPORTER_PREFIX);
+    let anchors: Vec<(String, u32, u32, Option<String>)> = judged
+        .iter()
+        .filter(|j| !is_tool(j) && j.verdict != Verdict::Hallucinated)
+        .filter_map(|j| {
+            let f = &j.reported.finding;
+            let start = f.line_start?;
+            let end = f.line_end.unwrap_or(start).max(start);
+            Some((f.file.clone()?, start, end, f.symbol.clone()))
+        })
+        .collect();
+    for j in judged.iter_mut().filter(|j| is_tool(j)) {
+        let f = &mut j.reported.finding;
+        let (Some(file), Some(line)) = (f.file.as_deref(), f.line_start) else {
+            continue;
+        };
+        let Some((_, start, _, symbol)) = anchors
+            .iter()
+            .find(|(af, s, e, _)| af == file && *s <= line && line <= *e)
+        else {
+            continue;
+        };
+        match symbol {
+            Some(s) => f.symbol = Some(s.clone()),
+            None => {
+                let end = f.line_end.unwrap_or(line).max(*start);
+                f.line_start = Some(*start);
+                f.line_end = Some(end);
+            }
+        }
+    }
+}
+
 /// The list of leads for a prompt, at most `max` of them, then a visible count of the rest.
 /// The caller delimits it as untrusted content: messages quote the code under review.
 pub fn leads_list(leads: &[&Lead], max: usize) -> String {
@@ -822,6 +860,12 @@ mod tests {
                     "import os\nimport sys\n\npassword = \"hunter2hunter2\"\nx = 1\n".to_string(),
                 ),
                 ("run.sh".to_string(), "#!/bin/sh\necho $1\n".to_string()),
+                (
+                    "long.py".to_string(),
+                    "a = 1\nb = 2\nc = 3\npassword = \"hunter2hunter2\"\ne = 5\nf = 6\ng = 7\nh = 8\n\
+                     i = 9\nj = 10\ntoken = \"abcdefabcdef\"\nl = 12\n"
+                        .to_string(),
+                ),
                 (
                     "src/main.rs".to_string(),
                     "fn main() {\n    return;\n}\n".to_string(),
@@ -1093,6 +1137,73 @@ mod tests {
             dropped[0].reason,
             "analyzer lead not confirmed: over the flow's max_verifications (4)"
         );
+    }
+
+    #[test]
+    fn a_hit_inside_a_reported_finding_merges_into_it() {
+        use crate::finding::{Reported, Reporter};
+        let p = pack();
+        let judged = |persona: &str, finding: RawFinding| Judged {
+            reported: Reported {
+                task_id: "t".into(),
+                reporter: Reporter {
+                    persona: persona.into(),
+                    model: "m".into(),
+                    node: "n".into(),
+                },
+                finding,
+            },
+            verdict: Verdict::Confirmed,
+            reason: String::new(),
+            deterministic: false,
+            notes: Vec::new(),
+        };
+        let lead = |line: u32| Lead {
+            tool: "bandit".into(),
+            file: "long.py".into(),
+            line,
+            end_line: None,
+            rule: "B105".into(),
+            message: "Possible hardcoded password".into(),
+            severity: Severity::P3,
+            category: "security".into(),
+            confidence: 0.7,
+        };
+        let mut mine = lead(4).to_finding(&p);
+        mine.title = "Hard-coded password".into();
+        mine.severity = Severity::P1;
+        mine.line_start = Some(3);
+        mine.line_end = Some(4);
+        let mut all = vec![
+            judged("security_reviewer", mine.clone()),
+            judged("analyzer:bandit", lead(4).to_finding(&p)),
+            judged("analyzer:bandit", lead(11).to_finding(&p)),
+        ];
+        anchor_to_overlapping(&mut all);
+        let gated = crate::dedup::merge_and_gate(all.clone(), 0.5);
+        assert_eq!(gated.findings.len(), 2, "{:?}", gated.findings);
+        let merged = &gated.findings[0];
+        assert_eq!(merged.title, "Hard-coded password");
+        let who: Vec<&str> = merged
+            .reporters
+            .iter()
+            .map(|r| r.persona.as_str())
+            .collect();
+        assert_eq!(who, ["analyzer:bandit", "security_reviewer"]);
+        assert_eq!(
+            gated.findings[1].line_start,
+            Some(11),
+            "a hit elsewhere stays its own"
+        );
+        // With a symbol, the symbol is the anchor.
+        mine.symbol = Some("password".into());
+        let mut all = vec![
+            judged("security_reviewer", mine),
+            judged("analyzer:bandit", lead(4).to_finding(&p)),
+        ];
+        anchor_to_overlapping(&mut all);
+        assert_eq!(all[1].reported.finding.symbol.as_deref(), Some("password"));
+        assert_eq!(crate::dedup::merge_and_gate(all, 0.5).findings.len(), 1);
     }
 
     #[test]

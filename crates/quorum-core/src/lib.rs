@@ -7,7 +7,7 @@
 //!
 //! Architecture invariant: this crate knows nothing about tokio, sled, tonic, HTTP or actors.
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
-//! and the git HEAD/work-tree lookups — and in the catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
+//! and the git HEAD/work-tree lookups — and in the catalog, flow and analyzer-catalog loaders. Every other function is a pure transformation and is unit-tested here.
 
 pub mod analyzer;
 pub mod catalog;

@@ -98,7 +98,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
     // nothing to look at, and say so.
     let run = |name: &str| leads.runs.iter().find(|r| r.name == name).unwrap();
     assert!(run("ruff").ran, "{:?}", run("ruff"));
-    assert_eq!(run("ruff").hits, 2);
+    assert_eq!(run("ruff").hits, 3);
     assert!(!run("bandit").ran);
     assert_eq!(
         run("bandit").skipped_reason.as_deref(),
@@ -109,7 +109,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
         .as_deref()
         .unwrap()
         .contains(".semgrep.yml"));
-    assert_eq!(leads.leads.len(), 2);
+    assert_eq!(leads.leads.len(), 3);
     assert_eq!(
         leads.leads[0].file, "src/db.py",
         "made relative to the copy"
@@ -133,7 +133,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
     assert!(
         planner
             .text
-            .contains("- src/db.py: 2 leads (ruff Q001, ruff Q002)"),
+            .contains("- src/db.py: 3 leads (ruff Q001, ruff Q002, ruff Q003)"),
         "{}",
         planner.text
     );
@@ -200,16 +200,20 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
         "{}",
         dropped.reason
     );
-    // The specialists' own findings are unaffected.
-    assert!(report
+    // A hit inside a specialist's finding corroborates it instead of repeating it.
+    let sql = report
         .findings
         .iter()
-        .any(|f| f.title == "SQL injection in item search"));
+        .find(|f| f.title == "SQL injection in item search")
+        .expect("the specialist's finding stands");
+    let who: Vec<&str> = sql.reporters.iter().map(|r| r.persona.as_str()).collect();
+    assert_eq!(who, ["analyzer:ruff", "security_sentinel"]);
+    assert!(!report.findings.iter().any(|f| f.title.starts_with("Q003")));
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     let runs = json["analyzers"].as_array().expect("an analyzers section");
     let ruff = runs.iter().find(|r| r["name"] == "ruff").unwrap();
     assert_eq!(ruff["ran"], true);
-    assert_eq!(ruff["hits"], 2);
+    assert_eq!(ruff["hits"], 3);
     let bandit = runs.iter().find(|r| r["name"] == "bandit").unwrap();
     assert_eq!(bandit["ran"], false);
     assert_eq!(bandit["skipped_reason"], "bandit is not on PATH");
