@@ -334,7 +334,13 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         args.diff.as_deref(),
         args.profile.as_deref(),
     )?;
-    let scope = run_analyzers(&settings, args, &pack, scope).await?;
+    // An invalid analyzer catalog stops the review before anything runs; the tools themselves
+    // run once the models are known to be reachable.
+    let analyzers = if args.no_analyzers || pack.is_empty() {
+        None
+    } else {
+        settings.analyzers.setup()?
+    };
     let flow_id = new_flow_id();
     let params = RunParams {
         backends: configs,
@@ -379,6 +385,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         .await?
     };
 
+    let scope = run_analyzers(analyzers.as_ref(), args.quiet, &pack, scope).await;
     let started_at = chrono::Utc::now().to_rfc3339();
     let meta = FlowMeta {
         flow_id: flow_id.clone(),
@@ -426,29 +433,24 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
 
 /// The analyzers' leads, decided once before the review starts and recorded with its scope
 /// (so `quorum resume` reuses them and remote attempts carry them). Progress lines say what
-/// ran and what was skipped; nothing here fails the review except an invalid catalog.
+/// ran and what was skipped; nothing here fails the review.
 async fn run_analyzers(
-    settings: &settings::Settings,
-    args: &ReviewArgs,
+    setup: Option<&quorum_runtime::analyzers::AnalyzerSetup>,
+    quiet: bool,
     pack: &quorum_core::pack::ContextPack,
     mut scope: quorum_core::scope::ReviewScope,
-) -> Result<quorum_core::scope::ReviewScope> {
-    if args.no_analyzers || pack.is_empty() {
-        return Ok(scope);
-    }
-    let Some(setup) = settings.analyzers.setup()? else {
-        return Ok(scope);
+) -> quorum_core::scope::ReviewScope {
+    let Some(setup) = setup else {
+        return scope;
     };
-    let quiet = args.quiet;
-    let leads = setup
+    scope.analyzers = setup
         .run_reporting(pack, |run| {
             if !quiet {
                 eprintln!("quorum: analyzer {}", run.describe());
             }
         })
         .await;
-    scope.analyzers = leads;
-    Ok(scope)
+    scope
 }
 
 pub(crate) type RuntimeLayer = std::collections::BTreeMap<

@@ -305,3 +305,33 @@ async fn a_resumed_review_reuses_the_leads_it_started_with() {
         "the runs recorded at the start are reported"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_catalog_stops_the_review_naming_the_file() {
+    let work = tempfile::tempdir().unwrap();
+    let catalog = work.path().join("mine.yaml");
+    std::fs::write(
+        &catalog,
+        "analyzers:\n  - name: lint\n    command: /opt/lint\n    format: ruff_json\n",
+    )
+    .unwrap();
+    let target = fixture("code_project");
+    let o = run(cmd(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            "ollama=http://127.0.0.1:9",
+        ],
+        work.path(),
+        work.path(),
+    )
+    .env("QUORUM_ANALYZERS__CATALOG", &catalog))
+    .await;
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("mine.yaml") && stderr.contains("`command`"),
+        "{stderr}"
+    );
+}
