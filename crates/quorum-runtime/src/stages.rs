@@ -864,14 +864,17 @@ pub fn verifier_prompt_in(
         (Some(f), None, _) => f.clone(),
         (None, _, _) => "(none)".into(),
     };
-    let mut claim = format!(
-        "## Claim\nTitle: {}\nCategory: {}\nLocation: {location}\n",
+    // The claim's words come from a reviewer or an analyzer that read the content under
+    // review (a tool's message quotes it): data, like the source.
+    let mut words = format!(
+        "Title: {}\nCategory: {}\nLocation: {location}\n",
         finding.title, finding.category
     );
     if let Some(s) = &finding.symbol {
-        let _ = writeln!(claim, "Symbol: {s}");
+        let _ = writeln!(words, "Symbol: {s}");
     }
-    let _ = writeln!(claim, "Explanation: {}", finding.why_it_matters);
+    let _ = write!(words, "Explanation: {}", finding.why_it_matters);
+    let mut claim = format!("## Claim\n{}", weaver::delimit("claim", &words));
     if !finding.evidence.trim().is_empty() {
         let _ = writeln!(
             claim,

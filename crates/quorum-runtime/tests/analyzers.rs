@@ -173,6 +173,14 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
         .find(|r| r.text.contains("Q001") && r.text.contains(PLANTED_TEXT))
         .expect("the candidate finding reached the verifier");
     assert!(!judged.text.contains("analyzer:") && !judged.text.contains("ruff"));
+    // The tool's words are delimited as data there too.
+    let claim = judged
+        .text
+        .split("<<<BEGIN UNTRUSTED claim>>>")
+        .nth(1)
+        .and_then(|rest| rest.split("<<<END UNTRUSTED claim>>>").next())
+        .expect("the claim is delimited");
+    assert!(claim.contains(PLANTED_MESSAGE), "{claim}");
     assert!(
         !verifier.iter().any(|r| r.text.contains("Q002")),
         "the hit off the end of the file never reached a model"
