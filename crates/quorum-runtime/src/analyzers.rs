@@ -151,25 +151,7 @@ async fn run_one(
         duration_ms: 0,
     };
     let mut leads = Vec::new();
-    match result.and_then(|out| {
-        parse_output(spec.format, &out.stdout)
-            .map_err(|e| {
-                let mut why = format!("its output could not be read ({e})");
-                if !out.status_ok {
-                    why.push_str(&format!("; {}", out.exit_text()));
-                }
-                why
-            })
-            .and_then(|hits| {
-                // No output and a failing exit: the tool did not run properly (bad flags, no
-                // config), which is not the same as "no hits".
-                if hits.is_empty() && out.stdout.trim().is_empty() && !out.status_ok {
-                    Err(out.exit_text())
-                } else {
-                    Ok(hits)
-                }
-            })
-    }) {
+    match result.and_then(|out| read_hits(spec, &out)) {
         Ok(hits) => {
             let (kept, note) = spec.leads(hits, &roots, pack);
             run.ran = true;
@@ -182,6 +164,23 @@ async fn run_one(
     run.duration_ms = started.elapsed().as_millis() as u64;
     copy.remove().await;
     (run, leads)
+}
+
+/// The tool's hits, or why its output cannot be used.
+fn read_hits(spec: &AnalyzerSpec, out: &Output) -> Result<Vec<quorum_core::analyzer::Hit>, String> {
+    let hits = parse_output(spec.format, &out.stdout).map_err(|e| {
+        let mut why = format!("its output could not be read ({e})");
+        if !out.status_ok {
+            why.push_str(&format!("; {}", out.exit_text()));
+        }
+        why
+    })?;
+    // No output and a failing exit: the tool did not run properly (bad flags, no config),
+    // which is not the same as "no hits".
+    if hits.is_empty() && out.stdout.trim().is_empty() && !out.status_ok {
+        return Err(out.exit_text());
+    }
+    Ok(hits)
 }
 
 struct Output {
