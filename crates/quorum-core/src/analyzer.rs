@@ -306,8 +306,8 @@ impl AnalyzerSpec {
     }
 
     /// Turn parsed hits into leads: paths made relative to the copy's root, hits on files
-    /// outside the pack left out, severities mapped, at most `max_hits` kept (a hit per
-    /// file and line once). Returns the leads and a note on what was left out, if anything.
+    /// outside the pack left out, severities mapped, at most `max_hits` kept, most severe first
+    /// (a rule's hit per file and line once). Returns the leads and a note on what was left out, if anything.
     pub fn leads(
         &self,
         hits: Vec<Hit>,
@@ -337,6 +337,8 @@ impl AnalyzerSpec {
                 message: one_line(&h.message, 300),
             });
         }
+        // Over the cap, the most severe are kept (in the tool's order within a severity).
+        leads.sort_by_key(|l| l.severity);
         let kept = leads.len().min(self.max_hits);
         let over = leads.len() - kept;
         leads.truncate(kept);
@@ -1015,14 +1017,19 @@ mod tests {
             message: "m".into(),
             level: None,
         });
-        let (leads, note) = s.leads(hits, &["/tmp/quorum-analyzers-x"], &pack());
+        let (leads, note) = s.leads(hits.clone(), &["/tmp/quorum-analyzers-x"], &pack());
         assert_eq!(leads.len(), 1);
         assert_eq!(leads[0].file, "app.py");
+        assert_eq!(leads[0].rule, "F401");
         assert_eq!(leads[0].severity, Severity::P1, "longest prefix wins");
         assert_eq!(
             note.as_deref(),
             Some("1 hits outside the reviewed files ignored; 1 more hits left out (max_hits 1)")
         );
+        // Over the cap the most severe stay, wherever the tool listed them.
+        s.severity.rules.insert("syntax-error".into(), Severity::P0);
+        let (leads, _) = s.leads(hits, &["/tmp/quorum-analyzers-x"], &pack());
+        assert_eq!(leads[0].rule, "syntax-error");
     }
 
     #[test]
