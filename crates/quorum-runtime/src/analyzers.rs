@@ -264,10 +264,23 @@ async fn execute(
             }
             buf
         };
-        let (out, err) = tokio::join!(read_out, read_err);
+        tokio::pin!(read_out, read_err);
+        // Both pipes are drained together (a tool blocked on a full stderr never closes its
+        // stdout), but stdout past the cap ends the wait at once: the tool may print forever.
+        let mut err = None;
+        let out = loop {
+            tokio::select! {
+                out = &mut read_out => break out,
+                e = &mut read_err, if err.is_none() => err = Some(e),
+            }
+        };
         if out.len() > cap {
             return Err(format!("its output was larger than {cap} bytes (stopped)"));
         }
+        let err = match err {
+            Some(e) => e,
+            None => read_err.await,
+        };
         let status = child.wait().await.map_err(|e| e.to_string())?;
         Ok(Output {
             stdout: String::from_utf8_lossy(&out).into_owned(),

@@ -454,3 +454,30 @@ async fn a_hit_no_model_checked_is_dropped_not_reported() {
         .iter()
         .any(|f| f.title == "SQL injection in item search" && f.verdict == Verdict::Unverified));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_past_the_cap_stops_the_tool() {
+    let bin = tempfile::tempdir().unwrap();
+    script(
+        bin.path(),
+        "chatty",
+        "while :; do printf '[[[[[[[[[['; done",
+    );
+    let catalog = AnalyzerCatalog::parse(
+        "analyzers:\n  - name: chatty\n    command: chatty\n    format: ruff_json\n",
+        Path::new("test catalog"),
+    )
+    .unwrap();
+    let opts = RunOptions {
+        timeout: Duration::from_secs(60),
+        path: Some(bin.path().as_os_str().to_owned()),
+        max_output_bytes: 4096,
+    };
+    let leads = tokio::time::timeout(Duration::from_secs(60), run_all(&catalog, &pack(), &opts))
+        .await
+        .expect("an endless printer was not stopped at the cap");
+    assert_eq!(
+        leads.runs[0].skipped_reason.as_deref(),
+        Some("its output was larger than 4096 bytes (stopped)")
+    );
+}
