@@ -329,6 +329,20 @@ async fn the_accepting_node_runs_its_analyzers_and_the_client_can_turn_them_off(
     assert!(sec
         .text
         .contains(&format!("src/db.py:{PLANTED_LINE} [ruff Q001]")));
+    // Recorded with the review's facts on the node (what a takeover or resume replays).
+    let flow_id = report["flow_id"].as_str().unwrap();
+    let shown = tokio::time::timeout(
+        Duration::from_secs(30),
+        cmd(&["flows", "show", flow_id], work.path(), None).output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("analyzer:  ruff: 3 hits"),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
 
     let before = server.requests().len();
     let out = work.path().join("without");
