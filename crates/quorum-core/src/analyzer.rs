@@ -787,17 +787,20 @@ pub fn take_unchecked_leads(judged: Vec<Judged>) -> (Vec<Judged>, Vec<Dropped>) 
 /// A tool's hit inside the lines of a finding someone else reported is the same problem seen
 /// twice: the candidate takes that finding's anchor (its symbol, else its first line), so
 /// dedup merges the two — one finding, both reporters, the tool corroborating — instead of
-/// listing it again under the rule's name. Hallucinated reports anchor nothing.
+/// listing it again under the rule's name. It also takes no more confidence than that report,
+/// so when both are judged alike the merged finding keeps the reviewer's words (dedup keeps
+/// the best-verdict, most confident report's text). Hallucinated reports anchor nothing.
 pub fn anchor_to_overlapping(judged: &mut [Judged]) {
     let is_tool = |j: &Judged| j.reported.reporter.persona.starts_with(REPORTER_PREFIX);
-    let anchors: Vec<(String, u32, u32, Option<String>)> = judged
+    type Anchor = (String, u32, u32, Option<String>, f64);
+    let anchors: Vec<Anchor> = judged
         .iter()
         .filter(|j| !is_tool(j) && j.verdict != Verdict::Hallucinated)
         .filter_map(|j| {
             let f = &j.reported.finding;
             let start = f.line_start?;
             let end = f.line_end.unwrap_or(start).max(start);
-            Some((f.file.clone()?, start, end, f.symbol.clone()))
+            Some((f.file.clone()?, start, end, f.symbol.clone(), f.confidence))
         })
         .collect();
     for j in judged.iter_mut().filter(|j| is_tool(j)) {
@@ -805,12 +808,13 @@ pub fn anchor_to_overlapping(judged: &mut [Judged]) {
         let (Some(file), Some(line)) = (f.file.as_deref(), f.line_start) else {
             continue;
         };
-        let Some((_, start, _, symbol)) = anchors
+        let Some((_, start, _, symbol, confidence)) = anchors
             .iter()
-            .find(|(af, s, e, _)| af == file && *s <= line && line <= *e)
+            .find(|(af, s, e, _, _)| af == file && *s <= line && line <= *e)
         else {
             continue;
         };
+        f.confidence = f.confidence.min(*confidence);
         match symbol {
             Some(s) => f.symbol = Some(s.clone()),
             None => {
@@ -1179,6 +1183,8 @@ mod tests {
         let mut mine = lead(4).to_finding(&p);
         mine.title = "Hard-coded password".into();
         mine.severity = Severity::P1;
+        // Less sure than the tool, and still the words that are kept.
+        mine.confidence = 0.55;
         mine.line_start = Some(3);
         mine.line_end = Some(4);
         let mut all = vec![
