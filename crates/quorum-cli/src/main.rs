@@ -365,6 +365,10 @@ pub struct ReviewArgs {
     /// old -> new replacements); the target itself is never changed.
     #[arg(long, value_name = "DIR")]
     pub apply_safe_fixes: Option<PathBuf>,
+    /// Do not run the deterministic analyzers (ruff, bandit, ... from the analyzer catalog)
+    /// before the review, even where they are on PATH.
+    #[arg(long)]
+    pub no_analyzers: bool,
 }
 
 /// What must be flushed before the process exits.

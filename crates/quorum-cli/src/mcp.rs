@@ -249,6 +249,7 @@ impl QuorumMcp {
             profile: None,
             apply_safe_fixes: None,
             spec: None,
+            no_analyzers: false,
         };
         let local = match prepare_review(&args)
             .await

@@ -285,6 +285,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             board: board.clone(),
             remote: remote.clone(),
             packs: packs.clone(),
+            analyzers: settings.analyzers.setup()?,
         }));
         if let Some(c) = &control {
             svc.set_control(c.clone());
@@ -785,6 +786,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
             max_concurrent: args.max_concurrent.unwrap_or(0) as u32,
             sensitive: args.sensitive || settings.sensitive,
             verifier_model: args.verifier_model.clone().unwrap_or_default(),
+            no_analyzers: args.no_analyzers,
         }),
     };
     let (client, url) = connect_any(urls, &token).await?;

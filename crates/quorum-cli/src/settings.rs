@@ -44,6 +44,64 @@ pub struct Settings {
     /// Operator (agentic) model cards, by model name: `[models."qwen2.5-coder:14b"]`.
     #[serde(default)]
     pub models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
+    /// The deterministic analyzers run before the scout (`[analyzers]`).
+    #[serde(default)]
+    pub analyzers: AnalyzerSettings,
+}
+
+/// `[analyzers]`: whether the catalog's tools run, how long each may take, which catalog.
+#[derive(Debug, Clone, Deserialize)]
+pub struct AnalyzerSettings {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "sixty")]
+    pub timeout_secs: u64,
+    /// A catalog file instead of the shipped config/analyzers.yaml ("" = the shipped one).
+    #[serde(default)]
+    pub catalog: String,
+}
+
+fn yes() -> bool {
+    true
+}
+fn sixty() -> u64 {
+    60
+}
+
+impl Default for AnalyzerSettings {
+    fn default() -> Self {
+        AnalyzerSettings {
+            enabled: true,
+            timeout_secs: 60,
+            catalog: String::new(),
+        }
+    }
+}
+
+impl AnalyzerSettings {
+    /// The analyzers to run, or `None` when they are turned off.
+    pub fn setup(&self) -> Result<Option<quorum_runtime::analyzers::AnalyzerSetup>> {
+        if !self.enabled {
+            return Ok(None);
+        }
+        Ok(Some(quorum_runtime::analyzers::AnalyzerSetup {
+            catalog: self.catalog()?,
+            options: quorum_runtime::analyzers::RunOptions {
+                timeout: std::time::Duration::from_secs(self.timeout_secs.max(1)),
+                ..Default::default()
+            },
+        }))
+    }
+
+    /// The catalog in force: the named file, else the shipped one.
+    pub fn catalog(&self) -> Result<quorum_core::analyzer::AnalyzerCatalog> {
+        let c = if self.catalog.trim().is_empty() {
+            quorum_core::analyzer::AnalyzerCatalog::shipped()
+        } else {
+            quorum_core::analyzer::AnalyzerCatalog::load(Path::new(self.catalog.trim()))
+        };
+        c.map_err(|e| anyhow::anyhow!("{e}; fix it, or run with --no-analyzers"))
+    }
 }
 
 /// Where settings were read from, for `--help`-style diagnostics and errors.

@@ -92,6 +92,7 @@ pub fn snapshot(
             guidance: repo.map(|r| r.guidance).unwrap_or_default(),
             profile,
             spec: None,
+            analyzers: Default::default(),
         },
     ))
 }

@@ -21,6 +21,8 @@ async fn quorum(args: &[&str], cwd: &Path) -> Output {
         .current_dir(cwd)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("XDG_DATA_HOME", home.join("data"))
         .env("QUORUM_HOME", repo_root())
         .env_remove("RUST_LOG")

@@ -100,6 +100,8 @@ async fn start_at(
         .current_dir(work)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("QUORUM_HOME", repo_root())
         .env("QUORUM_API_TOKEN", TOKEN)
         .env("QUORUM_COOKIE", cookie)
@@ -194,6 +196,8 @@ async fn review_via(api: &str, work: &Path, out: &str) -> (i32, Value) {
             .current_dir(work)
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join("config"))
+            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+            .env("QUORUM_ANALYZERS__ENABLED", "false")
             .env("QUORUM_API_TOKEN", TOKEN)
             .kill_on_drop(true)
             .output(),
@@ -504,6 +508,8 @@ async fn review_code(api: &str, work: &Path, out: &str) -> (i32, Option<Value>, 
             .current_dir(work)
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join("config"))
+            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+            .env("QUORUM_ANALYZERS__ENABLED", "false")
             .env("QUORUM_API_TOKEN", TOKEN)
             .kill_on_drop(true)
             .output(),
@@ -531,6 +537,8 @@ async fn quorum(work: &Path, args: &[&str]) -> (i32, String, String) {
             .current_dir(work)
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join("config"))
+            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+            .env("QUORUM_ANALYZERS__ENABLED", "false")
             .env("QUORUM_HOME", repo_root())
             .env("QUORUM_API_TOKEN", TOKEN)
             .kill_on_drop(true)

@@ -24,6 +24,8 @@ fn cmd(args: &[&str], work: &Path) -> tokio::process::Command {
         .current_dir(work)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("XDG_DATA_HOME", home.join("data"))
         .env("QUORUM_HOME", repo_root())
         .env("QUORUM_API_TOKEN", TOKEN)

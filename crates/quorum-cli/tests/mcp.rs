@@ -76,6 +76,8 @@ async fn spawn_mcp(work: &std::path::Path, args: &[&str]) -> Session {
         .current_dir(work)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("QUORUM_HOME", repo_root())
         .env("QUORUM_API_TOKEN", TOKEN)
         .env_remove("RUST_LOG")
@@ -147,6 +149,8 @@ async fn with_cluster_the_review_runs_on_the_node_and_is_read_back_through_its_a
             .current_dir(work.path())
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join("config"))
+            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+            .env("QUORUM_ANALYZERS__ENABLED", "false")
             .env("QUORUM_HOME", repo_root())
             .env("QUORUM_API_TOKEN", TOKEN)
             .env_remove("RUST_LOG")

@@ -21,6 +21,8 @@ fn cmd(args: &[&str], work: &Path, token: Option<&str>) -> tokio::process::Comma
         .current_dir(work)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("XDG_DATA_HOME", home.join("data"))
         .env("QUORUM_HOME", repo_root())
         .env_remove("RUST_LOG")
@@ -34,7 +36,16 @@ fn cmd(args: &[&str], work: &Path, token: Option<&str>) -> tokio::process::Comma
 
 /// Start a node and return it with its API URL (read from its first stdout line).
 async fn start_node(work: &Path, backend: &str) -> (tokio::process::Child, String) {
-    let mut child = cmd(
+    start_node_with(work, backend, |_| {}).await
+}
+
+/// [`start_node`] with the node's command adjusted first (its PATH, its environment).
+async fn start_node_with(
+    work: &Path,
+    backend: &str,
+    adjust: impl FnOnce(&mut tokio::process::Command),
+) -> (tokio::process::Child, String) {
+    let mut c = cmd(
         &[
             "node",
             "--api",
@@ -48,11 +59,13 @@ async fn start_node(work: &Path, backend: &str) -> (tokio::process::Child, Strin
         ],
         work,
         Some("s3cret"),
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
+    );
+    adjust(&mut c);
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
     let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
@@ -241,4 +254,111 @@ async fn node_refuses_bad_setups() {
     .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--insecure"));
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_accepting_node_runs_its_analyzers_and_the_client_can_turn_them_off() {
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let bin = work.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    fake_ruff(&bin);
+    let backend = format!("ollama={}", server.ollama_url());
+    // The node has the tool (on a PATH holding nothing else); the client has none.
+    let (mut node, url) = start_node_with(work.path(), &backend, |c| {
+        c.env("PATH", &bin).env("QUORUM_ANALYZERS__ENABLED", "true");
+    })
+    .await;
+    let target = fixture("code_project");
+    let review = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "review",
+            target.to_str().unwrap(),
+            "--cluster",
+            &url,
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let mut c = cmd(&args, work.path(), Some("s3cret"));
+        async move {
+            tokio::time::timeout(Duration::from_secs(90), c.output())
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let credited = |report: &Value| {
+        report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| {
+                f["reporters"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["persona"] == "analyzer:ruff")
+            })
+            .count()
+    };
+
+    let out = work.path().join("with");
+    let o = review(&out, &[]).await;
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    // The planted hit, and the one inside the specialists' SQL injection finding.
+    assert_eq!(credited(&report), 2, "{}", report["findings"]);
+    assert!(report["analyzers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"] == "ruff" && r["ran"] == true));
+    let sec = server
+        .requests()
+        .into_iter()
+        .find(|r| r.system.contains("You are security_sentinel"))
+        .unwrap();
+    assert!(sec
+        .text
+        .contains(&format!("src/db.py:{PLANTED_LINE} [ruff Q001]")));
+    // Recorded with the review's facts on the node (what a takeover or resume replays).
+    let flow_id = report["flow_id"].as_str().unwrap();
+    let shown = tokio::time::timeout(
+        Duration::from_secs(30),
+        cmd(&["flows", "show", flow_id], work.path(), None).output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("analyzer:  ruff: 3 hits"),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
+
+    let before = server.requests().len();
+    let out = work.path().join("without");
+    let o = review(&out, &["--no-analyzers"]).await;
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(credited(&report), 0);
+    assert!(report.get("analyzers").is_none());
+    assert!(!server.requests()[before..]
+        .iter()
+        .any(|r| r.text.contains("Leads from static analyzers")));
+    node.kill().await.unwrap();
 }

@@ -25,6 +25,8 @@ fn cmd(args: &[&str], work: &Path) -> tokio::process::Command {
         .current_dir(work)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("QUORUM_HOME", repo_root())
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())

@@ -81,6 +81,8 @@ async fn start(name: &str, work: &Path, join: &[&str]) -> Node {
         .current_dir(work)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("QUORUM_HOME", repo_root())
         .env("QUORUM_API_TOKEN", TOKEN)
         .env("QUORUM_COOKIE", COOKIE)
@@ -212,6 +214,8 @@ async fn review(urls: String, work: PathBuf) -> (i32, Option<Value>, String) {
             .current_dir(&work)
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join("config"))
+            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+            .env("QUORUM_ANALYZERS__ENABLED", "false")
             .env("QUORUM_API_TOKEN", TOKEN)
             .kill_on_drop(true)
             .output(),

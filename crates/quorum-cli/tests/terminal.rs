@@ -21,6 +21,8 @@ fn cmd(program: &str, work: &Path) -> tokio::process::Command {
     c.current_dir(work)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("QUORUM_HOME", repo_root())
         .env("QUORUM_API_TOKEN", TOKEN)
         .env_remove("RUST_LOG")

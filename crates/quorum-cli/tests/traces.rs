@@ -135,6 +135,8 @@ async fn start(name: &str, work: &Path, join: Option<&str>, api: bool, otlp: &st
         .current_dir(work)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
         .env("QUORUM_HOME", repo_root())
         .env("QUORUM_API_TOKEN", TOKEN)
         .env("QUORUM_COOKIE", "trace-test-cookie")
@@ -223,6 +225,8 @@ async fn a_two_node_review_is_one_trace_covering_every_stage_and_the_peer() {
             .current_dir(w)
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join("config"))
+            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+            .env("QUORUM_ANALYZERS__ENABLED", "false")
             .env("QUORUM_API_TOKEN", TOKEN)
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .output()

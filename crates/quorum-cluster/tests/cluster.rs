@@ -235,7 +235,7 @@ async fn a_stopped_node_is_lost_and_a_restart_on_its_address_rejoins() {
         wait_event(&mut a_events, MembershipEvent::Rejoined("b".into())).await;
         wait_event(&mut c_events, MembershipEvent::Rejoined("b".into())).await;
         wait_mesh(&[&a.cluster, &b2.cluster, &c.cluster], &["a", "b", "c"]).await;
-        a.cluster.send("b", env("hello", 1)).await.unwrap();
+        send_until_ok(&a.cluster, "b", env("hello", 1)).await;
         wait_for(|| b2.recorder.received().len() == 1).await;
         assert_eq!(request_until_ok(&b2.cluster, "a").await.kind, "echo_reply");
 

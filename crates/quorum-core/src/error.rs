@@ -89,3 +89,11 @@ impl RepoConfigError {
         }
     }
 }
+
+/// An authoring error in the analyzer catalog (`config/analyzers.yaml` or the file
+/// `[analyzers] catalog` names): names the file, the analyzer and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzerError {
+    #[error("analyzer catalog {path}: {message}")]
+    Catalog { path: PathBuf, message: String },
+}

@@ -296,8 +296,9 @@ pub struct Dropped {
     pub reason: String,
     pub verdict: Option<Verdict>,
     /// What removed it: `grounding` (deterministic: evidence not in the file, lines out of
-    /// range), `verifier` (the model judged it hallucinated) or `profile` (under the severity
-    /// floor); empty in reports from before this field.
+    /// range), `verifier` (the model judged it hallucinated), `profile` (under the severity
+    /// floor) or `unconfirmed_lead` (an analyzer hit no model checked); empty in reports from
+    /// before this field.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub removed_by: String,
 }

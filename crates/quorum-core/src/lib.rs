@@ -7,9 +7,10 @@
 //!
 //! Architecture invariant: this crate knows nothing about tokio, sled, tonic, HTTP or actors.
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
-//! and the git HEAD/work-tree lookups — and in the catalog/flow loaders. Every other function is a pure transformation and is unit-tested here.
+//! and the git HEAD/work-tree lookups — and in the catalog, flow and analyzer-catalog loaders. Every other function is a pure transformation and is unit-tested here.
 
 pub mod bench;
+pub mod analyzer;
 pub mod catalog;
 pub mod conformance;
 pub mod coverage;
@@ -31,4 +32,4 @@ pub mod selection;
 pub mod task;
 pub mod weaver;
 
-pub use error::{CatalogError, FlowError, PackError, RepoConfigError};
+pub use error::{AnalyzerError, CatalogError, FlowError, PackError, RepoConfigError};

@@ -238,6 +238,11 @@ pub struct Report {
     /// gate through `ready`, not through `--fail-on`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conformance: Option<crate::conformance::MergeReadiness>,
+    /// The deterministic analyzers of the catalog: each one's name, whether it ran, why not,
+    /// and how many hits it gave (its findings credit it as reporter `analyzer:<name>`).
+    /// Absent when none was configured or they were turned off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analyzers: Vec<crate::analyzer::AnalyzerRun>,
 }
 
 impl Report {
@@ -1334,6 +1339,14 @@ fn md_methodology(r: &Report, out: &mut String) {
         list_or_dash(&c.review_focus)
     );
 
+    if !r.analyzers.is_empty() {
+        out.push_str("### Analyzers\n\n");
+        for a in &r.analyzers {
+            let _ = writeln!(out, "- {}", one_line(&a.describe()));
+        }
+        out.push('\n');
+    }
+
     out.push_str("### Team\n\n");
     if r.team.is_empty() {
         out.push_str("No specialists were assigned.\n\n");
@@ -1578,6 +1591,7 @@ mod tests {
             coverage: None,
             safe_fixes: Vec::new(),
             conformance: None,
+            analyzers: Vec::new(),
         }
     }
 

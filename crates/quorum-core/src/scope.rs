@@ -221,6 +221,10 @@ pub struct ReviewScope {
     /// The acceptance contract of a conformance review (`--spec`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<crate::conformance::Spec>,
+    /// What the deterministic analyzers found (and which did not run, and why): leads for the
+    /// specialists and candidate findings for the verifier.
+    #[serde(default, skip_serializing_if = "crate::analyzer::Leads::is_empty")]
+    pub analyzers: crate::analyzer::Leads,
 }
 
 fn default_profile() -> Profile {
@@ -234,6 +238,7 @@ impl Default for ReviewScope {
             guidance: Guidance::default(),
             profile: Profile::Default,
             spec: None,
+            analyzers: Default::default(),
         }
     }
 }
@@ -243,11 +248,13 @@ pub const BELOW_FLOOR: &str = "below profile floor";
 
 impl ReviewScope {
     /// The scope one specialist task needs: its own files' hunks only (all of them for a task
-    /// with no files), so a remote attempt does not carry the whole change.
+    /// with no files) and the analyzer leads on its files, so a remote attempt does not carry
+    /// the whole change.
     pub fn for_task(&self, files: &[String]) -> ReviewScope {
         let mut scope = self.clone();
         // Only the conductor's judge reads the spec; a specialist's attempt does not carry it.
         scope.spec = None;
+        scope.analyzers = self.analyzers.for_files(files);
         if let Some(change) = &mut scope.change {
             if !files.is_empty() {
                 for f in &mut change.files {
@@ -479,6 +486,32 @@ mod tests {
             scope,
             "a task without files sees the whole change"
         );
+    }
+
+    #[test]
+    fn a_task_scope_keeps_only_its_files_leads() {
+        let lead = |file: &str| crate::analyzer::Lead {
+            tool: "t".into(),
+            file: file.into(),
+            line: 1,
+            end_line: None,
+            rule: "R1".into(),
+            message: "m".into(),
+            severity: Severity::P3,
+            category: "lint".into(),
+            confidence: 0.6,
+        };
+        let scope = ReviewScope {
+            analyzers: crate::analyzer::Leads {
+                runs: vec![crate::analyzer::AnalyzerRun::skipped("x", "not on PATH")],
+                leads: vec![lead("a.py"), lead("b.py")],
+            },
+            ..ReviewScope::default()
+        };
+        let mine = scope.for_task(&["b.py".to_string()]);
+        assert_eq!(mine.analyzers.leads, vec![lead("b.py")]);
+        assert_eq!(mine.analyzers.runs.len(), 1);
+        assert!(scope.for_task(&[]).analyzers.leads.is_empty());
     }
 
     #[test]

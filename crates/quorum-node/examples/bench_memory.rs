@@ -51,6 +51,7 @@ async fn main() {
         board: Arc::new(quorum_runtime::board::MemoryBoard::default()),
         remote: None,
         packs: packs.clone(),
+        analyzers: None,
     });
     let root = fixture("code_project");
     for i in 0..REVIEWS {

@@ -31,6 +31,9 @@ pub struct NodeSetup {
     pub remote: Option<Arc<dyn quorum_runtime::remote::RemoteExecutor>>,
     /// Packs of reviews conducted here, served to peers by content hash.
     pub packs: Arc<crate::cluster::PackRegistry>,
+    /// The deterministic analyzers this node runs on the reviews it accepts (None = off).
+    /// Their leads travel with each attempt, so workers need none of the tools.
+    pub analyzers: Option<quorum_runtime::analyzers::AnalyzerSetup>,
 }
 
 /// One review this node runs or ran.
@@ -559,6 +562,14 @@ impl ReviewApi for NodeService {
             )));
         }
         let pack = Self::build_pack(&req)?;
+        // The node runs the tools it has, before it acknowledges the review (the client waits
+        // at most the catalog's timeouts); the leads are recorded with the review's scope.
+        let mut scope = quorum_core::scope::ReviewScope::default();
+        if let Some(a) = setup.analyzers.as_ref().filter(|_| !opts.no_analyzers) {
+            if !pack.is_empty() {
+                scope.analyzers = a.run(&pack).await;
+            }
+        }
         let mut backends = setup.backends.clone();
         if !opts.model.trim().is_empty() {
             backends.default_model = opts.model.clone();
@@ -628,8 +639,17 @@ impl ReviewApi for NodeService {
             facts,
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
-            scope: Default::default(),
+            scope,
         });
+        if !ctx.scope.analyzers.is_empty() {
+            // Before the first stage, as a local review records it: a survivor that takes the
+            // review over, or a resume, reuses the same leads.
+            ctx.facts
+                .event(quorum_store::Event::ScopeRecorded {
+                    scope: ctx.scope.clone(),
+                })
+                .await;
+        }
         self.start(ctx, None, req.target_name.clone(), started_at)?;
         if let Some(c) = self.control.get() {
             // Running now, so the reconciler sees it as conducted here without the claim.

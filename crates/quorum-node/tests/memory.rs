@@ -36,6 +36,7 @@ async fn a_finished_review_releases_its_pack_and_events() {
             board: Arc::new(quorum_runtime::board::MemoryBoard::default()),
             remote: None,
             packs: packs.clone(),
+            analyzers: None,
         });
         // Keep no finished review's full event log, so this one's is released at its end.
         svc.set_event_logs_kept(0);

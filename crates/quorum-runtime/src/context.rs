@@ -48,12 +48,15 @@ impl ReviewContext {
     }
 
     /// Merge and gate the verified findings, then apply the review's scope (severity floor,
-    /// findings off the change moved to `pre_existing`).
+    /// findings off the change moved to `pre_existing`). Analyzer candidates no model checked
+    /// are dropped first (`analyzer::take_unchecked_leads`), and those inside another
+    /// report's lines take its anchor, so they merge into it (`analyzer::anchor_to_overlapping`).
     pub fn gate(&self, judged: Vec<quorum_core::finding::Judged>) -> quorum_core::dedup::Gated {
-        self.scope.apply(quorum_core::docreview::merge_and_gate_at(
-            &self.flow,
-            judged,
-            self.confidence_gate(),
-        ))
+        let (mut judged, unchecked) = quorum_core::analyzer::take_unchecked_leads(judged);
+        quorum_core::analyzer::anchor_to_overlapping(&mut judged);
+        let mut gated =
+            quorum_core::docreview::merge_and_gate_at(&self.flow, judged, self.confidence_gate());
+        gated.dropped.extend(unchecked);
+        self.scope.apply(gated)
     }
 }

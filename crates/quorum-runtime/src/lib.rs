@@ -9,6 +9,7 @@
 //! stage sees comes from the `ContextPack` in the shared [`context::ReviewContext`].
 
 pub mod agent;
+pub mod analyzers;
 pub mod backends;
 pub mod board;
 pub mod conductor;

@@ -338,6 +338,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         coverage,
         safe_fixes: Vec::new(),
         conformance,
+        analyzers: ctx.scope.analyzers.runs.clone(),
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
         pre_existing: facts.gated.pre_existing,

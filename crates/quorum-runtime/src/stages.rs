@@ -663,6 +663,7 @@ pub fn specialist_prompt_in(
         .input_tokens()
         .saturating_sub(weaver::estimate_tokens(&fixed));
     head.push_str(&specialist_scope_sections_in(ctx, task, room));
+    head.push_str(&analyzer_leads_section(ctx, task));
     if task.files.is_empty() {
         head.push_str(
             "\nNo files were assigned: use the tools to find what your mandate covers.\n",
@@ -867,14 +868,17 @@ pub fn verifier_prompt_in(
         (Some(f), None, _) => f.clone(),
         (None, _, _) => "(none)".into(),
     };
-    let mut claim = format!(
-        "## Claim\nTitle: {}\nCategory: {}\nLocation: {location}\n",
+    // The claim's words come from a reviewer or an analyzer that read the content under
+    // review (a tool's message quotes it): data, like the source.
+    let mut words = format!(
+        "Title: {}\nCategory: {}\nLocation: {location}\n",
         finding.title, finding.category
     );
     if let Some(s) = &finding.symbol {
-        let _ = writeln!(claim, "Symbol: {s}");
+        let _ = writeln!(words, "Symbol: {s}");
     }
-    let _ = writeln!(claim, "Explanation: {}", finding.why_it_matters);
+    let _ = write!(words, "Explanation: {}", finding.why_it_matters);
+    let mut claim = format!("## Claim\n{}", weaver::delimit("claim", &words));
     if !finding.evidence.trim().is_empty() {
         let _ = writeln!(
             claim,
@@ -1310,6 +1314,7 @@ fn owner_instructions(ctx: &ReviewContext) -> String {
 /// repository-wide guidance. Empty for a whole-tree review without guidance.
 pub fn planner_scope_section(ctx: &ReviewContext) -> String {
     let mut out = owner_instructions(ctx);
+    out.push_str(&planner_leads_section(ctx));
     if let Some(change) = &ctx.scope.change {
         let mut list = String::new();
         for f in change.files.iter().take(MAX_LISTED_CHANGES) {
@@ -1339,6 +1344,68 @@ pub fn planner_scope_section(ctx: &ReviewContext) -> String {
         );
     }
     out
+}
+
+/// At most this many flagged files are listed to the planner (the rest are counted).
+const MAX_LEAD_FILES: usize = 40;
+
+/// Appended to the planner's prompt: which files the analyzers flagged and how often, so the
+/// plan can give them to someone (that specialist then sees the leads themselves).
+fn planner_leads_section(ctx: &ReviewContext) -> String {
+    use std::collections::{BTreeMap, BTreeSet};
+    let leads = &ctx.scope.analyzers.leads;
+    if leads.is_empty() {
+        return String::new();
+    }
+    let mut by_file: BTreeMap<&str, (usize, BTreeSet<String>)> = BTreeMap::new();
+    for l in leads {
+        let e = by_file.entry(l.file.as_str()).or_default();
+        e.0 += 1;
+        e.1.insert(format!("{} {}", l.tool, l.rule));
+    }
+    let mut files: Vec<_> = by_file.into_iter().collect();
+    files.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0.cmp(b.0)));
+    let mut list = String::new();
+    for (file, (n, rules)) in files.iter().take(MAX_LEAD_FILES) {
+        let shown: Vec<&str> = rules.iter().take(5).map(String::as_str).collect();
+        let more = if rules.len() > shown.len() {
+            ", …"
+        } else {
+            ""
+        };
+        let _ = writeln!(list, "- {file}: {n} leads ({}{more})", shown.join(", "));
+    }
+    if files.len() > MAX_LEAD_FILES {
+        let _ = writeln!(
+            list,
+            "- … {} more flagged files",
+            files.len() - MAX_LEAD_FILES
+        );
+    }
+    format!(
+        "\n## Analyzer leads\nDeterministic tools flagged these files. A specialist given a \
+         file sees its leads; weigh them when assigning files.\n{}",
+        weaver::delimit("analyzer leads by file", &list)
+    )
+}
+
+/// Added to a specialist's task section: what the deterministic analyzers flagged in this
+/// task's files, at most [`MAX_LEADS_PER_PROMPT`](quorum_core::analyzer::MAX_LEADS_PER_PROMPT)
+/// of them with a visible count of the rest. Tool messages quote the code under review, so the
+/// list is delimited as untrusted content. Empty when no lead touches the task's files.
+pub fn analyzer_leads_section(ctx: &ReviewContext, task: &Task) -> String {
+    use quorum_core::analyzer::{leads_list, MAX_LEADS_PER_PROMPT};
+    let mine = ctx.scope.analyzers.on_files(&task.files);
+    if mine.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n## Leads from static analyzers\nDeterministic tools flagged these places in your \
+         files. A lead is not a finding: read the code, and report it only if it is a real \
+         problem within your mandate, quoting the code as evidence. Each lead is also checked \
+         on its own, so there is no need to repeat one you cannot add to.\n{}",
+        weaver::delimit("analyzer leads", &leads_list(&mine, MAX_LEADS_PER_PROMPT))
+    )
 }
 
 /// Added to a specialist's task section: the owner's guidance (repository-wide, and per path

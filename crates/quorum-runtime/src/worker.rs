@@ -189,7 +189,12 @@ pub(crate) async fn verify_all(
     grounding_only: bool,
 ) -> Result<VerifyOutput, AttemptError> {
     let finder_models: Vec<String> = {
-        let mut m: Vec<String> = reported.iter().map(|r| r.reporter.model.clone()).collect();
+        // An analyzer's candidate has no model: it says nothing about families.
+        let mut m: Vec<String> = reported
+            .iter()
+            .map(|r| r.reporter.model.clone())
+            .filter(|m| !m.is_empty())
+            .collect();
         m.sort();
         m.dedup();
         m

@@ -71,8 +71,8 @@ pub enum Event {
         reason: String,
     },
     /// What the review is scoped to — the change under review (base, head, files, hunks), the
-    /// repository's guidance, the profile — recorded before the first stage so a resume
-    /// reviews the same change with the same guidance.
+    /// repository's guidance, the profile, the analyzers' runs and leads — recorded before the
+    /// first stage so a resume reviews the same change with the same guidance and leads.
     ScopeRecorded {
         scope: quorum_core::scope::ReviewScope,
     },

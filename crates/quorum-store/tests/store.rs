@@ -630,6 +630,7 @@ fn the_scope_of_a_review_survives_reopen_and_the_first_one_wins() {
         },
         profile: Profile::Chill,
         spec: None,
+        analyzers: Default::default(),
     };
     store
         .append(&Event::ScopeRecorded {

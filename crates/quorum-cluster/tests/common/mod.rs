@@ -143,3 +143,11 @@ pub async fn request_until_ok(from: &Cluster, to: &str) -> Envelope {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// `send` until the link takes it: right after a rejoin, membership can say a node is up while
+/// this side's link to it is still being dialled. Bounded by the test's own time limit.
+pub async fn send_until_ok(from: &Cluster, to: &str, msg: Envelope) {
+    while from.send(to, msg.clone()).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -206,5 +206,6 @@ pub fn realistic_report() -> Report {
         coverage: None,
         safe_fixes: Vec::new(),
         conformance: None,
+        analyzers: Vec::new(),
     }
 }

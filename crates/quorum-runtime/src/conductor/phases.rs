@@ -37,6 +37,7 @@ impl FlowConductor {
             Phase::Scout => "scout",
             Phase::Plan => "planner",
             Phase::Verify => {
+                Self::add_analyzer_candidates(state);
                 if state.reported.is_empty() {
                     // Nothing to judge: skip the stage entirely, no model call.
                     state.gated = Some(Gated::default());
@@ -77,6 +78,36 @@ impl FlowConductor {
             None,
         ))
         .await
+    }
+
+    /// The analyzers' leads join the reported findings as candidates, each credited to its
+    /// tool (`analyzer:<name>`), so grounding and the verifier judge them like any finding.
+    /// They come after the specialists' findings, so the flow's `max_verifications` serves
+    /// the specialists first; a specialist reporting the same place corroborates the tool.
+    /// Derived from the recorded scope, so a resumed review adds exactly the same ones.
+    fn add_analyzer_candidates(state: &mut ConductorState) {
+        use quorum_core::analyzer::REPORTER_PREFIX;
+        let ctx = state.ctx.clone();
+        if ctx.scope.analyzers.leads.is_empty()
+            || state
+                .reported
+                .iter()
+                .any(|r| r.reporter.persona.starts_with(REPORTER_PREFIX))
+        {
+            return;
+        }
+        for lead in &ctx.scope.analyzers.leads {
+            state.reported.push(Reported {
+                task_id: lead.reporter_name(),
+                reporter: Reporter {
+                    persona: lead.reporter_name(),
+                    // No model found it.
+                    model: String::new(),
+                    node: ctx.node.clone(),
+                },
+                finding: lead.to_finding(&ctx.pack),
+            });
+        }
     }
 
     /// A counted success: record it and act on what the stage produced.
