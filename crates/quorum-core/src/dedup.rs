@@ -267,6 +267,7 @@ mod tests {
             reason: format!("{persona} says {}", verdict.as_str()),
             deterministic: false,
             notes: Vec::new(),
+            ballot: None,
         }
     }
 

@@ -731,6 +731,7 @@ mod tests {
             reason: String::new(),
             notes: Vec::new(),
             deterministic: false,
+            ballot: None,
         }
     }
 

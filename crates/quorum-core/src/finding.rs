@@ -255,6 +255,10 @@ pub struct Judged {
     /// verification did not run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The verifiers' votes when a model checked it (absent when grounding alone decided or no
+    /// check ran); the verification ledger of the report is built from these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ballot: Option<crate::vote::Ballot>,
 }
 
 /// A surviving finding in the report (DESIGN §6 `findings[]`).

@@ -77,8 +77,14 @@ pub struct FlowParams {
     /// previous error) are not fixing anything: the task stops as `circular_fix` before its
     /// attempts run out. At least 2 and at most `task_attempts` (when that is above 1).
     pub circular_fix_repeats: u32,
-    /// Grounded findings a verifier checks with a model; the rest are reported UNVERIFIED.
+    /// Grounded findings the verifiers check with a model; the rest are reported UNVERIFIED.
+    /// It counts findings, not calls: with `verifiers: 3` each checked finding costs 3 calls.
     pub max_verifications: usize,
+    /// Independent verifier calls per grounded finding (cross-validation), each blind to the
+    /// finder and to the other verifiers; `quorum review --verifiers N` overrides it.
+    pub verifiers: usize,
+    /// How the verifiers' votes combine (see [`crate::vote`]); `--verify-threshold` overrides it.
+    pub verify_threshold: crate::vote::Threshold,
     /// Grounded findings per verification attempt: batches are placed like specialist tasks,
     /// so verification spreads over the cluster.
     pub verify_batch: usize,
@@ -107,6 +113,8 @@ impl Default for FlowParams {
             task_attempts: 3,
             circular_fix_repeats: 2,
             max_verifications: 200,
+            verifiers: 1,
+            verify_threshold: crate::vote::Threshold::Any,
             verify_batch: 8,
             call_timeout_secs: 300,
             max_tokens: 0,
@@ -114,6 +122,10 @@ impl Default for FlowParams {
         }
     }
 }
+
+/// The most verifier calls one finding may get: past a handful, more votes of the same few
+/// models add cost, not independence.
+pub const MAX_VERIFIERS: usize = 9;
 
 /// The largest value each numeric parameter may take, read as u64.
 type ParamBound = (&'static str, fn(&FlowParams) -> u64, u64);
@@ -143,6 +155,7 @@ const PARAM_BOUNDS: &[ParamBound] = &[
         100,
     ),
     ("max_verifications", |p| p.max_verifications as u64, 100_000),
+    ("verifiers", |p| p.verifiers as u64, MAX_VERIFIERS as u64),
     ("call_timeout_secs", |p| p.call_timeout_secs, 86_400),
     ("max_wall_secs", |p| p.max_wall_secs, 30 * 86_400),
 ];
@@ -405,6 +418,9 @@ impl Flow {
                 "parameters.max_iterations",
                 "max_iterations and task_attempts must be at least 1",
             ));
+        }
+        if p.verifiers == 0 {
+            return Err(invalid(path, "parameters.verifiers", "must be at least 1"));
         }
         if p.verify_batch == 0 {
             return Err(invalid(

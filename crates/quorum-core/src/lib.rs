@@ -27,6 +27,7 @@ pub mod schema;
 pub mod scope;
 pub mod selection;
 pub mod task;
+pub mod vote;
 pub mod weaver;
 
 pub use error::{CatalogError, FlowError, PackError, RepoConfigError};

@@ -233,6 +233,10 @@ pub struct Report {
     /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub safe_fixes: Vec<crate::docreview::SafeFix>,
+    /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
+    /// answered, the threshold and the combined outcome. Absent when no model verified anything.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification_ledger: Vec<crate::vote::LedgerEntry>,
 }
 
 impl Report {
@@ -1235,6 +1239,48 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
     out.push('\n');
 }
 
+/// The ledger in brief: how many findings were model-checked by how many verifiers, and the
+/// split decisions (verifiers that disagreed) with each vote; the whole ledger is in report.json.
+fn md_ledger(ledger: &[crate::vote::LedgerEntry], out: &mut String) {
+    let Some(first) = ledger.first() else {
+        return;
+    };
+    let most = ledger.iter().map(|e| e.votes.len()).max().unwrap_or(0);
+    let split: Vec<&crate::vote::LedgerEntry> = ledger
+        .iter()
+        .filter(|e| e.votes.windows(2).any(|w| w[0].verdict != w[1].verdict))
+        .collect();
+    let _ = writeln!(
+        out,
+        "- **Cross-validation:** {} findings model-checked, up to {most} verifier{} each, {} \
+         threshold; {} split decision{}. Every vote is in report.json `verification_ledger`.",
+        ledger.len(),
+        if most == 1 { "" } else { "s" },
+        code(first.threshold.as_str()),
+        split.len(),
+        if split.len() == 1 { "" } else { "s" }
+    );
+    const SHOWN_SPLIT: usize = 10;
+    for e in split.iter().take(SHOWN_SPLIT) {
+        let votes: Vec<&str> = e
+            .votes
+            .iter()
+            .map(|v| v.verdict.map(|v| v.as_str()).unwrap_or("no vote"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  - {} {}: {} → {}",
+            code(e.finding.as_deref().unwrap_or("dropped")),
+            one_line(&e.title),
+            votes.join(", "),
+            e.outcome
+        );
+    }
+    if split.len() > SHOWN_SPLIT {
+        let _ = writeln!(out, "  - … and {} more", split.len() - SHOWN_SPLIT);
+    }
+}
+
 fn md_methodology(r: &Report, out: &mut String) {
     out.push_str("## Methodology\n\n");
 
@@ -1372,6 +1418,7 @@ fn md_methodology(r: &Report, out: &mut String) {
     if !note.is_empty() {
         let _ = writeln!(out, "- {}", one_line(note));
     }
+    md_ledger(&r.verification_ledger, out);
     out.push('\n');
 
     out.push_str("### Rejected tasks\n\n");
@@ -1527,6 +1574,7 @@ mod tests {
             },
             coverage: None,
             safe_fixes: Vec::new(),
+            verification_ledger: Vec::new(),
         }
     }
 

@@ -150,6 +150,11 @@ pub struct ConductorState {
     cancelled: Option<String>,
     /// The verification round in flight, once the specialists are done.
     verify: Option<phases::VerifyRound>,
+    /// Verdicts a resumed review found recorded by batches that finished before the stop, by
+    /// (task id, ordinal): verification takes them as they are instead of asking again.
+    prior_verdicts: std::collections::BTreeMap<(String, usize), quorum_core::finding::Judged>,
+    /// The verification ledger, built where the verdicts are gated.
+    ledger: Vec<quorum_core::vote::LedgerEntry>,
 }
 
 impl ConductorState {
@@ -265,8 +270,13 @@ fn deadline(ctx: &SharedContext, job: &Job) -> Duration {
     let call = p.call_timeout_secs.max(1);
     let secs = match job {
         Job::Specialist { .. } => call.saturating_mul(p.max_iterations as u64 + 2),
+        // Every finding is asked of every verifier.
         Job::Verify { reported, .. } => call
-            .saturating_mul(reported.len() as u64 / ctx.max_concurrent() as u64 + 2)
+            .saturating_mul(
+                (reported.len() as u64).saturating_mul(p.verifiers.max(1) as u64)
+                    / ctx.max_concurrent() as u64
+                    + 2,
+            )
             .saturating_mul(2),
         Job::Plan(_) => call.saturating_mul(2 * (p.planner_retries as u64 + 1)),
         _ => call.saturating_mul(2),
@@ -808,14 +818,24 @@ impl FlowConductor {
     }
 
     /// Grounding alone judges what was reported (no model call), then the gate.
-    fn ground_only(state: &ConductorState) -> Gated {
+    fn ground_only(state: &mut ConductorState) -> Gated {
         let judged = stages::ground_only(&state.ctx, state.reported.clone());
         Self::gate(state, judged)
     }
 
-    /// Merge and gate the verdicts; the surviving findings go out as progress events.
-    fn gate(state: &ConductorState, judged: Vec<quorum_core::finding::Judged>) -> Gated {
+    /// Merge and gate the verdicts and build the verification ledger from their ballots; the
+    /// surviving findings go out as progress events.
+    fn gate(state: &mut ConductorState, judged: Vec<quorum_core::finding::Judged>) -> Gated {
+        let checked: Vec<quorum_core::finding::Judged> = judged
+            .iter()
+            .filter(|j| j.ballot.is_some())
+            .cloned()
+            .collect();
         let gated = state.ctx.gate(judged);
+        state.ledger = quorum_core::vote::ledger(
+            &checked,
+            &[&gated.findings, &gated.residual, &gated.pre_existing],
+        );
         for p in crate::obs::finding_events(&gated.findings) {
             state.emit(p);
         }
@@ -868,6 +888,8 @@ impl Actor for FlowConductor {
             budget_spent: None,
             cancelled: None,
             verify: None,
+            prior_verdicts: Default::default(),
+            ledger: Vec::new(),
         })
     }
 

@@ -387,8 +387,9 @@ pub async fn run_attempt(
     }
     if let Some(reported) = req.verify.clone() {
         let ctx = Arc::new(ctx);
-        let n = reported.len() as u64;
         let p = &ctx.flow.parameters;
+        // Every finding is asked of every verifier.
+        let n = (reported.len() as u64).saturating_mul(p.verifiers.max(1) as u64);
         let deadline = std::time::Duration::from_secs(
             p.call_timeout_secs
                 .max(1)

@@ -167,6 +167,8 @@ pub struct RunFacts {
     pub budget: Option<String>,
     /// Why the review was cancelled, when it was: it ends partial, whatever was done.
     pub cancelled: Option<String>,
+    /// The verification ledger (every model-checked finding's votes).
+    pub ledger: Vec<quorum_core::vote::LedgerEntry>,
 }
 
 /// Derive status and build the report.
@@ -258,6 +260,13 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         format!("{reason}; {}", notes.join("; "))
     };
     let promoted = facts.gated.findings.iter().filter(|f| f.promoted).count();
+    // Cross-validation may ask several models: every model that voted, first-asked first.
+    let mut verifier_models: Vec<String> = facts.verifier_model.iter().cloned().collect();
+    for v in facts.ledger.iter().flat_map(|e| &e.votes) {
+        if !verifier_models.contains(&v.model) {
+            verifier_models.push(v.model.clone());
+        }
+    }
     let planned: Vec<Task> = specialists.iter().filter_map(|r| r.task.clone()).collect();
     let coverage =
         quorum_core::coverage::report(&ctx.flow, &ctx.pack, &planned, &facts.gated.findings);
@@ -301,13 +310,14 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             residual: facts.gated.residual.len(),
             promoted,
             confidence_gate: ctx.confidence_gate(),
-            verifier_models: facts.verifier_model.into_iter().collect(),
+            verifier_models,
             verifier_note,
             rejected_tasks: facts.rejected,
             profile: ctx.scope.profile.as_str().to_string(),
         },
         coverage,
         safe_fixes: Vec::new(),
+        verification_ledger: facts.ledger,
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
         pre_existing: facts.gated.pre_existing,

@@ -12,6 +12,7 @@ use quorum_core::flow::Role;
 use quorum_core::grounding::{self, Grounding};
 use quorum_core::schema;
 use quorum_core::task::{Classification, RejectedTask, Task};
+use quorum_core::vote::{self, Ballot, Vote};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 
@@ -918,6 +919,7 @@ pub fn ground_one(ctx: &ReviewContext, mut reported: Reported) -> Grounded {
             reason,
             deterministic: true,
             notes: Vec::new(),
+            ballot: None,
         }),
         Grounding::Grounded {
             excerpt,
@@ -947,21 +949,25 @@ pub fn unverified(reported: Reported, mut notes: Vec<String>, reason: String) ->
         reason,
         deterministic: false,
         notes,
+        ballot: None,
     }
 }
 
-/// The independent model check of one grounded finding. A call that fails, or an answer with
-/// no readable verdict, leaves it UNVERIFIED with the reason.
-pub async fn verify_grounded(
+/// Ask one verifier about one grounded finding. It sees the claim and the cited lines only:
+/// not who reported it, how sure or how severe they said it was, nor what any other verifier
+/// answered. A call that fails, or an answer with no readable verdict, is no vote (the reason
+/// says why).
+pub async fn ask_verifier(
     ctx: &ReviewContext,
-    reported: Reported,
+    finding: &RawFinding,
     excerpt: &str,
-    notes: Vec<String>,
     verifier: &crate::backends::Selected,
+    index: usize,
     stats: &mut CallStats,
-) -> Judged {
+) -> Vote {
     let budget = ctx.budget_for(&verifier.client, &verifier.model);
-    let (system, user) = verifier_prompt_in(ctx, &reported.finding, excerpt, budget);
+    let (system, user) = verifier_prompt_in(ctx, finding, excerpt, budget);
+    let prompt_digest = vote::prompt_digest(&system, &user);
     let result = agent::json_call(
         &verifier.client,
         &ctx.call_spec(budget, &verifier.model),
@@ -972,38 +978,66 @@ pub async fn verify_grounded(
         stats,
     )
     .await;
-    match result {
+    let (verdict, reason) = match result {
         Ok((Parsed::Object(v), _)) => match schema::normalize_verdict(&v) {
-            (Verdict::Unverified, reason) => unverified(reported, notes, reason),
-            (verdict, reason) => Judged {
-                reported,
-                verdict,
-                reason,
-                deterministic: false,
-                notes,
-            },
+            (Verdict::Unverified, reason) => (None, reason),
+            (verdict, reason) => (Some(verdict), reason),
         },
-        Ok((Parsed::Objects(_), _)) => unverified(
-            reported,
-            notes,
-            "the verifier's answer was not a verdict".into(),
-        ),
-        Err(e) => unverified(
-            reported,
-            notes,
+        Ok((Parsed::Objects(_), _)) => (None, "the verifier's answer was not a verdict".into()),
+        Err(e) => (
+            None,
             format!(
                 "grounded, but the verifier call failed ({}): {e}",
                 e.class()
             ),
         ),
+    };
+    Vote {
+        verifier: format!("v{}", index + 1),
+        model: verifier.model.clone(),
+        verdict,
+        reason,
+        prompt_digest,
     }
 }
 
-/// Verify one reported finding: grounding first, then (if grounded) an independent model call.
+/// A grounded finding's verdict from its verifiers' votes, combined by the flow's threshold
+/// ([`quorum_core::vote`]). No vote at all leaves it UNVERIFIED with the reason; the ballot
+/// stays on the verdict for the report's verification ledger.
+pub fn judge_by_votes(
+    ctx: &ReviewContext,
+    reported: Reported,
+    mut notes: Vec<String>,
+    votes: Vec<Vote>,
+) -> Judged {
+    let ballot = Ballot {
+        threshold: ctx.flow.parameters.verify_threshold,
+        votes,
+    };
+    let (verdict, reason) = ballot.outcome();
+    notes.extend(ballot.no_votes());
+    let mut judged = if verdict == Verdict::Unverified {
+        unverified(reported, notes, reason)
+    } else {
+        Judged {
+            reported,
+            verdict,
+            reason,
+            deterministic: false,
+            notes,
+            ballot: None,
+        }
+    };
+    judged.ballot = Some(ballot);
+    judged
+}
+
+/// Verify one reported finding: grounding first, then (if grounded) one call per verifier in
+/// `verifiers`, in turn, combined by the flow's threshold.
 pub async fn verify_one(
     ctx: &ReviewContext,
     reported: Reported,
-    verifier: &crate::backends::Selected,
+    verifiers: &[crate::backends::Selected],
     stats: &mut CallStats,
 ) -> Judged {
     match ground_one(ctx, reported) {
@@ -1012,7 +1046,13 @@ pub async fn verify_one(
             reported,
             excerpt,
             notes,
-        } => verify_grounded(ctx, reported, &excerpt, notes, verifier, stats).await,
+        } => {
+            let mut votes = Vec::with_capacity(verifiers.len());
+            for (k, v) in verifiers.iter().enumerate() {
+                votes.push(ask_verifier(ctx, &reported.finding, &excerpt, v, k, stats).await);
+            }
+            judge_by_votes(ctx, reported, notes, votes)
+        }
     }
 }
 

@@ -12,7 +12,9 @@ use crate::stages::{self, Plan, SpecialistOutput, StageStats, Synthesis};
 use quorum_core::dedup::Gated;
 use quorum_core::finding::{Judged, Reported};
 use quorum_core::task::{Classification, Task};
+use quorum_core::vote::Vote;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -161,7 +163,9 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
 }
 
 /// Verify every reported finding with bounded concurrency. Grounding runs for all of them; at
-/// most `max_verifications` grounded findings get a model call, the rest keep grounding's word.
+/// most `max_verifications` grounded findings (findings, not calls) get model calls, the rest
+/// keep grounding's word. Each checked finding is asked of the flow's `verifiers` verifiers,
+/// one call each, all in this attempt, so a batch shipped to a peer votes there the same way.
 pub(crate) async fn verify_all(
     ctx: &SharedContext,
     reported: Vec<Reported>,
@@ -173,15 +177,20 @@ pub(crate) async fn verify_all(
         m.dedup();
         m
     };
-    let (verifier, degraded) = match ctx
-        .backends
-        .select_verifier(ctx.verifier_model.as_deref(), &finder_models)
-    {
-        Ok(v) => v,
-        Err(e) => return Err(AttemptError::Config(e.to_string())),
-    };
-    let model = verifier.model.clone();
-    let verifier = Arc::new(verifier);
+    let voters = ctx.flow.parameters.verifiers.max(1);
+    let (verifiers, degraded) =
+        match ctx
+            .backends
+            .select_verifiers(ctx.verifier_model.as_deref(), &finder_models, voters)
+        {
+            Ok(v) => v,
+            Err(e) => return Err(AttemptError::Config(e.to_string())),
+        };
+    let model = verifiers
+        .first()
+        .map(|v| v.model.clone())
+        .unwrap_or_default();
+    let verifiers = Arc::new(verifiers);
     let permits = Arc::new(Semaphore::new(ctx.max_concurrent()));
     let budget = if grounding_only {
         0
@@ -190,6 +199,8 @@ pub(crate) async fn verify_all(
     };
     let mut set = tokio::task::JoinSet::new();
     let mut out: Vec<(usize, Judged)> = Vec::new();
+    // Findings waiting for their votes: the finding, grounding's notes, one slot per verifier.
+    let mut pending: BTreeMap<usize, (Reported, Vec<String>, Vec<Option<Vote>>)> = BTreeMap::new();
     // The budget counts grounded findings: those grounding already decided cost no model call
     // and take nothing from it.
     let mut grounded = 0usize;
@@ -215,27 +226,56 @@ pub(crate) async fn verify_all(
             out.push((i, stages::unverified(reported, notes, why)));
             continue;
         }
-        let ctx = ctx.clone();
-        let permits = permits.clone();
-        let verifier = verifier.clone();
-        set.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            let mut stats = CallStats::default();
-            let judged =
-                stages::verify_grounded(&ctx, reported, &excerpt, notes, &verifier, &mut stats)
-                    .await;
-            (i, judged, stats)
-        });
+        let claim = Arc::new((reported.finding.clone(), excerpt));
+        for k in 0..voters {
+            let ctx = ctx.clone();
+            let permits = permits.clone();
+            let verifiers = verifiers.clone();
+            let claim = claim.clone();
+            set.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let mut stats = CallStats::default();
+                let vote = stages::ask_verifier(
+                    &ctx,
+                    &claim.0,
+                    &claim.1,
+                    &verifiers[k % verifiers.len()],
+                    k,
+                    &mut stats,
+                )
+                .await;
+                (i, k, vote, stats)
+            });
+        }
+        pending.insert(i, (reported, notes, vec![None; voters]));
     }
     let mut total = CallStats::default();
     while let Some(res) = set.join_next().await {
         match res {
-            Ok((i, j, s)) => {
+            Ok((i, k, vote, s)) => {
                 total.merge(&s);
-                out.push((i, j));
+                if let Some(slot) = pending.get_mut(&i).and_then(|p| p.2.get_mut(k)) {
+                    *slot = Some(vote);
+                }
             }
             Err(e) => tracing::error!(error = %e, "verification task panicked"),
         }
+    }
+    for (i, (reported, notes, votes)) in pending {
+        let votes = votes
+            .into_iter()
+            .enumerate()
+            .map(|(k, v)| {
+                v.unwrap_or_else(|| Vote {
+                    verifier: format!("v{}", k + 1),
+                    model: verifiers[k % verifiers.len()].model.clone(),
+                    verdict: None,
+                    reason: "the verifier task failed".into(),
+                    prompt_digest: String::new(),
+                })
+            })
+            .collect();
+        out.push((i, stages::judge_by_votes(ctx, reported, notes, votes)));
     }
     // Deterministic order regardless of completion order.
     out.sort_by_key(|(i, _)| *i);

@@ -204,5 +204,6 @@ pub fn realistic_report() -> Report {
         },
         coverage: None,
         safe_fixes: Vec::new(),
+        verification_ledger: Vec::new(),
     }
 }
