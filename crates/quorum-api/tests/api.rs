@@ -240,6 +240,7 @@ fn pack(flow: &str, files: Vec<pb::SourceFile>) -> pb::SubmitReviewRequest {
             max_concurrent: 2,
             sensitive: false,
             verifier_model: String::new(),
+            ..Default::default()
         }),
     }
 }

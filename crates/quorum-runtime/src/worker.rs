@@ -162,6 +162,9 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
     }
 }
 
+/// A finding waiting for its votes: the finding, grounding's notes, one slot per verifier.
+type Pending = (Reported, Vec<String>, Vec<Option<Vote>>);
+
 /// Verify every reported finding with bounded concurrency. Grounding runs for all of them; at
 /// most `max_verifications` grounded findings (findings, not calls) get model calls, the rest
 /// keep grounding's word. Each checked finding is asked of the flow's `verifiers` verifiers,
@@ -199,8 +202,7 @@ pub(crate) async fn verify_all(
     };
     let mut set = tokio::task::JoinSet::new();
     let mut out: Vec<(usize, Judged)> = Vec::new();
-    // Findings waiting for their votes: the finding, grounding's notes, one slot per verifier.
-    let mut pending: BTreeMap<usize, (Reported, Vec<String>, Vec<Option<Vote>>)> = BTreeMap::new();
+    let mut pending: BTreeMap<usize, Pending> = BTreeMap::new();
     // The budget counts grounded findings: those grounding already decided cost no model call
     // and take nothing from it.
     let mut grounded = 0usize;
