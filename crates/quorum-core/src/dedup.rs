@@ -192,6 +192,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         promoted: false,
         notes: best.notes.clone(),
         routing: f.routing.clone(),
+        rescored: crate::finding::rescored_of(best, members),
     };
     Some((finding, personas.len()))
 }
@@ -268,6 +269,7 @@ mod tests {
             deterministic: false,
             notes: Vec::new(),
             ballot: None,
+            rescored: None,
         }
     }
 

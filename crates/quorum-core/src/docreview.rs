@@ -372,6 +372,7 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
             n
         },
         routing,
+        rescored: crate::finding::rescored_of(best, &members),
     };
     Some(Merged {
         finding,
@@ -474,6 +475,7 @@ fn combine(a: Merged, b: Merged) -> Merged {
             stance: None,
             autofix: None,
         },
+        rescored: None,
     };
     let mut personas = a.personas;
     personas.extend(b.personas);
@@ -732,6 +734,7 @@ mod tests {
             notes: Vec::new(),
             deterministic: false,
             ballot: None,
+            rescored: None,
         }
     }
 

@@ -22,10 +22,14 @@ pub enum Role {
     Planner,
     Specialist,
     Verifier,
+    /// Optional: re-scores each verified finding's severity and confidence without seeing the
+    /// finder's; the effective scores are the consultant's from then on. Never drops a finding.
+    Consultant,
     Synthesizer,
 }
 
 impl Role {
+    /// The roles every flow has exactly one stage of, in the order they run.
     pub const ALL: [Role; 5] = [
         Role::Scout,
         Role::Planner,
@@ -40,6 +44,7 @@ impl Role {
             Role::Planner => "planner",
             Role::Specialist => "specialist",
             Role::Verifier => "verifier",
+            Role::Consultant => "consultant",
             Role::Synthesizer => "synthesizer",
         }
     }
@@ -501,12 +506,29 @@ impl Flow {
                 ));
             }
         }
+        let consultants = self
+            .stages
+            .iter()
+            .filter(|s| s.role == Role::Consultant)
+            .count();
+        if consultants > 1 {
+            return Err(invalid(
+                path,
+                "stages",
+                format!("takes at most one consultant stage, found {consultants}"),
+            ));
+        }
         self.validate_capability_rules()?;
         let order = self.topological_order()?;
         // The data each role consumes must exist before it runs.
         let pos: BTreeMap<Role, usize> =
             order.iter().enumerate().map(|(i, s)| (s.role, i)).collect();
-        for w in Role::ALL.windows(2) {
+        // The consultant re-scores verified findings before the summary is written.
+        let mut chain: Vec<Role> = Role::ALL.to_vec();
+        if pos.contains_key(&Role::Consultant) {
+            chain.insert(4, Role::Consultant);
+        }
+        for w in chain.windows(2) {
             if pos[&w[0]] > pos[&w[1]] {
                 return Err(invalid(
                     path,
@@ -683,6 +705,11 @@ impl Flow {
         Ok(out)
     }
 
+    /// The stage of an optional role ([`Role::Consultant`]), when the flow has one.
+    pub fn optional_stage(&self, role: Role) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.role == role)
+    }
+
     pub fn stage(&self, role: Role) -> &Stage {
         // validate() guarantees exactly one stage per role.
         self.stages
@@ -756,6 +783,55 @@ stages:
             .unwrap_err()
             .to_string()
             .contains("exactly one"));
+    }
+
+    #[test]
+    fn a_consultant_is_optional_single_and_between_verifier_and_synthesizer() {
+        assert!(parse(GOOD)
+            .unwrap()
+            .optional_stage(Role::Consultant)
+            .is_none());
+        let with = GOOD.replace(
+            "  - { id: synth, role: synthesizer, needs: [verify], instructions: \"sum\" }",
+            "  - { id: rate, role: consultant, needs: [verify], instructions: \"rate\" }\n  \
+             - { id: synth, role: synthesizer, needs: [rate], instructions: \"sum\" }",
+        );
+        let f = parse(&with).unwrap();
+        assert_eq!(f.optional_stage(Role::Consultant).unwrap().id, "rate");
+        let late = GOOD.replace(
+            "  - { id: synth, role: synthesizer, needs: [verify], instructions: \"sum\" }",
+            "  - { id: synth, role: synthesizer, needs: [verify], instructions: \"sum\" }\n  \
+             - { id: rate, role: consultant, needs: [synth], instructions: \"rate\" }",
+        );
+        let e = parse(&late).unwrap_err().to_string();
+        assert!(
+            e.contains("the consultant stage must run before the synthesizer stage"),
+            "{e}"
+        );
+        let two = with.replace(
+            "  - { id: synth,",
+            "  - { id: rate2, role: consultant, needs: [verify], instructions: \"rate\" }\n  - { id: synth,",
+        );
+        let e = parse(&two).unwrap_err().to_string();
+        assert!(e.contains("at most one consultant stage, found 2"), "{e}");
+        let silent = with.replace("instructions: \"rate\"", "instructions: \"\"");
+        assert!(parse(&silent)
+            .unwrap_err()
+            .to_string()
+            .contains("the consultant stage needs instructions"));
+        let p = parse(&GOOD.replace("{ max_concurrent: 2 }", "{ verifiers: 0 }"));
+        assert!(p.unwrap_err().to_string().contains("parameters.verifiers"));
+        let p = parse(&GOOD.replace("{ max_concurrent: 2 }", "{ verify_threshold: most }"));
+        assert!(p.is_err());
+        let p = parse(&GOOD.replace(
+            "{ max_concurrent: 2 }",
+            "{ verifiers: 3, verify_threshold: majority }",
+        ))
+        .unwrap();
+        assert_eq!(
+            (p.parameters.verifiers, p.parameters.verify_threshold),
+            (3, crate::vote::Threshold::Majority)
+        );
     }
 
     #[test]

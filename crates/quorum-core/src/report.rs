@@ -1475,6 +1475,7 @@ mod tests {
             promoted: false,
             notes: Vec::new(),
             routing: Default::default(),
+            rescored: None,
         }
     }
 

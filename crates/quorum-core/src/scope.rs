@@ -342,6 +342,7 @@ mod tests {
             promoted: false,
             notes: Vec::new(),
             routing: Default::default(),
+            rescored: None,
         }
     }
 

@@ -268,6 +268,10 @@ pub struct LedgerEntry {
     pub threshold: Threshold,
     /// The combined verdict (HALLUCINATED: the finding is in `dropped`).
     pub outcome: Verdict,
+    /// The confidence consultant's re-scoring, when the flow has one and it answered: the
+    /// finder's original scores, the consultant's model and reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescored: Option<crate::finding::Rescored>,
 }
 
 /// The ledger of every judged finding that was model-checked, in verdict order, with the id
@@ -297,6 +301,7 @@ pub fn ledger(judged: &[Judged], lists: &[&[Finding]]) -> Vec<LedgerEntry> {
                 votes: ballot.votes.clone(),
                 threshold: ballot.threshold,
                 outcome: j.verdict,
+                rescored: j.rescored.clone(),
             })
         })
         .collect()

@@ -270,10 +270,10 @@ fn deadline(ctx: &SharedContext, job: &Job) -> Duration {
     let call = p.call_timeout_secs.max(1);
     let secs = match job {
         Job::Specialist { .. } => call.saturating_mul(p.max_iterations as u64 + 2),
-        // Every finding is asked of every verifier.
+        // Every finding is asked of every verifier, and of the consultant when there is one.
         Job::Verify { reported, .. } => call
             .saturating_mul(
-                (reported.len() as u64).saturating_mul(p.verifiers.max(1) as u64)
+                (reported.len() as u64).saturating_mul(crate::worker::calls_per_finding(&ctx.flow))
                     / ctx.max_concurrent() as u64
                     + 2,
             )

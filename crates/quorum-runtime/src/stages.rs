@@ -858,6 +858,18 @@ pub fn verifier_prompt_in(
          \"CONFIRMED|PLAUSIBLE|HALLUCINATED|UNVERIFIABLE\", \"reason\": \"one sentence\"}}",
         ctx.instructions(Role::Verifier)
     );
+    let user = claim_prompt(&system, finding, excerpt, budget);
+    (system, user)
+}
+
+/// The claim and the lines it cites, as an independent judge sees them: what is claimed and
+/// where, never who claimed it, how severe or how sure they said it was.
+fn claim_prompt(
+    system: &str,
+    finding: &RawFinding,
+    excerpt: &str,
+    budget: ContextBudget,
+) -> String {
     let location = match (&finding.file, finding.line_start, finding.line_end) {
         (Some(f), Some(a), Some(b)) if a != b => format!("{f} lines {a}-{b}"),
         (Some(f), Some(a), _) => format!("{f} line {a}"),
@@ -881,7 +893,7 @@ pub fn verifier_prompt_in(
     }
     let source = weaver::delimit(finding.file.as_deref().unwrap_or("source"), excerpt);
     let fitted = budget.fit(
-        &system,
+        system,
         &[
             Slot {
                 name: "claim",
@@ -895,7 +907,96 @@ pub fn verifier_prompt_in(
             },
         ],
     );
-    (system, format!("{}\n## Source\n{}", fitted[0], fitted[1]))
+    format!("{}\n## Source\n{}", fitted[0], fitted[1])
+}
+
+/// The confidence consultant's prompt for one verified finding, fitted to `budget`: the flow's
+/// consultant instructions and the same claim-and-source view a verifier gets.
+pub fn consultant_prompt_in(
+    ctx: &ReviewContext,
+    finding: &RawFinding,
+    excerpt: &str,
+    budget: ContextBudget,
+) -> (String, String) {
+    let instructions = ctx
+        .flow
+        .optional_stage(Role::Consultant)
+        .map(|s| s.instructions.trim())
+        .unwrap_or_default();
+    let system = format!(
+        "{instructions}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: \
+         {{\"severity\": \"P0|P1|P2|P3\", \"confidence\": 0.0, \"reason\": \"one sentence\"}} \
+         (severity P0 is critical, P3 minor; confidence from 0 to 1 that the problem is real)"
+    );
+    let user = claim_prompt(&system, finding, excerpt, budget);
+    (system, user)
+}
+
+/// The consultant's own scores for one verified finding: `Ok((severity, confidence, reason,
+/// model))`, or why it gave none (then the finder's scores stand; the finding is never dropped).
+pub async fn consult(
+    ctx: &ReviewContext,
+    finding: &RawFinding,
+    excerpt: &str,
+    stats: &mut CallStats,
+) -> Result<(quorum_core::finding::Severity, f64, String, String), String> {
+    let (system, user) = consultant_prompt_in(ctx, finding, excerpt, ctx.budget());
+    let (client, model) = ctx
+        .pick("consultant", &system, &user, None)
+        .map_err(|e| format!("no model for the consultant: {e}"))?;
+    let budget = ctx.budget_for(&client, &model);
+    let (system, user) = if budget == ctx.budget() {
+        (system, user)
+    } else {
+        consultant_prompt_in(ctx, finding, excerpt, budget)
+    };
+    let result = agent::json_call(
+        &client,
+        &ctx.call_spec(budget, &model),
+        &system,
+        &user,
+        schema::rescore_schema(),
+        Expect::Object,
+        stats,
+    )
+    .await;
+    match result {
+        Ok((Parsed::Object(v), _)) => {
+            let (severity, confidence, reason) = schema::normalize_rescore(&v)?;
+            Ok((severity, confidence, reason, model))
+        }
+        Ok((Parsed::Objects(_), _)) => Err("the consultant's answer was not one object".into()),
+        Err(e) => Err(format!("the consultant call failed ({}): {e}", e.class())),
+    }
+}
+
+/// Put the consultant's scores on a judged finding, keeping the finder's in `rescored`; or
+/// note why there are none. Never changes the verdict.
+pub fn apply_rescore(
+    judged: &mut Judged,
+    answer: Result<(quorum_core::finding::Severity, f64, String, String), String>,
+) {
+    match answer {
+        Ok((severity, confidence, reason, model)) => {
+            let f = &mut judged.reported.finding;
+            judged.notes.push(format!(
+                "re-scored by the confidence consultant: severity {} → {severity}, confidence \
+                 {:.2} → {confidence:.2}",
+                f.severity, f.confidence
+            ));
+            judged.rescored = Some(quorum_core::finding::Rescored {
+                original_severity: f.severity,
+                original_confidence: f.confidence,
+                model,
+                reason,
+            });
+            f.severity = severity;
+            f.confidence = confidence;
+        }
+        Err(why) => judged
+            .notes
+            .push(format!("not re-scored, the finder's scores stand: {why}")),
+    }
 }
 
 /// A reported finding after grounding: decided without a model, or grounded and waiting for one.
@@ -920,6 +1021,7 @@ pub fn ground_one(ctx: &ReviewContext, mut reported: Reported) -> Grounded {
             deterministic: true,
             notes: Vec::new(),
             ballot: None,
+            rescored: None,
         }),
         Grounding::Grounded {
             excerpt,
@@ -950,6 +1052,7 @@ pub fn unverified(reported: Reported, mut notes: Vec<String>, reason: String) ->
         deterministic: false,
         notes,
         ballot: None,
+        rescored: None,
     }
 }
 
@@ -1026,6 +1129,7 @@ pub fn judge_by_votes(
             deterministic: false,
             notes,
             ballot: None,
+            rescored: None,
         }
     };
     judged.ballot = Some(ballot);

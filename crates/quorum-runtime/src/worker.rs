@@ -10,7 +10,7 @@ use crate::context::SharedContext;
 use crate::error::AttemptError;
 use crate::stages::{self, Plan, SpecialistOutput, StageStats, Synthesis};
 use quorum_core::dedup::Gated;
-use quorum_core::finding::{Judged, Reported};
+use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
 use quorum_core::task::{Classification, Task};
 use quorum_core::vote::Vote;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -162,8 +162,25 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
     }
 }
 
-/// A finding waiting for its votes: the finding, grounding's notes, one slot per verifier.
-type Pending = (Reported, Vec<String>, Vec<Option<Vote>>);
+/// Model calls one grounded finding may cost in a verification attempt: a vote per verifier,
+/// and one consult when the flow has a consultant stage.
+pub(crate) fn calls_per_finding(flow: &quorum_core::flow::Flow) -> u64 {
+    let consult = flow
+        .optional_stage(quorum_core::flow::Role::Consultant)
+        .is_some();
+    flow.parameters.verifiers.max(1) as u64 + u64::from(consult)
+}
+
+/// A finding waiting for its votes.
+struct Pending {
+    reported: Reported,
+    /// What grounding noted.
+    notes: Vec<String>,
+    /// One slot per verifier.
+    votes: Vec<Option<Vote>>,
+    /// The claim as the verifiers (and the consultant) see it, and its cited lines.
+    claim: Arc<(RawFinding, String)>,
+}
 
 /// Verify every reported finding with bounded concurrency. Grounding runs for all of them; at
 /// most `max_verifications` grounded findings (findings, not calls) get model calls, the rest
@@ -228,7 +245,7 @@ pub(crate) async fn verify_all(
             out.push((i, stages::unverified(reported, notes, why)));
             continue;
         }
-        let claim = Arc::new((reported.finding.clone(), excerpt));
+        let claim: Arc<(RawFinding, String)> = Arc::new((reported.finding.clone(), excerpt));
         for k in 0..voters {
             let ctx = ctx.clone();
             let permits = permits.clone();
@@ -249,21 +266,43 @@ pub(crate) async fn verify_all(
                 (i, k, vote, stats)
             });
         }
-        pending.insert(i, (reported, notes, vec![None; voters]));
+        pending.insert(
+            i,
+            Pending {
+                reported,
+                notes,
+                votes: vec![None; voters],
+                claim,
+            },
+        );
     }
     let mut total = CallStats::default();
     while let Some(res) = set.join_next().await {
         match res {
             Ok((i, k, vote, s)) => {
                 total.merge(&s);
-                if let Some(slot) = pending.get_mut(&i).and_then(|p| p.2.get_mut(k)) {
+                if let Some(slot) = pending.get_mut(&i).and_then(|p| p.votes.get_mut(k)) {
                     *slot = Some(vote);
                 }
             }
             Err(e) => tracing::error!(error = %e, "verification task panicked"),
         }
     }
-    for (i, (reported, notes, votes)) in pending {
+    // The optional confidence consultant re-scores what the verifiers kept, blind to the
+    // finder's scores, in this same attempt (so also on the peer that runs the batch).
+    let consultant = ctx
+        .flow
+        .optional_stage(quorum_core::flow::Role::Consultant)
+        .is_some();
+    let mut consults = tokio::task::JoinSet::new();
+    let mut unconsulted: BTreeMap<usize, Judged> = BTreeMap::new();
+    for (i, p) in pending {
+        let Pending {
+            reported,
+            notes,
+            votes,
+            claim,
+        } = p;
         let votes = votes
             .into_iter()
             .enumerate()
@@ -277,7 +316,41 @@ pub(crate) async fn verify_all(
                 })
             })
             .collect();
-        out.push((i, stages::judge_by_votes(ctx, reported, notes, votes)));
+        let judged = stages::judge_by_votes(ctx, reported, notes, votes);
+        let kept = matches!(
+            judged.verdict,
+            Verdict::Confirmed | Verdict::Plausible | Verdict::Unverifiable
+        );
+        if !(consultant && kept) {
+            out.push((i, judged));
+            continue;
+        }
+        // Kept until its consult returns, so even a panicking consult cannot drop the finding.
+        unconsulted.insert(i, judged.clone());
+        let ctx = ctx.clone();
+        let permits = permits.clone();
+        consults.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let mut stats = CallStats::default();
+            let mut judged = judged;
+            let answer = stages::consult(&ctx, &claim.0, &claim.1, &mut stats).await;
+            stages::apply_rescore(&mut judged, answer);
+            (i, judged, stats)
+        });
+    }
+    while let Some(res) = consults.join_next().await {
+        match res {
+            Ok((i, j, s)) => {
+                total.merge(&s);
+                unconsulted.remove(&i);
+                out.push((i, j));
+            }
+            Err(e) => tracing::error!(error = %e, "consultant task panicked"),
+        }
+    }
+    for (i, mut j) in unconsulted {
+        stages::apply_rescore(&mut j, Err("the consultant task failed".into()));
+        out.push((i, j));
     }
     // Deterministic order regardless of completion order.
     out.sort_by_key(|(i, _)| *i);

@@ -503,3 +503,109 @@ async fn a_resume_never_asks_about_a_finding_a_finished_batch_judged() {
         .iter()
         .all(|e| e.votes.len() == 2));
 }
+
+/// A flow's confidence consultant: one blind call per kept finding, its scores used from then
+/// on (the gate included), the finder's kept in `rescored`, and never a finding dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_consultant_rescores_blind_and_never_drops() {
+    const CONSULTANT: &str = "You rate problems yourself";
+    let consult = |title: &str| {
+        Rule::new(format!("consult {title}"))
+            .when_system([CONSULTANT])
+            .when_regex(format!("Title: {title}\n"))
+    };
+    let rules = vec![
+        // Lowered below the gate: the key becomes a residual concern, still reported.
+        consult("Hard-coded signing key").reply(Reply::json(
+            &json!({"severity": "P3", "confidence": 0.2, "reason": "looks like a test key"}),
+        )),
+        // Unreadable: the finder's scores stand.
+        consult("SQL injection in item search").reply(Reply::text("It is bad.")),
+        Rule::new("consult")
+            .when_system([CONSULTANT])
+            .reply(Reply::json(
+                &json!({"severity": "P2", "confidence": 0.9, "reason": "real"}),
+            )),
+    ];
+    let server = ScriptedServer::start(script_with_verifiers(rules))
+        .await
+        .unwrap();
+    let flow_with_consultant = |f: &mut Flow| {
+        let stage = quorum_core::flow::Stage {
+            id: "consult".into(),
+            role: quorum_core::flow::Role::Consultant,
+            needs: vec!["verify".into()],
+            instructions: format!("{CONSULTANT}."),
+            tools: Vec::new(),
+            max_concurrent: None,
+        };
+        f.stages.insert(f.stages.len() - 1, stage);
+        f.validate().unwrap();
+    };
+    let report = review(
+        context(&server, FactLog::disabled(), flow_with_consultant),
+        None,
+    )
+    .await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let asked: Vec<RecordedRequest> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains(CONSULTANT))
+        .collect();
+    // Every verified finding consulted once (the unreadable one also got its repair turn).
+    let titles: BTreeSet<&str> = asked.iter().map(|r| claim_of_text(&r.text)).collect();
+    assert_eq!(titles.len(), GROUNDED.len(), "{titles:?}");
+    for r in &asked {
+        for leak in [
+            "P0",
+            "P1",
+            "0.95",
+            "0.9,",
+            "onfidence: 0",
+            "security_sentinel",
+        ] {
+            assert!(!r.last_user.contains(leak), "consultant saw {leak:?}");
+        }
+    }
+    let all: Vec<&quorum_core::finding::Finding> = report
+        .findings
+        .iter()
+        .chain(&report.residual_concerns)
+        .collect();
+    assert_eq!(all.len(), 4, "no finding dropped (the race pair merges)");
+    let key = report
+        .residual_concerns
+        .iter()
+        .find(|f| f.title == "Hard-coded signing key")
+        .expect("lowered below the gate by the consultant, kept as residual");
+    assert_eq!(key.severity, quorum_core::finding::Severity::P3);
+    let was = key.rescored.as_ref().unwrap();
+    assert_eq!(was.original_severity, quorum_core::finding::Severity::P1);
+    assert_eq!(was.original_confidence, 0.9);
+    let sqli = report
+        .findings
+        .iter()
+        .find(|f| f.title == "SQL injection in item search")
+        .unwrap();
+    assert_eq!(
+        (sqli.severity, sqli.confidence, sqli.rescored.is_none()),
+        (quorum_core::finding::Severity::P0, 0.95, true)
+    );
+    assert!(sqli
+        .notes
+        .iter()
+        .any(|n| n.starts_with("not re-scored, the finder's scores stand")));
+}
+
+fn claim_of_text(text: &str) -> &'static str {
+    GROUNDED
+        .into_iter()
+        .find(|t| text.contains(&format!("Title: {t}\n")))
+        .unwrap_or("?")
+}

@@ -49,6 +49,7 @@ pub fn finding(
         promoted: false,
         notes: Vec::new(),
         routing: Default::default(),
+        rescored: None,
     }
 }
 
