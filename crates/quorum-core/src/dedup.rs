@@ -193,6 +193,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         notes: best.notes.clone(),
         routing: f.routing.clone(),
         rescored: crate::finding::rescored_of(best, members),
+        fresh_eyes: false,
     };
     Some((finding, personas.len()))
 }

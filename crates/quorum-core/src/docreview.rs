@@ -373,6 +373,7 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
         },
         routing,
         rescored: crate::finding::rescored_of(best, &members),
+        fresh_eyes: false,
     };
     Some(Merged {
         finding,
@@ -476,6 +477,7 @@ fn combine(a: Merged, b: Merged) -> Merged {
             autofix: None,
         },
         rescored: None,
+        fresh_eyes: false,
     };
     let mut personas = a.personas;
     personas.extend(b.personas);

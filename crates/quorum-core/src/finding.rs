@@ -316,6 +316,10 @@ pub struct Finding {
     /// finding (`severity` and `confidence` above are then the consultant's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rescored: Option<Rescored>,
+    /// Reported only by the flow's fresh-eyes lane (a specialist that saw the material, not
+    /// the plan); absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh_eyes: bool,
 }
 
 /// A finding that did not survive (DESIGN §6 `dropped[]`).

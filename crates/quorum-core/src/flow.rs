@@ -264,6 +264,19 @@ pub struct TeamRules {
     pub conditional: Vec<TeamMemberRule>,
 }
 
+/// The fresh-eyes lane: one more specialist task, added after planning, that sees only the
+/// material — the flow's own neutral mandate instead of a planner's, no checker hint, no team
+/// blackboard. Findings only it reported are marked `fresh_eyes: true` in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreshEyes {
+    pub persona: String,
+    pub mandate: String,
+    /// File kinds (code, config, doc, data) the task is given; all kinds when empty.
+    #[serde(default)]
+    pub kinds: Vec<String>,
+}
+
 /// Two-tier selection of the personas a planner may choose from (seed 002 §4.2): a
 /// deterministic prefilter on the pack's signals, then a short interest poll of each survivor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -319,6 +332,9 @@ pub struct Flow {
     /// Two-tier persona selection before planning (absent: the planner sees the whole catalog).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
+    /// The fresh-eyes lane, when the flow has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh_eyes: Option<FreshEyes>,
     /// Where the flow came from (not part of the YAML).
     #[serde(skip)]
     pub source: PathBuf,
@@ -588,6 +604,24 @@ impl Flow {
                 ));
             }
         }
+        if let Some(f) = &self.fresh_eyes {
+            if f.mandate.trim().is_empty() {
+                return Err(invalid(
+                    path,
+                    "fresh_eyes.mandate",
+                    "the fresh-eyes lane needs its neutral mandate",
+                ));
+            }
+            for (j, k) in f.kinds.iter().enumerate() {
+                if !FILE_KINDS.contains(&k.as_str()) {
+                    return Err(invalid(
+                        path,
+                        format!("fresh_eyes.kinds[{j}]"),
+                        format!("{k:?} is not one of {}", FILE_KINDS.join(", ")),
+                    ));
+                }
+            }
+        }
         if let Some(team) = &self.team {
             for (i, m) in team.always.iter().enumerate() {
                 if m.signals.is_some() {
@@ -644,6 +678,9 @@ impl Flow {
         }
         if let Some(c) = &self.directory_coverage {
             out.push(("directory_coverage.persona".to_string(), c.persona.as_str()));
+        }
+        if let Some(f) = &self.fresh_eyes {
+            out.push(("fresh_eyes.persona".to_string(), f.persona.as_str()));
         }
         if let Some(t) = &self.team {
             for (i, m) in t.always.iter().enumerate() {
@@ -832,6 +869,21 @@ stages:
             (p.parameters.verifiers, p.parameters.verify_threshold),
             (3, crate::vote::Threshold::Majority)
         );
+    }
+
+    #[test]
+    fn a_fresh_eyes_lane_needs_a_mandate_and_known_kinds_and_names_its_persona() {
+        let lane = |body: &str| format!("{GOOD}fresh_eyes: {body}\n");
+        let f = parse(&lane("{ persona: p, mandate: \"look\", kinds: [code] }")).unwrap();
+        assert_eq!(f.fresh_eyes.as_ref().unwrap().persona, "p");
+        assert!(f
+            .named_personas()
+            .iter()
+            .any(|(field, p)| field == "fresh_eyes.persona" && *p == "p"));
+        let e = parse(&lane("{ persona: p, mandate: \" \" }")).unwrap_err();
+        assert!(e.to_string().contains("fresh_eyes.mandate"), "{e}");
+        let e = parse(&lane("{ persona: p, mandate: m, kinds: [video] }")).unwrap_err();
+        assert!(e.to_string().contains("fresh_eyes.kinds[0]"), "{e}");
     }
 
     #[test]

@@ -1023,6 +1023,20 @@ fn md_finding(f: &Finding, out: &mut String) {
         "- **Verdict:** {} · **Confidence:** {:.2}{promoted}",
         f.verdict, f.confidence
     );
+    if let Some(r) = &f.rescored {
+        let _ = writeln!(
+            out,
+            "- **Re-scored** by the confidence consultant ({}): the finder said {} at {:.2}",
+            one_line(&r.model),
+            r.original_severity,
+            r.original_confidence
+        );
+    }
+    if f.fresh_eyes {
+        out.push_str(
+            "- **Fresh eyes:** only the lane that saw the material, not the plan, found it\n",
+        );
+    }
     let reporters: Vec<String> = f
         .reporters
         .iter()
@@ -1476,6 +1490,7 @@ mod tests {
             notes: Vec::new(),
             routing: Default::default(),
             rescored: None,
+            fresh_eyes: false,
         }
     }
 

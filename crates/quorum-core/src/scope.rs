@@ -343,6 +343,7 @@ mod tests {
             notes: Vec::new(),
             routing: Default::default(),
             rescored: None,
+            fresh_eyes: false,
         }
     }
 

@@ -831,7 +831,24 @@ impl FlowConductor {
             .filter(|j| j.ballot.is_some())
             .cloned()
             .collect();
-        let gated = state.ctx.gate(judged);
+        let fresh: std::collections::BTreeSet<String> = state
+            .runs
+            .iter()
+            .filter_map(|r| r.task.as_ref())
+            .filter(|t| t.origin.as_deref() == Some(quorum_core::coverage::FRESH_EYES_ORIGIN))
+            .map(|t| t.id.clone())
+            .collect();
+        let anchors = (!fresh.is_empty()).then(|| judged.clone());
+        let mut gated = state.ctx.gate(judged);
+        if let Some(all) = anchors {
+            for list in [
+                &mut gated.findings,
+                &mut gated.residual,
+                &mut gated.pre_existing,
+            ] {
+                quorum_core::coverage::mark_fresh_eyes(list, &all, &fresh);
+            }
+        }
         state.ledger = quorum_core::vote::ledger(
             &checked,
             &[&gated.findings, &gated.residual, &gated.pre_existing],

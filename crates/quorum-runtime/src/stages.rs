@@ -469,6 +469,14 @@ fn apply_flow_rules(
         stage_tools,
         tasks,
     ));
+    // Last, so the lane never stands in for a gap the coverage rules would have filled.
+    refused.extend(quorum_core::coverage::add_fresh_eyes(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        tasks,
+    ));
     refused
 }
 

@@ -1,7 +1,8 @@
-//! Cross-validation against the scripted model server: N verifier calls per grounded finding,
-//! each blind to the finder and to the other verifiers, their votes combined by the flow's
-//! threshold, the verification ledger in report.json, spreading the votes over models, and a
-//! resume that never asks about a finding a finished batch already judged.
+//! Verification depth against the scripted model server: N verifier calls per grounded
+//! finding, each blind to the finder and to the other verifiers, their votes combined by the
+//! flow's threshold, the verification ledger in report.json, spreading the votes over models, a
+//! resume that never asks about a finding a finished batch already judged, the confidence
+//! consultant and the fresh-eyes lane.
 
 #[path = "../../../tests/support/mod.rs"]
 mod support;
@@ -608,4 +609,107 @@ fn claim_of_text(text: &str) -> &'static str {
         .into_iter()
         .find(|t| text.contains(&format!("Title: {t}\n")))
         .unwrap_or("?")
+}
+
+/// The fresh-eyes lane: one more task that sees the material with the flow's neutral mandate,
+/// never a planner's mandate, checker hint or the team blackboard; what only it found is
+/// marked `fresh_eyes`, what another task also found is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fresh_eyes_lane_sees_only_the_material_and_marks_what_only_it_found() {
+    const MANDATE: &str = "Read this material as a newcomer and report what is wrong with it.";
+    let fresh_findings = json!({"findings": [
+        {"title": "Export directory defaults to a system path", "severity": "P2", "confidence": 0.8,
+         "category": "reliability/config", "file": "src/app.py", "line_start": 14, "line_end": 14,
+         "symbol": "EXPORT_DIR", "evidence": "EXPORT_DIR = settings.get(\"export_dir\", \"/var/lib/inventory/exports\")",
+         "why_it_matters": "fails without root", "suggested_fix": "default under the data dir"},
+        {"title": "Search builds SQL from the term", "severity": "P0", "confidence": 0.9,
+         "category": "security/injection", "file": "src/db.py", "line_start": 53, "line_end": 54,
+         "symbol": "search_items", "evidence": "name LIKE '%{term}%'",
+         "why_it_matters": "injection", "suggested_fix": "bind it"}
+    ]});
+    let mut script = Script::new().models([MODEL]).rule(
+        Rule::new("fresh")
+            .when_system(["You are principal_engineer"])
+            .reply(Reply::json(&fresh_findings)),
+    );
+    for rule in code_review_script().rules {
+        script = script.rule(rule);
+    }
+    let server = ScriptedServer::start(script).await.unwrap();
+    let report = review(
+        context(&server, FactLog::disabled(), |f| {
+            f.fresh_eyes = Some(quorum_core::flow::FreshEyes {
+                persona: "principal_engineer".into(),
+                mandate: MANDATE.into(),
+                kinds: vec!["code".into()],
+            });
+        }),
+        None,
+    )
+    .await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let lane: Vec<RecordedRequest> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains("You are principal_engineer"))
+        .collect();
+    assert_eq!(lane.len(), 1);
+    let asked = &lane[0];
+    assert!(asked.last_user.contains(MANDATE));
+    for planner_text in [
+        "Find injection and secret-handling flaws",
+        "Check resource handling and shared state",
+        "Find gaps in the tests",
+        "A checker will verify findings by",
+    ] {
+        assert!(
+            !asked.text.contains(planner_text),
+            "the fresh-eyes task saw the plan: {planner_text:?}"
+        );
+    }
+    assert!(
+        !asked.tool_names.iter().any(|t| t.starts_with("team_bb")),
+        "{:?}",
+        asked.tool_names
+    );
+    assert!(asked.text.contains("<<<BEGIN UNTRUSTED src/app.py>>>"));
+    let task = report
+        .tasks
+        .iter()
+        .find(|t| t.persona == "principal_engineer")
+        .expect("the lane ran as a task");
+    assert_eq!(task.id, "fresh1");
+
+    let export = report
+        .findings
+        .iter()
+        .find(|f| f.title == "Export directory defaults to a system path")
+        .expect("the lane's unique finding survives");
+    assert!(export.fresh_eyes);
+    let sqli = report
+        .findings
+        .iter()
+        .find(|f| f.anchor == "src/db.py#search_items")
+        .unwrap();
+    assert!(!sqli.fresh_eyes, "t1 found it too");
+    assert!(report
+        .findings
+        .iter()
+        .chain(&report.residual_concerns)
+        .filter(|f| f.fresh_eyes)
+        .all(|f| f.title == export.title));
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    let marked: Vec<&serde_json::Value> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f.get("fresh_eyes").is_some())
+        .collect();
+    assert_eq!(marked.len(), 1, "only true is written");
+    assert!(report.to_markdown().contains("**Fresh eyes:**"));
 }

@@ -151,9 +151,24 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
                 .any(|(p, why)| *p == persona && why.contains(&format!("the {dim} dimension"))),
             "{persona} not added for {dim}: {added:?}"
         );
-        // ...and ran: their prompts went to the model.
-        assert_eq!(persona_requests(&reqs, persona).len(), 1, "{persona}");
+        // ...and ran: their prompts went to the model (the software developer also runs the
+        // flow's fresh-eyes lane).
+        let want = if persona == "software_developer" {
+            2
+        } else {
+            1
+        };
+        assert_eq!(persona_requests(&reqs, persona).len(), want, "{persona}");
     }
+    let fresh = report
+        .tasks
+        .iter()
+        .find(|t| t.id == "fresh1")
+        .expect("the comprehensive flow's fresh-eyes lane ran");
+    assert_eq!(fresh.persona, "software_developer");
+    assert!(persona_requests(&reqs, "software_developer")
+        .iter()
+        .any(|r| r.last_user.contains("Read this code as someone new to it")));
     // The docs task reads documents and configuration, not code; the correctness task code.
     let docs = persona_requests(&reqs, "tech_writer")[0];
     assert!(docs.text.contains("<<<BEGIN UNTRUSTED README.md>>>"));

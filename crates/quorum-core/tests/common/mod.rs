@@ -50,6 +50,7 @@ pub fn finding(
         notes: Vec::new(),
         routing: Default::default(),
         rescored: None,
+        fresh_eyes: false,
     }
 }
 
