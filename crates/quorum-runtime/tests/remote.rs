@@ -590,60 +590,6 @@ async fn verification_batches_are_placed_like_tasks_and_judge_the_same() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stage_shipped_to_a_peer_runs_there_with_the_shipped_catalog() {
-    use quorum_runtime::remote::{RemoteOutcome, RemoteStage};
-    let origin_server = ScriptedServer::start(code_review_script()).await.unwrap();
-    let peer_server = ScriptedServer::start(code_review_script()).await.unwrap();
-    let ctx = context(&origin_server, None, "stage-flow");
-    let contents: BTreeMap<String, Arc<str>> = ctx
-        .pack
-        .files
-        .values()
-        .map(|f| (f.hash.clone(), f.content.clone()))
-        .collect();
-    let classification = quorum_core::task::Classification {
-        domain: "software".into(),
-        ..Default::default()
-    };
-    let plan = RemoteAttempt::stage(
-        &ctx,
-        7,
-        "planner",
-        RemoteStage::Plan {
-            classification: classification.clone(),
-            catalog: ctx.catalog.clone(),
-        },
-        Duration::from_secs(10),
-    );
-    // Through the wire form, as a peer receives it.
-    let plan: RemoteAttempt = serde_json::from_value(serde_json::to_value(&plan).unwrap()).unwrap();
-    let out = remote::run_attempt(plan, &contents, &backends(&peer_server), None, "peer").await;
-    let RemoteOutcome::Planned(p) = out else {
-        panic!("the peer did not plan: {out:?}");
-    };
-    assert!(!p.tasks.is_empty());
-    let planner_reqs = peer_server
-        .requests()
-        .into_iter()
-        .filter(|r| r.system.contains("You are the planner"))
-        .count();
-    assert_eq!(
-        planner_reqs, 1,
-        "the plan was made on the peer's model server"
-    );
-    assert!(origin_server.requests().is_empty());
-    let scout = RemoteAttempt::stage(
-        &ctx,
-        8,
-        "scout",
-        RemoteStage::Scout,
-        Duration::from_secs(10),
-    );
-    let out = remote::run_attempt(scout, &contents, &backends(&peer_server), None, "peer").await;
-    assert!(matches!(out, RemoteOutcome::Scouted(..)), "{out:?}");
-}
-
 /// Cross-validation in a cluster: the N votes of a finding are cast inside its verification
 /// batch, on whichever node runs the batch, with the flow (and its `verifiers`) shipped along.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -707,4 +653,58 @@ async fn a_batch_on_a_peer_casts_every_vote_of_its_findings_there() {
         .verification_ledger
         .iter()
         .all(|e| e.votes.len() == 3 && e.outcome == quorum_core::finding::Verdict::Confirmed));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_shipped_to_a_peer_runs_there_with_the_shipped_catalog() {
+    use quorum_runtime::remote::{RemoteOutcome, RemoteStage};
+    let origin_server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer_server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let ctx = context(&origin_server, None, "stage-flow");
+    let contents: BTreeMap<String, Arc<str>> = ctx
+        .pack
+        .files
+        .values()
+        .map(|f| (f.hash.clone(), f.content.clone()))
+        .collect();
+    let classification = quorum_core::task::Classification {
+        domain: "software".into(),
+        ..Default::default()
+    };
+    let plan = RemoteAttempt::stage(
+        &ctx,
+        7,
+        "planner",
+        RemoteStage::Plan {
+            classification: classification.clone(),
+            catalog: ctx.catalog.clone(),
+        },
+        Duration::from_secs(10),
+    );
+    // Through the wire form, as a peer receives it.
+    let plan: RemoteAttempt = serde_json::from_value(serde_json::to_value(&plan).unwrap()).unwrap();
+    let out = remote::run_attempt(plan, &contents, &backends(&peer_server), None, "peer").await;
+    let RemoteOutcome::Planned(p) = out else {
+        panic!("the peer did not plan: {out:?}");
+    };
+    assert!(!p.tasks.is_empty());
+    let planner_reqs = peer_server
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains("You are the planner"))
+        .count();
+    assert_eq!(
+        planner_reqs, 1,
+        "the plan was made on the peer's model server"
+    );
+    assert!(origin_server.requests().is_empty());
+    let scout = RemoteAttempt::stage(
+        &ctx,
+        8,
+        "scout",
+        RemoteStage::Scout,
+        Duration::from_secs(10),
+    );
+    let out = remote::run_attempt(scout, &contents, &backends(&peer_server), None, "peer").await;
+    assert!(matches!(out, RemoteOutcome::Scouted(..)), "{out:?}");
 }
