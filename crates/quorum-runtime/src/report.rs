@@ -10,7 +10,7 @@ use quorum_core::report::{
     Methodology, Report, ReviewStatus, TargetInfo, TaskReport, TeamMember, Usage, SCHEMA_VERSION,
 };
 use quorum_core::task::{Classification, RejectedTask, Task};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,7 +229,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         };
         *team.entry((r.persona.clone(), model)).or_default() += 1;
     }
-    let verifier_note = match &facts.verifier_model {
+    let mut verifier_note = match &facts.verifier_model {
         None => "no finding needed a model verdict".to_string(),
         Some(v) => {
             let fam = Backends::family_of(v);
@@ -266,6 +266,25 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         if !verifier_models.contains(&v.model) {
             verifier_models.push(v.model.clone());
         }
+    }
+    // Votes of one model on one prompt are not independent opinions: say so.
+    let most_votes = facts
+        .ledger
+        .iter()
+        .map(|e| e.votes.len())
+        .max()
+        .unwrap_or(0);
+    let voters: BTreeSet<&str> = facts
+        .ledger
+        .iter()
+        .flat_map(|e| e.votes.iter().map(|v| v.model.as_str()))
+        .collect();
+    if most_votes > 1 && voters.len() == 1 {
+        verifier_note.push_str(&format!(
+            "; every one of the {most_votes} votes per finding came from the one model available \
+             ({}), so they are repeated draws rather than independent opinions",
+            voters.iter().next().copied().unwrap_or_default()
+        ));
     }
     let planned: Vec<Task> = specialists.iter().filter_map(|r| r.task.clone()).collect();
     let coverage =

@@ -173,6 +173,9 @@ async fn each_grounded_finding_is_asked_of_n_blind_verifiers() {
                 r.text
             );
         }
+        for sev in ["P0", "P1", "P2", "P3"] {
+            assert!(!r.last_user.contains(sev), "verifier prompt leaks {sev}");
+        }
         assert!(
             !r.text.contains("vote-reason-"),
             "a verifier saw another verifier's answer"
@@ -240,6 +243,15 @@ async fn each_grounded_finding_is_asked_of_n_blind_verifiers() {
     assert!(
         md.contains("**Cross-validation:** 5 findings model-checked, up to 3 verifiers each"),
         "{md}"
+    );
+    // One model served every vote: the report says they were not independent opinions.
+    assert!(
+        report
+            .methodology
+            .verifier_note
+            .contains("repeated draws rather than independent opinions"),
+        "{}",
+        report.methodology.verifier_note
     );
 }
 
@@ -402,6 +414,7 @@ async fn votes_spread_over_the_models_there_are() {
         assert_eq!(m.len(), 3, "{}: {m:?}", e.title);
     }
     assert_eq!(report.methodology.verifier_models.len(), 3);
+    assert!(!report.methodology.verifier_note.contains("repeated draws"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
