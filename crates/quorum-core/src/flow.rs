@@ -29,7 +29,6 @@ pub enum Role {
 }
 
 impl Role {
-    /// The roles every flow has exactly one stage of, in the order they run.
     pub const ALL: [Role; 5] = [
         Role::Scout,
         Role::Planner,
@@ -159,8 +158,8 @@ const PARAM_BOUNDS: &[ParamBound] = &[
         |p| p.circular_fix_repeats.into(),
         100,
     ),
-    ("max_verifications", |p| p.max_verifications as u64, 100_000),
     ("verifiers", |p| p.verifiers as u64, MAX_VERIFIERS as u64),
+    ("max_verifications", |p| p.max_verifications as u64, 100_000),
     ("call_timeout_secs", |p| p.call_timeout_secs, 86_400),
     ("max_wall_secs", |p| p.max_wall_secs, 30 * 86_400),
 ];
@@ -440,15 +439,15 @@ impl Flow {
                 "max_iterations and task_attempts must be at least 1",
             ));
         }
-        if p.verifiers == 0 {
-            return Err(invalid(path, "parameters.verifiers", "must be at least 1"));
-        }
         if p.verify_batch == 0 {
             return Err(invalid(
                 path,
                 "parameters.verify_batch",
                 "must be at least 1",
             ));
+        }
+        if p.verifiers == 0 {
+            return Err(invalid(path, "parameters.verifiers", "must be at least 1"));
         }
         if p.circular_fix_repeats < 2
             || (p.task_attempts > 1 && p.circular_fix_repeats > p.task_attempts)
@@ -522,6 +521,11 @@ impl Flow {
                 ));
             }
         }
+        self.validate_capability_rules()?;
+        let order = self.topological_order()?;
+        // The data each role consumes must exist before it runs.
+        let pos: BTreeMap<Role, usize> =
+            order.iter().enumerate().map(|(i, s)| (s.role, i)).collect();
         let consultants = self
             .stages
             .iter()
@@ -534,11 +538,6 @@ impl Flow {
                 format!("takes at most one consultant stage, found {consultants}"),
             ));
         }
-        self.validate_capability_rules()?;
-        let order = self.topological_order()?;
-        // The data each role consumes must exist before it runs.
-        let pos: BTreeMap<Role, usize> =
-            order.iter().enumerate().map(|(i, s)| (s.role, i)).collect();
         // The consultant re-scores verified findings before the summary is written.
         let mut chain: Vec<Role> = Role::ALL.to_vec();
         if pos.contains_key(&Role::Consultant) {
@@ -823,6 +822,17 @@ stages:
     }
 
     #[test]
+    fn parameter_bounds() {
+        let g = GOOD.replace("{ max_concurrent: 2 }", "{ confidence_gate: 1.5 }");
+        assert!(parse(&g)
+            .unwrap_err()
+            .to_string()
+            .contains("confidence_gate"));
+        let g = GOOD.replace("{ max_concurrent: 2 }", "{ min_tasks: 9, max_tasks: 3 }");
+        assert!(parse(&g).is_err());
+    }
+
+    #[test]
     fn a_consultant_is_optional_single_and_between_verifier_and_synthesizer() {
         assert!(parse(GOOD)
             .unwrap()
@@ -884,17 +894,6 @@ stages:
         assert!(e.to_string().contains("fresh_eyes.mandate"), "{e}");
         let e = parse(&lane("{ persona: p, mandate: m, kinds: [video] }")).unwrap_err();
         assert!(e.to_string().contains("fresh_eyes.kinds[0]"), "{e}");
-    }
-
-    #[test]
-    fn parameter_bounds() {
-        let g = GOOD.replace("{ max_concurrent: 2 }", "{ confidence_gate: 1.5 }");
-        assert!(parse(&g)
-            .unwrap_err()
-            .to_string()
-            .contains("confidence_gate"));
-        let g = GOOD.replace("{ max_concurrent: 2 }", "{ min_tasks: 9, max_tasks: 3 }");
-        assert!(parse(&g).is_err());
     }
 
     #[test]

@@ -230,13 +230,13 @@ pub struct Report {
     /// Coverage of the flow's fixed dimensions and source directories (flows that declare them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<crate::coverage::CoverageReport>,
-    /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub safe_fixes: Vec<crate::docreview::SafeFix>,
     /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
     /// answered, the threshold and the combined outcome. Absent when no model verified anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verification_ledger: Vec<crate::vote::LedgerEntry>,
+    /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub safe_fixes: Vec<crate::docreview::SafeFix>,
 }
 
 impl Report {
@@ -1589,8 +1589,8 @@ mod tests {
                 profile: String::new(),
             },
             coverage: None,
-            safe_fixes: Vec::new(),
             verification_ledger: Vec::new(),
+            safe_fixes: Vec::new(),
         }
     }
 

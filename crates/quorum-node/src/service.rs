@@ -505,6 +505,11 @@ impl ReviewApi for NodeService {
                 )
             }
         };
+        let pack = Self::build_pack(&req)?;
+        let mut backends = setup.backends.clone();
+        if !opts.model.trim().is_empty() {
+            backends.default_model = opts.model.clone();
+        }
         let verification = Overrides::parse(
             (opts.verifiers > 0).then_some(opts.verifiers as usize),
             Some(opts.verify_threshold.as_str()).filter(|t| !t.trim().is_empty()),
@@ -512,11 +517,6 @@ impl ReviewApi for NodeService {
         .map_err(ApiError::InvalidArgument)?;
         let mut flow = flow;
         verification.apply(&mut flow.parameters);
-        let pack = Self::build_pack(&req)?;
-        let mut backends = setup.backends.clone();
-        if !opts.model.trim().is_empty() {
-            backends.default_model = opts.model.clone();
-        }
         // The node's own `sensitive` is a floor: a client may tighten it, never lower it.
         backends.sensitive = setup.backends.sensitive || opts.sensitive;
         let flow_id = format!(

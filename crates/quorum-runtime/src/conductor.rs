@@ -137,6 +137,11 @@ pub struct ConductorState {
     classification_fallback: bool,
     rejected: Vec<quorum_core::task::RejectedTask>,
     reported: Vec<Reported>,
+    /// Verdicts a resumed review found recorded by batches that finished before the stop, by
+    /// (task id, ordinal): verification takes them as they are instead of asking again.
+    prior_verdicts: std::collections::BTreeMap<(String, usize), quorum_core::finding::Judged>,
+    /// The verification ledger, built where the verdicts are gated.
+    ledger: Vec<quorum_core::vote::LedgerEntry>,
     gated: Option<Gated>,
     synthesis: Option<Synthesis>,
     verifier_model: Option<String>,
@@ -150,11 +155,6 @@ pub struct ConductorState {
     cancelled: Option<String>,
     /// The verification round in flight, once the specialists are done.
     verify: Option<phases::VerifyRound>,
-    /// Verdicts a resumed review found recorded by batches that finished before the stop, by
-    /// (task id, ordinal): verification takes them as they are instead of asking again.
-    prior_verdicts: std::collections::BTreeMap<(String, usize), quorum_core::finding::Judged>,
-    /// The verification ledger, built where the verdicts are gated.
-    ledger: Vec<quorum_core::vote::LedgerEntry>,
 }
 
 impl ConductorState {
@@ -895,6 +895,8 @@ impl Actor for FlowConductor {
             classification_fallback: false,
             rejected: Vec::new(),
             reported: Vec::new(),
+            prior_verdicts: Default::default(),
+            ledger: Vec::new(),
             gated: None,
             synthesis: None,
             verifier_model: None,
@@ -905,8 +907,6 @@ impl Actor for FlowConductor {
             budget_spent: None,
             cancelled: None,
             verify: None,
-            prior_verdicts: Default::default(),
-            ledger: Vec::new(),
         })
     }
 

@@ -160,6 +160,8 @@ pub struct RunFacts {
     pub synthesis: Synthesis,
     pub verifier_model: Option<String>,
     pub verifier_degraded: bool,
+    /// The verification ledger (every model-checked finding's votes).
+    pub ledger: Vec<quorum_core::vote::LedgerEntry>,
     pub usage: CallStats,
     pub wall_ms: u64,
     pub failure: Option<String>,
@@ -167,8 +169,6 @@ pub struct RunFacts {
     pub budget: Option<String>,
     /// Why the review was cancelled, when it was: it ends partial, whatever was done.
     pub cancelled: Option<String>,
-    /// The verification ledger (every model-checked finding's votes).
-    pub ledger: Vec<quorum_core::vote::LedgerEntry>,
 }
 
 /// Derive status and build the report.
@@ -335,8 +335,8 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             profile: ctx.scope.profile.as_str().to_string(),
         },
         coverage,
-        safe_fixes: Vec::new(),
         verification_ledger: facts.ledger,
+        safe_fixes: Vec::new(),
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
         pre_existing: facts.gated.pre_existing,

@@ -205,7 +205,7 @@ pub fn realistic_report() -> Report {
             profile: String::new(),
         },
         coverage: None,
-        safe_fixes: Vec::new(),
         verification_ledger: Vec::new(),
+        safe_fixes: Vec::new(),
     }
 }
