@@ -241,6 +241,7 @@ fn pack(flow: &str, files: Vec<pb::SourceFile>) -> pb::SubmitReviewRequest {
             sensitive: false,
             verifier_model: String::new(),
             no_analyzers: false,
+            ..Default::default()
         }),
     }
 }

@@ -194,6 +194,8 @@ struct RunParams {
     submitted: bool,
     /// `--apply-safe-fixes DIR`: where the fixed copy of the target goes.
     apply_safe_fixes: Option<PathBuf>,
+    /// `--verifiers` / `--verify-threshold`, applied over the stored flow again on resume.
+    verification: quorum_core::vote::Overrides,
 }
 
 pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
@@ -310,6 +312,9 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
     if args.max_concurrent == Some(0) {
         bail!("--max-concurrent must be at least 1");
     }
+    let verification =
+        quorum_core::vote::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     let target = &args.path;
     if !target.exists() {
         bail!(
@@ -334,8 +339,9 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         Flow::locate(&flow_name, &flows_dir).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
     let flow_yaml = std::fs::read_to_string(&flow_path)
         .with_context(|| format!("cannot read flow {}", flow_path.display()))?;
-    let flow =
+    let mut flow =
         Flow::parse(&flow_yaml, &flow_path).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
+    verification.apply(&mut flow.parameters);
     flow.check_personas(&catalog)
         .map_err(|e| anyhow::anyhow!("invalid flow: {e}; see `quorum personas list`"))?;
     let spec = crate::target::read_spec(&flow, args.spec.as_deref())?;
@@ -408,6 +414,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         models: settings.models.clone(),
         submitted: false,
         apply_safe_fixes: args.apply_safe_fixes.clone(),
+        verification,
     };
     let node = node_name(&settings);
     let backends = if pack.is_empty() {
@@ -679,8 +686,9 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
         return Ok(exit_for(&report, settings::parse_fail_on(&params.fail_on)?));
     }
     let path = Path::new(&meta.flow_name);
-    let flow = Flow::parse(&meta.flow_yaml, path)
+    let mut flow = Flow::parse(&meta.flow_yaml, path)
         .map_err(|e| anyhow::anyhow!("stored flow is invalid: {e}"))?;
+    params.verification.apply(&mut flow.parameters);
     let catalog = load_catalog(&params.personas_dir)?;
     // The snapshot taken when the review started: what is reviewed does not change, even if
     // the directory has.

@@ -329,6 +329,14 @@ pub struct ReviewArgs {
     /// Specialist tasks running at once.
     #[arg(long)]
     pub max_concurrent: Option<usize>,
+    /// Independent verifier calls per grounded finding (1-9); overrides the flow's
+    /// `verifiers`. Each is blind to the finder and to the other verifiers.
+    #[arg(long, value_name = "N")]
+    pub verifiers: Option<usize>,
+    /// How the verifiers' votes combine: any | majority | unanimous; overrides the flow's
+    /// `verify_threshold`.
+    #[arg(long, value_name = "T")]
+    pub verify_threshold: Option<String>,
     /// Persona catalog directory.
     #[arg(long)]
     pub personas: Option<PathBuf>,

@@ -239,6 +239,8 @@ impl QuorumMcp {
             fail_on: None,
             verifier_model: None,
             max_concurrent: None,
+            verifiers: None,
+            verify_threshold: None,
             personas: None,
             cluster: Vec::new(),
             token_file: None,

@@ -739,6 +739,9 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         .clone()
         .unwrap_or_else(|| settings.formats.clone());
     settings::check_formats(&formats, "--format")?;
+    let verification =
+        quorum_core::vote::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     let target = &args.path;
     if !target.is_dir() {
         bail!(
@@ -787,6 +790,11 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
             sensitive: args.sensitive || settings.sensitive,
             verifier_model: args.verifier_model.clone().unwrap_or_default(),
             no_analyzers: args.no_analyzers,
+            verifiers: verification.verifiers.unwrap_or(0) as u32,
+            verify_threshold: verification
+                .verify_threshold
+                .map(|t| t.as_str().to_string())
+                .unwrap_or_default(),
         }),
     };
     let (client, url) = connect_any(urls, &token).await?;

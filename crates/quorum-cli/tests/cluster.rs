@@ -792,3 +792,45 @@ async fn a_second_node_with_a_taken_name_is_refused_saying_so() {
     let c = client(&n1).await;
     wait_alive(&c, &["twin"]).await;
 }
+
+/// `--verifiers` and `--verify-threshold` travel with a submitted review and bind it on the
+/// node: each grounded finding is asked of that many verifiers on the node's model server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verifier_flags_travel_with_a_submitted_review() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let solo = start("solo", w, &[], true, COOKIE, 0, 2).await;
+    let (code, stdout, stderr) = quorum(
+        w,
+        &[
+            "review",
+            fixture("code_project").to_str().unwrap(),
+            "--cluster",
+            solo.api.as_ref().unwrap(),
+            "--out",
+            w.join("out").to_str().unwrap(),
+            "--quiet",
+            "--verifiers",
+            "2",
+            "--verify-threshold",
+            "majority",
+        ],
+    )
+    .await;
+    assert!(code == 0 || code == 1, "{code}: {stdout}\n{stderr}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(w.join("out/report.json")).unwrap()).unwrap();
+    assert_complete_once(&report);
+    let ledger = report["verification_ledger"].as_array().expect("a ledger");
+    assert_eq!(ledger.len(), SIX_TASKS);
+    assert!(ledger
+        .iter()
+        .all(|e| e["threshold"] == "majority" && e["votes"].as_array().unwrap().len() == 2));
+    let asked = solo
+        ._server
+        .requests()
+        .iter()
+        .filter(|r| r.system.contains("You are an independent verifier"))
+        .count();
+    assert_eq!(asked, 2 * SIX_TASKS);
+}

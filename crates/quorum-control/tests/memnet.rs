@@ -163,7 +163,9 @@ async fn after_the_leader_dies_a_new_leader_commits_and_a_stale_epoch_is_fenced(
         assert!(outcome.is_accepted());
         // The survivor may be a follower: its replica applies the entry a moment after the
         // leader committed it.
-        s.wait_applied(index, Duration::from_secs(10)).await.unwrap();
+        s.wait_applied(index, Duration::from_secs(10))
+            .await
+            .unwrap();
         let r = s.review("f").unwrap();
         assert_eq!(r.facts, vec![json!({"seq": 0}), json!({"seq": 1})]);
         assert_eq!(r.conductor, survivor);

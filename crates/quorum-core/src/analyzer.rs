@@ -1135,6 +1135,8 @@ mod tests {
             reason: "over the flow's max_verifications (4)".into(),
             deterministic: false,
             notes: Vec::new(),
+            ballot: None,
+            rescored: None,
         };
         let (kept, dropped) = take_unchecked_leads(vec![
             judged("analyzer:bandit", Verdict::Unverified),
@@ -1169,6 +1171,8 @@ mod tests {
             reason: String::new(),
             deterministic: false,
             notes: Vec::new(),
+            ballot: None,
+            rescored: None,
         };
         let lead = |line: u32| Lead {
             tool: "bandit".into(),

@@ -77,6 +77,10 @@ pub fn source_directories(pack: &ContextPack) -> BTreeSet<String> {
 /// Whether a task counts for a dimension: filed under it, or (when filed under none of the
 /// flow's dimensions) run by one of its personas.
 fn counts_for(flow: &Flow, task: &Task, d: &Dimension) -> bool {
+    // The fresh-eyes lane covers no dimension: it is a second look, not a planned one.
+    if task.origin.as_deref() == Some(FRESH_EYES_ORIGIN) {
+        return false;
+    }
     match task.dimension.as_deref() {
         Some(name) if flow.dimensions.iter().any(|x| x.name == name) => name == d.name,
         _ => d.personas.contains(&task.persona),
@@ -248,6 +252,84 @@ pub fn complete_plan(
         }
     }
     refused
+}
+
+/// The origin of the fresh-eyes task; findings only such tasks reported are `fresh_eyes`.
+pub const FRESH_EYES_ORIGIN: &str = "fresh eyes: sees only the material, not the plan's mandates";
+
+/// Add the flow's fresh-eyes task ([`crate::flow::FreshEyes`]) to a plan: its persona on the
+/// material (the lane's file kinds, up to [`MAX_ADDED_FILES`]) with the lane's own mandate.
+/// Team tools are withheld, so nothing of the other tasks' mandates reaches it through the
+/// blackboard. Returns the refusal when the persona cannot take it.
+pub fn add_fresh_eyes(
+    flow: &Flow,
+    catalog: &Catalog,
+    pack: &ContextPack,
+    stage_tools: &[String],
+    tasks: &mut Vec<Task>,
+) -> Option<RejectedTask> {
+    let lane = flow.fresh_eyes.as_ref()?;
+    let files: Vec<String> = pack
+        .files
+        .values()
+        .filter(|f| lane.kinds.is_empty() || lane.kinds.iter().any(|k| k == kind_name(f.kind)))
+        .map(|f| f.path.clone())
+        .take(MAX_ADDED_FILES)
+        .collect();
+    let tools: Vec<String> = stage_tools
+        .iter()
+        .filter(|t| !crate::catalog::TEAM_TOOLS.contains(&t.as_str()))
+        .cloned()
+        .collect();
+    let scope = Scope {
+        catalog,
+        pack,
+        stage_tools: &tools,
+    };
+    let id = next_id(tasks, "fresh");
+    match engine_task(
+        scope,
+        id,
+        &lane.persona,
+        &files,
+        lane.mandate.trim(),
+        FRESH_EYES_ORIGIN.to_string(),
+    ) {
+        Ok(t) => {
+            tasks.push(t);
+            None
+        }
+        Err(r) => Some(r),
+    }
+}
+
+/// Mark the findings (and residual concerns) that only fresh-eyes tasks reported: no report
+/// from another task shares their anchor. `fresh` names the fresh-eyes tasks.
+pub fn mark_fresh_eyes(
+    findings: &mut [Finding],
+    judged: &[crate::finding::Judged],
+    fresh: &BTreeSet<String>,
+) {
+    if fresh.is_empty() {
+        return;
+    }
+    let mut by_fresh = BTreeSet::new();
+    let mut by_others = BTreeSet::new();
+    // A report grounding or the verifiers refuted corroborates nothing.
+    for j in judged
+        .iter()
+        .filter(|j| j.verdict != crate::finding::Verdict::Hallucinated)
+    {
+        let a = crate::dedup::anchor(&j.reported.finding);
+        if fresh.contains(&j.reported.task_id) {
+            by_fresh.insert(a);
+        } else {
+            by_others.insert(a);
+        }
+    }
+    for f in findings {
+        f.fresh_eyes = by_fresh.contains(&f.anchor) && !by_others.contains(&f.anchor);
+    }
 }
 
 /// What the report says about coverage; `None` when the flow declares no coverage rule.

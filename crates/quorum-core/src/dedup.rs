@@ -193,6 +193,8 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         promoted: false,
         notes: best.notes.clone(),
         routing: f.routing.clone(),
+        rescored: crate::finding::rescored_of(best, members),
+        fresh_eyes: false,
     };
     Some((finding, personas.len()))
 }
@@ -268,6 +270,8 @@ mod tests {
             reason: format!("{persona} says {}", verdict.as_str()),
             deterministic: false,
             notes: Vec::new(),
+            ballot: None,
+            rescored: None,
         }
     }
 

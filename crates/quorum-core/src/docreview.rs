@@ -372,6 +372,8 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
             n
         },
         routing,
+        rescored: crate::finding::rescored_of(best, &members),
+        fresh_eyes: false,
     };
     Some(Merged {
         finding,
@@ -474,6 +476,8 @@ fn combine(a: Merged, b: Merged) -> Merged {
             stance: None,
             autofix: None,
         },
+        rescored: None,
+        fresh_eyes: false,
     };
     let mut personas = a.personas;
     personas.extend(b.personas);
@@ -732,6 +736,8 @@ mod tests {
             reason: String::new(),
             notes: Vec::new(),
             deterministic: false,
+            ballot: None,
+            rescored: None,
         }
     }
 

@@ -255,6 +255,32 @@ pub struct Judged {
     /// verification did not run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The verifiers' votes when a model checked it (absent when grounding alone decided or no
+    /// check ran); the verification ledger of the report is built from these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ballot: Option<crate::vote::Ballot>,
+    /// Set when the flow's confidence consultant re-scored it: `reported.finding` then carries
+    /// the consultant's severity and confidence, this the finder's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescored: Option<Rescored>,
+}
+
+/// The consultant's record for findings merged into one: the best report's, else the first
+/// re-scored member's.
+pub fn rescored_of(best: &Judged, members: &[Judged]) -> Option<Rescored> {
+    best.rescored
+        .clone()
+        .or_else(|| members.iter().find_map(|m| m.rescored.clone()))
+}
+
+/// What the confidence consultant changed. The finding's severity and confidence are the
+/// consultant's; these are the finder's own, kept for the reader.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rescored {
+    pub original_severity: Severity,
+    pub original_confidence: f64,
+    pub model: String,
+    pub reason: String,
 }
 
 /// A surviving finding in the report (DESIGN §6 `findings[]`).
@@ -286,6 +312,14 @@ pub struct Finding {
     /// Document-review routing (autofix_class, owner, stance, autofix); absent elsewhere.
     #[serde(default, flatten)]
     pub routing: Routing,
+    /// The finder's own severity and confidence when the flow's consultant re-scored the
+    /// finding (`severity` and `confidence` above are then the consultant's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescored: Option<Rescored>,
+    /// Reported only by the flow's fresh-eyes lane (a specialist that saw the material, not
+    /// the plan); absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fresh_eyes: bool,
 }
 
 /// A finding that did not survive (DESIGN §6 `dropped[]`).

@@ -26,6 +26,9 @@ pub enum Role {
     Planner,
     Specialist,
     Verifier,
+    /// Optional: re-scores each verified finding's severity and confidence without seeing the
+    /// finder's; the effective scores are the consultant's from then on. Never drops a finding.
+    Consultant,
     Synthesizer,
     /// Optional: a spec's acceptance criteria, when its form gives none.
     Criteria,
@@ -49,6 +52,7 @@ impl Role {
             Role::Planner => "planner",
             Role::Specialist => "specialist",
             Role::Verifier => "verifier",
+            Role::Consultant => "consultant",
             Role::Synthesizer => "synthesizer",
             Role::Criteria => "criteria",
             Role::Conformance => "conformance",
@@ -88,8 +92,14 @@ pub struct FlowParams {
     /// previous error) are not fixing anything: the task stops as `circular_fix` before its
     /// attempts run out. At least 2 and at most `task_attempts` (when that is above 1).
     pub circular_fix_repeats: u32,
-    /// Grounded findings a verifier checks with a model; the rest are reported UNVERIFIED.
+    /// Grounded findings the verifiers check with a model; the rest are reported UNVERIFIED.
+    /// It counts findings, not calls: with `verifiers: 3` each checked finding costs 3 calls.
     pub max_verifications: usize,
+    /// Independent verifier calls per grounded finding (cross-validation), each blind to the
+    /// finder and to the other verifiers; `quorum review --verifiers N` overrides it.
+    pub verifiers: usize,
+    /// How the verifiers' votes combine (see [`crate::vote`]); `--verify-threshold` overrides it.
+    pub verify_threshold: crate::vote::Threshold,
     /// Grounded findings per verification attempt: batches are placed like specialist tasks,
     /// so verification spreads over the cluster.
     pub verify_batch: usize,
@@ -120,6 +130,8 @@ impl Default for FlowParams {
             task_attempts: 3,
             circular_fix_repeats: 2,
             max_verifications: 200,
+            verifiers: 1,
+            verify_threshold: crate::vote::Threshold::Any,
             verify_batch: 8,
             conformance_batch: 5,
             call_timeout_secs: 300,
@@ -128,6 +140,10 @@ impl Default for FlowParams {
         }
     }
 }
+
+/// The most verifier calls one finding may get: past a handful, more votes of the same few
+/// models add cost, not independence.
+pub const MAX_VERIFIERS: usize = 9;
 
 /// The largest value each numeric parameter may take, read as u64.
 type ParamBound = (&'static str, fn(&FlowParams) -> u64, u64);
@@ -156,6 +172,7 @@ const PARAM_BOUNDS: &[ParamBound] = &[
         |p| p.circular_fix_repeats.into(),
         100,
     ),
+    ("verifiers", |p| p.verifiers as u64, MAX_VERIFIERS as u64),
     ("max_verifications", |p| p.max_verifications as u64, 100_000),
     ("conformance_batch", |p| p.conformance_batch as u64, 100),
     ("call_timeout_secs", |p| p.call_timeout_secs, 86_400),
@@ -261,6 +278,19 @@ pub struct TeamRules {
     pub conditional: Vec<TeamMemberRule>,
 }
 
+/// The fresh-eyes lane: one more specialist task, added after planning, that sees only the
+/// material — the flow's own neutral mandate instead of a planner's, no checker hint, no team
+/// blackboard. Findings only it reported are marked `fresh_eyes: true` in the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreshEyes {
+    pub persona: String,
+    pub mandate: String,
+    /// File kinds (code, config, doc, data) the task is given; all kinds when empty.
+    #[serde(default)]
+    pub kinds: Vec<String>,
+}
+
 /// Two-tier selection of the personas a planner may choose from (seed 002 §4.2): a
 /// deterministic prefilter on the pack's signals, then a short interest poll of each survivor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -316,6 +346,9 @@ pub struct Flow {
     /// Two-tier persona selection before planning (absent: the planner sees the whole catalog).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
+    /// The fresh-eyes lane, when the flow has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh_eyes: Option<FreshEyes>,
     /// Where the flow came from (not part of the YAML).
     #[serde(skip)]
     pub source: PathBuf,
@@ -435,6 +468,9 @@ impl Flow {
                 "must be at least 1",
             ));
         }
+        if p.verifiers == 0 {
+            return Err(invalid(path, "parameters.verifiers", "must be at least 1"));
+        }
         if p.circular_fix_repeats < 2
             || (p.task_attempts > 1 && p.circular_fix_repeats > p.task_attempts)
         {
@@ -529,7 +565,24 @@ impl Flow {
         // The data each role consumes must exist before it runs.
         let pos: BTreeMap<Role, usize> =
             order.iter().enumerate().map(|(i, s)| (s.role, i)).collect();
-        for w in Role::ALL.windows(2) {
+        let consultants = self
+            .stages
+            .iter()
+            .filter(|s| s.role == Role::Consultant)
+            .count();
+        if consultants > 1 {
+            return Err(invalid(
+                path,
+                "stages",
+                format!("takes at most one consultant stage, found {consultants}"),
+            ));
+        }
+        // The consultant re-scores verified findings before the summary is written.
+        let mut chain: Vec<Role> = Role::ALL.to_vec();
+        if pos.contains_key(&Role::Consultant) {
+            chain.insert(4, Role::Consultant);
+        }
+        for w in chain.windows(2) {
             if pos[&w[0]] > pos[&w[1]] {
                 return Err(invalid(
                     path,
@@ -610,6 +663,24 @@ impl Flow {
                 ));
             }
         }
+        if let Some(f) = &self.fresh_eyes {
+            if f.mandate.trim().is_empty() {
+                return Err(invalid(
+                    path,
+                    "fresh_eyes.mandate",
+                    "the fresh-eyes lane needs its neutral mandate",
+                ));
+            }
+            for (j, k) in f.kinds.iter().enumerate() {
+                if !FILE_KINDS.contains(&k.as_str()) {
+                    return Err(invalid(
+                        path,
+                        format!("fresh_eyes.kinds[{j}]"),
+                        format!("{k:?} is not one of {}", FILE_KINDS.join(", ")),
+                    ));
+                }
+            }
+        }
         if let Some(team) = &self.team {
             for (i, m) in team.always.iter().enumerate() {
                 if m.signals.is_some() {
@@ -666,6 +737,9 @@ impl Flow {
         }
         if let Some(c) = &self.directory_coverage {
             out.push(("directory_coverage.persona".to_string(), c.persona.as_str()));
+        }
+        if let Some(f) = &self.fresh_eyes {
+            out.push(("fresh_eyes.persona".to_string(), f.persona.as_str()));
         }
         if let Some(t) = &self.team {
             for (i, m) in t.always.iter().enumerate() {
@@ -725,6 +799,11 @@ impl Flow {
             }
         }
         Ok(out)
+    }
+
+    /// The stage of an optional role ([`Role::Consultant`]), when the flow has one.
+    pub fn optional_stage(&self, role: Role) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.role == role)
     }
 
     pub fn stage(&self, role: Role) -> &Stage {
@@ -853,6 +932,70 @@ stages:
             .contains("confidence_gate"));
         let g = GOOD.replace("{ max_concurrent: 2 }", "{ min_tasks: 9, max_tasks: 3 }");
         assert!(parse(&g).is_err());
+    }
+
+    #[test]
+    fn a_consultant_is_optional_single_and_between_verifier_and_synthesizer() {
+        assert!(parse(GOOD)
+            .unwrap()
+            .optional_stage(Role::Consultant)
+            .is_none());
+        let with = GOOD.replace(
+            "  - { id: synth, role: synthesizer, needs: [verify], instructions: \"sum\" }",
+            "  - { id: rate, role: consultant, needs: [verify], instructions: \"rate\" }\n  \
+             - { id: synth, role: synthesizer, needs: [rate], instructions: \"sum\" }",
+        );
+        let f = parse(&with).unwrap();
+        assert_eq!(f.optional_stage(Role::Consultant).unwrap().id, "rate");
+        let late = GOOD.replace(
+            "  - { id: synth, role: synthesizer, needs: [verify], instructions: \"sum\" }",
+            "  - { id: synth, role: synthesizer, needs: [verify], instructions: \"sum\" }\n  \
+             - { id: rate, role: consultant, needs: [synth], instructions: \"rate\" }",
+        );
+        let e = parse(&late).unwrap_err().to_string();
+        assert!(
+            e.contains("the consultant stage must run before the synthesizer stage"),
+            "{e}"
+        );
+        let two = with.replace(
+            "  - { id: synth,",
+            "  - { id: rate2, role: consultant, needs: [verify], instructions: \"rate\" }\n  - { id: synth,",
+        );
+        let e = parse(&two).unwrap_err().to_string();
+        assert!(e.contains("at most one consultant stage, found 2"), "{e}");
+        let silent = with.replace("instructions: \"rate\"", "instructions: \"\"");
+        assert!(parse(&silent)
+            .unwrap_err()
+            .to_string()
+            .contains("the consultant stage needs instructions"));
+        let p = parse(&GOOD.replace("{ max_concurrent: 2 }", "{ verifiers: 0 }"));
+        assert!(p.unwrap_err().to_string().contains("parameters.verifiers"));
+        let p = parse(&GOOD.replace("{ max_concurrent: 2 }", "{ verify_threshold: most }"));
+        assert!(p.is_err());
+        let p = parse(&GOOD.replace(
+            "{ max_concurrent: 2 }",
+            "{ verifiers: 3, verify_threshold: majority }",
+        ))
+        .unwrap();
+        assert_eq!(
+            (p.parameters.verifiers, p.parameters.verify_threshold),
+            (3, crate::vote::Threshold::Majority)
+        );
+    }
+
+    #[test]
+    fn a_fresh_eyes_lane_needs_a_mandate_and_known_kinds_and_names_its_persona() {
+        let lane = |body: &str| format!("{GOOD}fresh_eyes: {body}\n");
+        let f = parse(&lane("{ persona: p, mandate: \"look\", kinds: [code] }")).unwrap();
+        assert_eq!(f.fresh_eyes.as_ref().unwrap().persona, "p");
+        assert!(f
+            .named_personas()
+            .iter()
+            .any(|(field, p)| field == "fresh_eyes.persona" && *p == "p"));
+        let e = parse(&lane("{ persona: p, mandate: \" \" }")).unwrap_err();
+        assert!(e.to_string().contains("fresh_eyes.mandate"), "{e}");
+        let e = parse(&lane("{ persona: p, mandate: m, kinds: [video] }")).unwrap_err();
+        assert!(e.to_string().contains("fresh_eyes.kinds[0]"), "{e}");
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
 //! and the git HEAD/work-tree lookups — and in the catalog, flow and analyzer-catalog loaders. Every other function is a pure transformation and is unit-tested here.
 
-pub mod bench;
 pub mod analyzer;
+pub mod bench;
 pub mod catalog;
 pub mod conformance;
 pub mod coverage;
@@ -30,6 +30,7 @@ pub mod schema;
 pub mod scope;
 pub mod selection;
 pub mod task;
+pub mod vote;
 pub mod weaver;
 
 pub use error::{AnalyzerError, CatalogError, FlowError, PackError, RepoConfigError};

@@ -230,6 +230,10 @@ pub struct Report {
     /// Coverage of the flow's fixed dimensions and source directories (flows that declare them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<crate::coverage::CoverageReport>,
+    /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
+    /// answered, the threshold and the combined outcome. Absent when no model verified anything.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification_ledger: Vec<crate::vote::LedgerEntry>,
     /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub safe_fixes: Vec<crate::docreview::SafeFix>,
@@ -1030,6 +1034,20 @@ fn md_finding(f: &Finding, out: &mut String) {
         "- **Verdict:** {} · **Confidence:** {:.2}{promoted}",
         f.verdict, f.confidence
     );
+    if let Some(r) = &f.rescored {
+        let _ = writeln!(
+            out,
+            "- **Re-scored** by the confidence consultant ({}): the finder said {} at {:.2}",
+            one_line(&r.model),
+            r.original_severity,
+            r.original_confidence
+        );
+    }
+    if f.fresh_eyes {
+        out.push_str(
+            "- **Fresh eyes:** only the lane that saw the material, not the plan, found it\n",
+        );
+    }
     let reporters: Vec<String> = f
         .reporters
         .iter()
@@ -1289,6 +1307,48 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
     out.push('\n');
 }
 
+/// The ledger in brief: how many findings were model-checked by how many verifiers, and the
+/// split decisions (verifiers that disagreed) with each vote; the whole ledger is in report.json.
+fn md_ledger(ledger: &[crate::vote::LedgerEntry], out: &mut String) {
+    let Some(first) = ledger.first() else {
+        return;
+    };
+    let most = ledger.iter().map(|e| e.votes.len()).max().unwrap_or(0);
+    let split: Vec<&crate::vote::LedgerEntry> = ledger
+        .iter()
+        .filter(|e| e.votes.windows(2).any(|w| w[0].verdict != w[1].verdict))
+        .collect();
+    let _ = writeln!(
+        out,
+        "- **Cross-validation:** {} findings model-checked, up to {most} verifier{} each, {} \
+         threshold; {} split decision{}. Every vote is in report.json `verification_ledger`.",
+        ledger.len(),
+        if most == 1 { "" } else { "s" },
+        code(first.threshold.as_str()),
+        split.len(),
+        if split.len() == 1 { "" } else { "s" }
+    );
+    const SHOWN_SPLIT: usize = 10;
+    for e in split.iter().take(SHOWN_SPLIT) {
+        let votes: Vec<&str> = e
+            .votes
+            .iter()
+            .map(|v| v.verdict.map(|v| v.as_str()).unwrap_or("no vote"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  - {} {}: {} → {}",
+            code(e.finding.as_deref().unwrap_or("dropped")),
+            one_line(&e.title),
+            votes.join(", "),
+            e.outcome
+        );
+    }
+    if split.len() > SHOWN_SPLIT {
+        let _ = writeln!(out, "  - … and {} more", split.len() - SHOWN_SPLIT);
+    }
+}
+
 fn md_methodology(r: &Report, out: &mut String) {
     out.push_str("## Methodology\n\n");
 
@@ -1434,6 +1494,7 @@ fn md_methodology(r: &Report, out: &mut String) {
     if !note.is_empty() {
         let _ = writeln!(out, "- {}", one_line(note));
     }
+    md_ledger(&r.verification_ledger, out);
     out.push('\n');
 
     out.push_str("### Rejected tasks\n\n");
@@ -1490,6 +1551,8 @@ mod tests {
             promoted: false,
             notes: Vec::new(),
             routing: Default::default(),
+            rescored: None,
+            fresh_eyes: false,
         }
     }
 
@@ -1589,6 +1652,7 @@ mod tests {
                 profile: String::new(),
             },
             coverage: None,
+            verification_ledger: Vec::new(),
             safe_fixes: Vec::new(),
             conformance: None,
             analyzers: Vec::new(),

@@ -121,6 +121,35 @@ pub fn verdict_schema() -> Value {
     })
 }
 
+/// The confidence consultant's answer: its own severity and confidence for one finding.
+pub fn rescore_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "severity": {"type": "string", "enum": ["P0", "P1", "P2", "P3"]},
+            "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+            "reason": {"type": "string"}
+        },
+        "required": ["severity", "confidence", "reason"]
+    })
+}
+
+/// The consultant's severity, confidence (0..=1) and reason; both scores must be readable, or
+/// the answer is not used (the finding keeps the finder's scores).
+pub fn normalize_rescore(v: &Value) -> Result<(Severity, f64, String), String> {
+    let severity = field(v, &["severity", "priority", "level"])
+        .and_then(lenient_string)
+        .and_then(|s| Severity::parse_lenient(&s))
+        .ok_or("the consultant's answer had no readable severity")?;
+    let confidence = field(v, &["confidence", "certainty"])
+        .and_then(lenient_f64)
+        .ok_or("the consultant's answer had no readable confidence")?;
+    let reason = field(v, &["reason", "rationale", "explanation"])
+        .and_then(lenient_string)
+        .unwrap_or_else(|| "no reason given".into());
+    Ok((severity, confidence, reason))
+}
+
 pub fn synthesis_schema() -> Value {
     json!({
         "type": "object",

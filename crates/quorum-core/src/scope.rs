@@ -356,6 +356,8 @@ mod tests {
             promoted: false,
             notes: Vec::new(),
             routing: Default::default(),
+            rescored: None,
+            fresh_eyes: false,
         }
     }
 

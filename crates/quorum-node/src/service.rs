@@ -5,6 +5,7 @@ use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
 use quorum_core::pack::{is_secret_file_name, ContextPack};
 use quorum_core::report::Report;
+use quorum_core::vote::Overrides;
 use quorum_runtime::{Backends, FactLog, Progress, ReviewContext};
 use quorum_store::{DataDir, FlowMeta};
 use std::collections::HashMap;
@@ -313,8 +314,16 @@ impl NodeService {
         if resume.replay.cancelled.is_some() {
             return Ok(false);
         }
-        let flow = Flow::parse(&meta.flow_yaml, std::path::Path::new(&meta.flow_name))
+        let mut flow = Flow::parse(&meta.flow_yaml, std::path::Path::new(&meta.flow_name))
             .map_err(|e| ApiError::InvalidArgument(format!("stored flow is invalid: {e}")))?;
+        // The submitter's --verifiers / --verify-threshold bind the review wherever it resumes.
+        if let Some(o) = meta
+            .params
+            .get("verification")
+            .and_then(|v| serde_json::from_value::<Overrides>(v.clone()).ok())
+        {
+            o.apply(&mut flow.parameters);
+        }
         let catalog = Catalog::load(&setup.personas_dir).map_err(|e| {
             ApiError::Unavailable(format!("this node's persona catalog is invalid: {e}"))
         })?;
@@ -574,6 +583,13 @@ impl ReviewApi for NodeService {
         if !opts.model.trim().is_empty() {
             backends.default_model = opts.model.clone();
         }
+        let verification = Overrides::parse(
+            (opts.verifiers > 0).then_some(opts.verifiers as usize),
+            Some(opts.verify_threshold.as_str()).filter(|t| !t.trim().is_empty()),
+        )
+        .map_err(ApiError::InvalidArgument)?;
+        let mut flow = flow;
+        verification.apply(&mut flow.parameters);
         // The node's own `sensitive` is a floor: a client may tighten it, never lower it.
         backends.sensitive = setup.backends.sensitive || opts.sensitive;
         let flow_id = format!(
@@ -592,6 +608,7 @@ impl ReviewApi for NodeService {
                 "sensitive": backends.sensitive,
                 "fail_on": opts.fail_on,
                 "verifier_model": opts.verifier_model,
+                "verification": verification,
             }),
             target_path: req.target_name.clone(),
             head_sha: req.head_sha.clone(),

@@ -296,6 +296,53 @@ impl Backends {
         ))
     }
 
+    /// The `n` verifiers of one finding (cross-validation). The first is [`Self::select_verifier`]'s
+    /// choice; with automatic selection and no explicit verifier model the others go to other
+    /// eligible models, best-scoring first, so the votes are not one model asked `n` times; when
+    /// the eligible models run out they repeat in the same order. A pinned or explicit model
+    /// answers every vote.
+    pub fn select_verifiers(
+        &self,
+        explicit: Option<&str>,
+        finder_models: &[String],
+        n: usize,
+    ) -> Result<(Vec<Selected>, bool), ReviewError> {
+        let (first, degraded) = self.select_verifier(explicit, finder_models)?;
+        let n = n.max(1);
+        let mut chosen = vec![first];
+        let explicit = explicit.is_some_and(|m| !m.trim().is_empty());
+        if n > 1 && self.is_auto() && !explicit {
+            let families: Vec<String> = finder_models
+                .iter()
+                .map(|m| Backends::family_of(m))
+                .collect();
+            let mut needs = TaskNeeds::new("verifier");
+            needs.sensitive = self.sensitive;
+            let mut cards = self.cards();
+            while chosen.len() < n {
+                cards.retain(|c| !chosen.iter().any(|s| s.model == c.name));
+                let Some((card, _, _)) = models::choose_verifier(&cards, &needs, &families) else {
+                    break;
+                };
+                let model = card.name.clone();
+                match self.route(&model) {
+                    Ok(client) => chosen.push(Selected {
+                        client,
+                        model,
+                        replaced: None,
+                    }),
+                    // Listed but not served here: leave it out, keep looking.
+                    Err(_) => cards.retain(|c| c.name != model),
+                }
+            }
+        }
+        let distinct = chosen.len();
+        for k in distinct..n {
+            chosen.push(chosen[k % distinct].clone());
+        }
+        Ok((chosen, degraded))
+    }
+
     /// A pinned model bypasses scoring, so the locality rule is checked here: on a review only
     /// local models may see, a model whose card says `remote` is refused rather than called.
     fn check_local(&self, model: &str) -> Result<(), ReviewError> {

@@ -139,6 +139,11 @@ pub struct ConductorState {
     classification_fallback: bool,
     rejected: Vec<quorum_core::task::RejectedTask>,
     reported: Vec<Reported>,
+    /// Verdicts a resumed review found recorded by batches that finished before the stop, by
+    /// (task id, ordinal): verification takes them as they are instead of asking again.
+    prior_verdicts: std::collections::BTreeMap<(String, usize), quorum_core::finding::Judged>,
+    /// The verification ledger, built where the verdicts are gated.
+    ledger: Vec<quorum_core::vote::LedgerEntry>,
     gated: Option<Gated>,
     synthesis: Option<Synthesis>,
     verifier_model: Option<String>,
@@ -276,8 +281,13 @@ fn deadline(ctx: &SharedContext, job: &Job) -> Duration {
     let call = p.call_timeout_secs.max(1);
     let secs = match job {
         Job::Specialist { .. } => call.saturating_mul(p.max_iterations as u64 + 2),
+        // Every finding is asked of every verifier, and of the consultant when there is one.
         Job::Verify { reported, .. } => call
-            .saturating_mul(reported.len() as u64 / ctx.max_concurrent() as u64 + 2)
+            .saturating_mul(
+                (reported.len() as u64).saturating_mul(crate::worker::calls_per_finding(&ctx.flow))
+                    / ctx.max_concurrent() as u64
+                    + 2,
+            )
             .saturating_mul(2),
         Job::Plan(_) => call.saturating_mul(2 * (p.planner_retries as u64 + 1)),
         _ => call.saturating_mul(2),
@@ -852,14 +862,41 @@ impl FlowConductor {
     }
 
     /// Grounding alone judges what was reported (no model call), then the gate.
-    fn ground_only(state: &ConductorState) -> Gated {
+    fn ground_only(state: &mut ConductorState) -> Gated {
         let judged = stages::ground_only(&state.ctx, state.reported.clone());
         Self::gate(state, judged)
     }
 
-    /// Merge and gate the verdicts; the surviving findings go out as progress events.
-    fn gate(state: &ConductorState, judged: Vec<quorum_core::finding::Judged>) -> Gated {
-        let gated = state.ctx.gate(judged);
+    /// Merge and gate the verdicts and build the verification ledger from their ballots; the
+    /// surviving findings go out as progress events.
+    fn gate(state: &mut ConductorState, judged: Vec<quorum_core::finding::Judged>) -> Gated {
+        let checked: Vec<quorum_core::finding::Judged> = judged
+            .iter()
+            .filter(|j| j.ballot.is_some())
+            .cloned()
+            .collect();
+        let fresh: std::collections::BTreeSet<String> = state
+            .runs
+            .iter()
+            .filter_map(|r| r.task.as_ref())
+            .filter(|t| t.origin.as_deref() == Some(quorum_core::coverage::FRESH_EYES_ORIGIN))
+            .map(|t| t.id.clone())
+            .collect();
+        let anchors = (!fresh.is_empty()).then(|| judged.clone());
+        let mut gated = state.ctx.gate(judged);
+        if let Some(all) = anchors {
+            for list in [
+                &mut gated.findings,
+                &mut gated.residual,
+                &mut gated.pre_existing,
+            ] {
+                quorum_core::coverage::mark_fresh_eyes(list, &all, &fresh);
+            }
+        }
+        state.ledger = quorum_core::vote::ledger(
+            &checked,
+            &[&gated.findings, &gated.residual, &gated.pre_existing],
+        );
         for p in crate::obs::finding_events(&gated.findings) {
             state.emit(p);
         }
@@ -902,6 +939,8 @@ impl Actor for FlowConductor {
             classification_fallback: false,
             rejected: Vec::new(),
             reported: Vec::new(),
+            prior_verdicts: Default::default(),
+            ledger: Vec::new(),
             gated: None,
             synthesis: None,
             verifier_model: None,

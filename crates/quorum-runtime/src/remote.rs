@@ -387,8 +387,9 @@ pub async fn run_attempt(
     }
     if let Some(reported) = req.verify.clone() {
         let ctx = Arc::new(ctx);
-        let n = reported.len() as u64;
         let p = &ctx.flow.parameters;
+        // Every finding is asked of every verifier, and of the consultant when there is one.
+        let n = (reported.len() as u64).saturating_mul(crate::worker::calls_per_finding(&ctx.flow));
         let deadline = std::time::Duration::from_secs(
             p.call_timeout_secs
                 .max(1)

@@ -10,7 +10,7 @@ use quorum_core::report::{
     Methodology, Report, ReviewStatus, TargetInfo, TaskReport, TeamMember, Usage, SCHEMA_VERSION,
 };
 use quorum_core::task::{Classification, RejectedTask, Task};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +160,8 @@ pub struct RunFacts {
     pub synthesis: Synthesis,
     pub verifier_model: Option<String>,
     pub verifier_degraded: bool,
+    /// The verification ledger (every model-checked finding's votes).
+    pub ledger: Vec<quorum_core::vote::LedgerEntry>,
     pub usage: CallStats,
     pub wall_ms: u64,
     pub failure: Option<String>,
@@ -256,7 +258,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         };
         *team.entry((r.persona.clone(), model)).or_default() += 1;
     }
-    let verifier_note = match &facts.verifier_model {
+    let mut verifier_note = match &facts.verifier_model {
         None => "no finding needed a model verdict".to_string(),
         Some(v) => {
             let fam = Backends::family_of(v);
@@ -287,6 +289,32 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         format!("{reason}; {}", notes.join("; "))
     };
     let promoted = facts.gated.findings.iter().filter(|f| f.promoted).count();
+    // Cross-validation may ask several models: every model that voted, first-asked first.
+    let mut verifier_models: Vec<String> = facts.verifier_model.iter().cloned().collect();
+    for v in facts.ledger.iter().flat_map(|e| &e.votes) {
+        if !verifier_models.contains(&v.model) {
+            verifier_models.push(v.model.clone());
+        }
+    }
+    // Votes of one model on one prompt are not independent opinions: say so.
+    let most_votes = facts
+        .ledger
+        .iter()
+        .map(|e| e.votes.len())
+        .max()
+        .unwrap_or(0);
+    let voters: BTreeSet<&str> = facts
+        .ledger
+        .iter()
+        .flat_map(|e| e.votes.iter().map(|v| v.model.as_str()))
+        .collect();
+    if most_votes > 1 && voters.len() == 1 {
+        verifier_note.push_str(&format!(
+            "; every one of the {most_votes} votes per finding came from the one model available \
+             ({}), so they are repeated draws rather than independent opinions",
+            voters.iter().next().copied().unwrap_or_default()
+        ));
+    }
     let planned: Vec<Task> = specialists.iter().filter_map(|r| r.task.clone()).collect();
     let coverage =
         quorum_core::coverage::report(&ctx.flow, &ctx.pack, &planned, &facts.gated.findings);
@@ -330,12 +358,13 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             residual: facts.gated.residual.len(),
             promoted,
             confidence_gate: ctx.confidence_gate(),
-            verifier_models: facts.verifier_model.into_iter().collect(),
+            verifier_models,
             verifier_note,
             rejected_tasks: facts.rejected,
             profile: ctx.scope.profile.as_str().to_string(),
         },
         coverage,
+        verification_ledger: facts.ledger,
         safe_fixes: Vec::new(),
         conformance,
         analyzers: ctx.scope.analyzers.runs.clone(),

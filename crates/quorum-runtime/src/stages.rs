@@ -13,6 +13,7 @@ use quorum_core::flow::Role;
 use quorum_core::grounding::{self, Grounding};
 use quorum_core::schema;
 use quorum_core::task::{Classification, RejectedTask, Task};
+use quorum_core::vote::{self, Ballot, Vote};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 
@@ -472,6 +473,14 @@ fn apply_flow_rules(
         stage_tools,
         tasks,
     ));
+    // Last, so the lane never stands in for a gap the coverage rules would have filled.
+    refused.extend(quorum_core::coverage::add_fresh_eyes(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        tasks,
+    ));
     refused
 }
 
@@ -862,6 +871,18 @@ pub fn verifier_prompt_in(
          \"CONFIRMED|PLAUSIBLE|HALLUCINATED|UNVERIFIABLE\", \"reason\": \"one sentence\"}}",
         ctx.instructions(Role::Verifier)
     );
+    let user = claim_prompt(&system, finding, excerpt, budget);
+    (system, user)
+}
+
+/// The claim and the lines it cites, as an independent judge sees them: what is claimed and
+/// where, never who claimed it, how severe or how sure they said it was.
+fn claim_prompt(
+    system: &str,
+    finding: &RawFinding,
+    excerpt: &str,
+    budget: ContextBudget,
+) -> String {
     let location = match (&finding.file, finding.line_start, finding.line_end) {
         (Some(f), Some(a), Some(b)) if a != b => format!("{f} lines {a}-{b}"),
         (Some(f), Some(a), _) => format!("{f} line {a}"),
@@ -888,7 +909,7 @@ pub fn verifier_prompt_in(
     }
     let source = weaver::delimit(finding.file.as_deref().unwrap_or("source"), excerpt);
     let fitted = budget.fit(
-        &system,
+        system,
         &[
             Slot {
                 name: "claim",
@@ -902,7 +923,96 @@ pub fn verifier_prompt_in(
             },
         ],
     );
-    (system, format!("{}\n## Source\n{}", fitted[0], fitted[1]))
+    format!("{}\n## Source\n{}", fitted[0], fitted[1])
+}
+
+/// The confidence consultant's prompt for one verified finding, fitted to `budget`: the flow's
+/// consultant instructions and the same claim-and-source view a verifier gets.
+pub fn consultant_prompt_in(
+    ctx: &ReviewContext,
+    finding: &RawFinding,
+    excerpt: &str,
+    budget: ContextBudget,
+) -> (String, String) {
+    let instructions = ctx
+        .flow
+        .optional_stage(Role::Consultant)
+        .map(|s| s.instructions.trim())
+        .unwrap_or_default();
+    let system = format!(
+        "{instructions}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: \
+         {{\"severity\": \"P0|P1|P2|P3\", \"confidence\": 0.0, \"reason\": \"one sentence\"}} \
+         (severity P0 is critical, P3 minor; confidence from 0 to 1 that the problem is real)"
+    );
+    let user = claim_prompt(&system, finding, excerpt, budget);
+    (system, user)
+}
+
+/// The consultant's own scores for one verified finding: `Ok((severity, confidence, reason,
+/// model))`, or why it gave none (then the finder's scores stand; the finding is never dropped).
+pub async fn consult(
+    ctx: &ReviewContext,
+    finding: &RawFinding,
+    excerpt: &str,
+    stats: &mut CallStats,
+) -> Result<(quorum_core::finding::Severity, f64, String, String), String> {
+    let (system, user) = consultant_prompt_in(ctx, finding, excerpt, ctx.budget());
+    let (client, model) = ctx
+        .pick("consultant", &system, &user, None)
+        .map_err(|e| format!("no model for the consultant: {e}"))?;
+    let budget = ctx.budget_for(&client, &model);
+    let (system, user) = if budget == ctx.budget() {
+        (system, user)
+    } else {
+        consultant_prompt_in(ctx, finding, excerpt, budget)
+    };
+    let result = agent::json_call(
+        &client,
+        &ctx.call_spec(budget, &model),
+        &system,
+        &user,
+        schema::rescore_schema(),
+        Expect::Object,
+        stats,
+    )
+    .await;
+    match result {
+        Ok((Parsed::Object(v), _)) => {
+            let (severity, confidence, reason) = schema::normalize_rescore(&v)?;
+            Ok((severity, confidence, reason, model))
+        }
+        Ok((Parsed::Objects(_), _)) => Err("the consultant's answer was not one object".into()),
+        Err(e) => Err(format!("the consultant call failed ({}): {e}", e.class())),
+    }
+}
+
+/// Put the consultant's scores on a judged finding, keeping the finder's in `rescored`; or
+/// note why there are none. Never changes the verdict.
+pub fn apply_rescore(
+    judged: &mut Judged,
+    answer: Result<(quorum_core::finding::Severity, f64, String, String), String>,
+) {
+    match answer {
+        Ok((severity, confidence, reason, model)) => {
+            let f = &mut judged.reported.finding;
+            judged.notes.push(format!(
+                "re-scored by the confidence consultant: severity {} → {severity}, confidence \
+                 {:.2} → {confidence:.2}",
+                f.severity, f.confidence
+            ));
+            judged.rescored = Some(quorum_core::finding::Rescored {
+                original_severity: f.severity,
+                original_confidence: f.confidence,
+                model,
+                reason,
+            });
+            f.severity = severity;
+            f.confidence = confidence;
+        }
+        Err(why) => judged
+            .notes
+            .push(format!("not re-scored, the finder's scores stand: {why}")),
+    }
 }
 
 /// A reported finding after grounding: decided without a model, or grounded and waiting for one.
@@ -926,6 +1036,8 @@ pub fn ground_one(ctx: &ReviewContext, mut reported: Reported) -> Grounded {
             reason,
             deterministic: true,
             notes: Vec::new(),
+            ballot: None,
+            rescored: None,
         }),
         Grounding::Grounded {
             excerpt,
@@ -955,21 +1067,26 @@ pub fn unverified(reported: Reported, mut notes: Vec<String>, reason: String) ->
         reason,
         deterministic: false,
         notes,
+        ballot: None,
+        rescored: None,
     }
 }
 
-/// The independent model check of one grounded finding. A call that fails, or an answer with
-/// no readable verdict, leaves it UNVERIFIED with the reason.
-pub async fn verify_grounded(
+/// Ask one verifier about one grounded finding. It sees the claim and the cited lines only:
+/// not who reported it, how sure or how severe they said it was, nor what any other verifier
+/// answered. A call that fails, or an answer with no readable verdict, is no vote (the reason
+/// says why).
+pub async fn ask_verifier(
     ctx: &ReviewContext,
-    reported: Reported,
+    finding: &RawFinding,
     excerpt: &str,
-    notes: Vec<String>,
     verifier: &crate::backends::Selected,
+    index: usize,
     stats: &mut CallStats,
-) -> Judged {
+) -> Vote {
     let budget = ctx.budget_for(&verifier.client, &verifier.model);
-    let (system, user) = verifier_prompt_in(ctx, &reported.finding, excerpt, budget);
+    let (system, user) = verifier_prompt_in(ctx, finding, excerpt, budget);
+    let prompt_digest = vote::prompt_digest(&system, &user);
     let result = agent::json_call(
         &verifier.client,
         &ctx.call_spec(budget, &verifier.model),
@@ -980,38 +1097,67 @@ pub async fn verify_grounded(
         stats,
     )
     .await;
-    match result {
+    let (verdict, reason) = match result {
         Ok((Parsed::Object(v), _)) => match schema::normalize_verdict(&v) {
-            (Verdict::Unverified, reason) => unverified(reported, notes, reason),
-            (verdict, reason) => Judged {
-                reported,
-                verdict,
-                reason,
-                deterministic: false,
-                notes,
-            },
+            (Verdict::Unverified, reason) => (None, reason),
+            (verdict, reason) => (Some(verdict), reason),
         },
-        Ok((Parsed::Objects(_), _)) => unverified(
-            reported,
-            notes,
-            "the verifier's answer was not a verdict".into(),
-        ),
-        Err(e) => unverified(
-            reported,
-            notes,
+        Ok((Parsed::Objects(_), _)) => (None, "the verifier's answer was not a verdict".into()),
+        Err(e) => (
+            None,
             format!(
                 "grounded, but the verifier call failed ({}): {e}",
                 e.class()
             ),
         ),
+    };
+    Vote {
+        verifier: format!("v{}", index + 1),
+        model: verifier.model.clone(),
+        verdict,
+        reason,
+        prompt_digest,
     }
 }
 
-/// Verify one reported finding: grounding first, then (if grounded) an independent model call.
+/// A grounded finding's verdict from its verifiers' votes, combined by the flow's threshold
+/// ([`quorum_core::vote`]). No vote at all leaves it UNVERIFIED with the reason; the ballot
+/// stays on the verdict for the report's verification ledger.
+pub fn judge_by_votes(
+    ctx: &ReviewContext,
+    reported: Reported,
+    mut notes: Vec<String>,
+    votes: Vec<Vote>,
+) -> Judged {
+    let ballot = Ballot {
+        threshold: ctx.flow.parameters.verify_threshold,
+        votes,
+    };
+    let (verdict, reason) = ballot.outcome();
+    notes.extend(ballot.no_votes());
+    let mut judged = if verdict == Verdict::Unverified {
+        unverified(reported, notes, reason)
+    } else {
+        Judged {
+            reported,
+            verdict,
+            reason,
+            deterministic: false,
+            notes,
+            ballot: None,
+            rescored: None,
+        }
+    };
+    judged.ballot = Some(ballot);
+    judged
+}
+
+/// Verify one reported finding: grounding first, then (if grounded) one call per verifier in
+/// `verifiers`, in turn, combined by the flow's threshold.
 pub async fn verify_one(
     ctx: &ReviewContext,
     reported: Reported,
-    verifier: &crate::backends::Selected,
+    verifiers: &[crate::backends::Selected],
     stats: &mut CallStats,
 ) -> Judged {
     match ground_one(ctx, reported) {
@@ -1020,7 +1166,13 @@ pub async fn verify_one(
             reported,
             excerpt,
             notes,
-        } => verify_grounded(ctx, reported, &excerpt, notes, verifier, stats).await,
+        } => {
+            let mut votes = Vec::with_capacity(verifiers.len());
+            for (k, v) in verifiers.iter().enumerate() {
+                votes.push(ask_verifier(ctx, &reported.finding, &excerpt, v, k, stats).await);
+            }
+            judge_by_votes(ctx, reported, notes, votes)
+        }
     }
 }
 

@@ -10,9 +10,11 @@ use crate::context::SharedContext;
 use crate::error::AttemptError;
 use crate::stages::{self, Plan, SpecialistOutput, StageStats, Synthesis};
 use quorum_core::dedup::Gated;
-use quorum_core::finding::{Judged, Reported};
+use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
 use quorum_core::task::{Classification, Task};
+use quorum_core::vote::Vote;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -181,8 +183,30 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
     }
 }
 
+/// Model calls one grounded finding may cost in a verification attempt: a vote per verifier,
+/// and one consult when the flow has a consultant stage.
+pub(crate) fn calls_per_finding(flow: &quorum_core::flow::Flow) -> u64 {
+    let consult = flow
+        .optional_stage(quorum_core::flow::Role::Consultant)
+        .is_some();
+    flow.parameters.verifiers.max(1) as u64 + u64::from(consult)
+}
+
+/// A finding waiting for its votes.
+struct Pending {
+    reported: Reported,
+    /// What grounding noted.
+    notes: Vec<String>,
+    /// One slot per verifier.
+    votes: Vec<Option<Vote>>,
+    /// The claim as the verifiers (and the consultant) see it, and its cited lines.
+    claim: Arc<(RawFinding, String)>,
+}
+
 /// Verify every reported finding with bounded concurrency. Grounding runs for all of them; at
-/// most `max_verifications` grounded findings get a model call, the rest keep grounding's word.
+/// most `max_verifications` grounded findings (findings, not calls) get model calls, the rest
+/// keep grounding's word. Each checked finding is asked of the flow's `verifiers` verifiers,
+/// one call each, all in this attempt, so a batch shipped to a peer votes there the same way.
 pub(crate) async fn verify_all(
     ctx: &SharedContext,
     reported: Vec<Reported>,
@@ -199,15 +223,20 @@ pub(crate) async fn verify_all(
         m.dedup();
         m
     };
-    let (verifier, degraded) = match ctx
-        .backends
-        .select_verifier(ctx.verifier_model.as_deref(), &finder_models)
-    {
-        Ok(v) => v,
-        Err(e) => return Err(AttemptError::Config(e.to_string())),
-    };
-    let model = verifier.model.clone();
-    let verifier = Arc::new(verifier);
+    let voters = ctx.flow.parameters.verifiers.max(1);
+    let (verifiers, degraded) =
+        match ctx
+            .backends
+            .select_verifiers(ctx.verifier_model.as_deref(), &finder_models, voters)
+        {
+            Ok(v) => v,
+            Err(e) => return Err(AttemptError::Config(e.to_string())),
+        };
+    let model = verifiers
+        .first()
+        .map(|v| v.model.clone())
+        .unwrap_or_default();
+    let verifiers = Arc::new(verifiers);
     let permits = Arc::new(Semaphore::new(ctx.max_concurrent()));
     let budget = if grounding_only {
         0
@@ -216,6 +245,7 @@ pub(crate) async fn verify_all(
     };
     let mut set = tokio::task::JoinSet::new();
     let mut out: Vec<(usize, Judged)> = Vec::new();
+    let mut pending: BTreeMap<usize, Pending> = BTreeMap::new();
     // The budget counts grounded findings: those grounding already decided cost no model call
     // and take nothing from it.
     let mut grounded = 0usize;
@@ -241,27 +271,112 @@ pub(crate) async fn verify_all(
             out.push((i, stages::unverified(reported, notes, why)));
             continue;
         }
-        let ctx = ctx.clone();
-        let permits = permits.clone();
-        let verifier = verifier.clone();
-        set.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            let mut stats = CallStats::default();
-            let judged =
-                stages::verify_grounded(&ctx, reported, &excerpt, notes, &verifier, &mut stats)
-                    .await;
-            (i, judged, stats)
-        });
+        let claim: Arc<(RawFinding, String)> = Arc::new((reported.finding.clone(), excerpt));
+        for k in 0..voters {
+            let ctx = ctx.clone();
+            let permits = permits.clone();
+            let verifiers = verifiers.clone();
+            let claim = claim.clone();
+            set.spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let mut stats = CallStats::default();
+                let vote = stages::ask_verifier(
+                    &ctx,
+                    &claim.0,
+                    &claim.1,
+                    &verifiers[k % verifiers.len()],
+                    k,
+                    &mut stats,
+                )
+                .await;
+                (i, k, vote, stats)
+            });
+        }
+        pending.insert(
+            i,
+            Pending {
+                reported,
+                notes,
+                votes: vec![None; voters],
+                claim,
+            },
+        );
     }
     let mut total = CallStats::default();
     while let Some(res) = set.join_next().await {
         match res {
-            Ok((i, j, s)) => {
+            Ok((i, k, vote, s)) => {
                 total.merge(&s);
-                out.push((i, j));
+                if let Some(slot) = pending.get_mut(&i).and_then(|p| p.votes.get_mut(k)) {
+                    *slot = Some(vote);
+                }
             }
             Err(e) => tracing::error!(error = %e, "verification task panicked"),
         }
+    }
+    // The optional confidence consultant re-scores what the verifiers kept, blind to the
+    // finder's scores, in this same attempt (so also on the peer that runs the batch).
+    let consultant = ctx
+        .flow
+        .optional_stage(quorum_core::flow::Role::Consultant)
+        .is_some();
+    let mut consults = tokio::task::JoinSet::new();
+    let mut unconsulted: BTreeMap<usize, Judged> = BTreeMap::new();
+    for (i, p) in pending {
+        let Pending {
+            reported,
+            notes,
+            votes,
+            claim,
+        } = p;
+        let votes = votes
+            .into_iter()
+            .enumerate()
+            .map(|(k, v)| {
+                v.unwrap_or_else(|| Vote {
+                    verifier: format!("v{}", k + 1),
+                    model: verifiers[k % verifiers.len()].model.clone(),
+                    verdict: None,
+                    reason: "the verifier task failed".into(),
+                    prompt_digest: String::new(),
+                })
+            })
+            .collect();
+        let judged = stages::judge_by_votes(ctx, reported, notes, votes);
+        let kept = matches!(
+            judged.verdict,
+            Verdict::Confirmed | Verdict::Plausible | Verdict::Unverifiable
+        );
+        if !(consultant && kept) {
+            out.push((i, judged));
+            continue;
+        }
+        // Kept until its consult returns, so even a panicking consult cannot drop the finding.
+        unconsulted.insert(i, judged.clone());
+        let ctx = ctx.clone();
+        let permits = permits.clone();
+        consults.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let mut stats = CallStats::default();
+            let mut judged = judged;
+            let answer = stages::consult(&ctx, &claim.0, &claim.1, &mut stats).await;
+            stages::apply_rescore(&mut judged, answer);
+            (i, judged, stats)
+        });
+    }
+    while let Some(res) = consults.join_next().await {
+        match res {
+            Ok((i, j, s)) => {
+                total.merge(&s);
+                unconsulted.remove(&i);
+                out.push((i, j));
+            }
+            Err(e) => tracing::error!(error = %e, "consultant task panicked"),
+        }
+    }
+    for (i, mut j) in unconsulted {
+        stages::apply_rescore(&mut j, Err("the consultant task failed".into()));
+        out.push((i, j));
     }
     // Deterministic order regardless of completion order.
     out.sort_by_key(|(i, _)| *i);

@@ -95,6 +95,12 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
         )
         .rule(no_findings_rule())
         .rule(verifier_confirms())
+        .rule(
+            Rule::new("consultant")
+                .when_system(["You are an independent severity and confidence consultant"])
+                .reply(Reply::json(&json!({"severity": "P1", "confidence": 0.8,
+                    "reason": "the search term is formatted into the SQL string"}))),
+        )
         .rule(synthesizer_rule());
     let server = ScriptedServer::start(script).await.unwrap();
     let report = review(context(&server, &fixture("code_project"), "comprehensive")).await;
@@ -145,9 +151,24 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
                 .any(|(p, why)| *p == persona && why.contains(&format!("the {dim} dimension"))),
             "{persona} not added for {dim}: {added:?}"
         );
-        // ...and ran: their prompts went to the model.
-        assert_eq!(persona_requests(&reqs, persona).len(), 1, "{persona}");
+        // ...and ran: their prompts went to the model (the software developer also runs the
+        // flow's fresh-eyes lane).
+        let want = if persona == "software_developer" {
+            2
+        } else {
+            1
+        };
+        assert_eq!(persona_requests(&reqs, persona).len(), want, "{persona}");
     }
+    let fresh = report
+        .tasks
+        .iter()
+        .find(|t| t.id == "fresh1")
+        .expect("the comprehensive flow's fresh-eyes lane ran");
+    assert_eq!(fresh.persona, "software_developer");
+    assert!(persona_requests(&reqs, "software_developer")
+        .iter()
+        .any(|r| r.last_user.contains("Read this code as someone new to it")));
     // The docs task reads documents and configuration, not code; the correctness task code.
     let docs = persona_requests(&reqs, "tech_writer")[0];
     assert!(docs.text.contains("<<<BEGIN UNTRUSTED README.md>>>"));
@@ -171,6 +192,41 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
     assert!(md.contains("| security | yes | t1 | 1 |"), "{md}");
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     assert_eq!(json["coverage"]["dimensions"][0]["name"], "correctness");
+
+    // The flow's confidence consultant re-scored the verified finding, blind to the finder's
+    // P0 / 0.95; its scores are the finding's, the finder's are kept beside them.
+    let consults: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.system.contains("severity and confidence consultant"))
+        .collect();
+    assert_eq!(consults.len(), 1);
+    let asked = &consults[0].last_user;
+    assert!(
+        asked.contains("Title: SQL injection in item search"),
+        "{asked}"
+    );
+    for leak in ["P0", "0.95", "security_sentinel", "onfidence"] {
+        assert!(
+            !asked.contains(leak),
+            "the consultant saw {leak:?}: {asked}"
+        );
+    }
+    let sqli = &report.findings[0];
+    assert_eq!(sqli.title, "SQL injection in item search");
+    assert_eq!(
+        (sqli.severity, sqli.confidence),
+        (quorum_core::finding::Severity::P1, 0.8)
+    );
+    let was = sqli
+        .rescored
+        .as_ref()
+        .expect("the finder's scores are kept");
+    assert_eq!(
+        (was.original_severity, was.original_confidence),
+        (quorum_core::finding::Severity::P0, 0.95)
+    );
+    assert_eq!(json["findings"][0]["rescored"]["original_severity"], "P0");
+    assert!(report.verification_ledger[0].rescored.is_some());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -590,6 +590,71 @@ async fn verification_batches_are_placed_like_tasks_and_judge_the_same() {
     }
 }
 
+/// Cross-validation in a cluster: the N votes of a finding are cast inside its verification
+/// batch, on whichever node runs the batch, with the flow (and its `verifiers`) shipped along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_on_a_peer_casts_every_vote_of_its_findings_there() {
+    let local = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer_server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let peer = Arc::new(FakePeer {
+        name: "peer".into(),
+        capacity: 4,
+        backends: backends(&peer_server),
+        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        alive: AtomicBool::new(true),
+        hang: false,
+        held: Mutex::new(Vec::new()),
+        ran: Mutex::new(Vec::new()),
+    });
+    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
+    flow.parameters.call_timeout_secs = 5;
+    flow.parameters.verify_batch = 1;
+    flow.parameters.verifiers = 3;
+    let ctx = Arc::new(ReviewContext {
+        flow,
+        ..Arc::try_unwrap(context(
+            &local,
+            Some(peer.clone()),
+            &uuid::Uuid::new_v4().to_string(),
+        ))
+        .unwrap()
+    });
+    let report = run(ctx).await;
+    assert_eq!(
+        report.status,
+        quorum_core::report::ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let asked = |s: &ScriptedServer| -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for r in s.requests() {
+            if r.system.contains("You are an independent verifier") {
+                let title = r
+                    .last_user
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Title: "))
+                    .unwrap_or("?")
+                    .to_string();
+                *m.entry(title).or_insert(0) += 1;
+            }
+        }
+        m
+    };
+    let (here, there) = (asked(&local), asked(&peer_server));
+    assert!(!there.is_empty(), "no verification batch ran on the peer");
+    // Every grounded finding asked exactly three times, all on the node that ran its batch.
+    let mut all: Vec<(String, usize)> = here.clone().into_iter().chain(there.clone()).collect();
+    all.sort();
+    assert_eq!(all.len(), 5, "{here:?} / {there:?}");
+    assert!(all.iter().all(|(_, n)| *n == 3), "{here:?} / {there:?}");
+    assert_eq!(report.verification_ledger.len(), 5);
+    assert!(report
+        .verification_ledger
+        .iter()
+        .all(|e| e.votes.len() == 3 && e.outcome == quorum_core::finding::Verdict::Confirmed));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stage_shipped_to_a_peer_runs_there_with_the_shipped_catalog() {
     use quorum_runtime::remote::{RemoteOutcome, RemoteStage};

@@ -50,6 +50,11 @@ pub enum Event {
     VerifyCompleted {
         judged: Vec<Judged>,
     },
+    /// One verification batch's verdicts, recorded as the batch is counted, so a review resumed
+    /// in the middle of verification never asks about these findings again.
+    VerdictsRecorded {
+        verdicts: Vec<RecordedVerdict>,
+    },
     SynthesisCompleted {
         summary: String,
         action_items: Vec<String>,
@@ -88,6 +93,16 @@ pub enum Event {
     },
 }
 
+/// One finding's verdict, keyed by what survives a resume: the reporting task and the
+/// finding's position among that task's findings (a completed task's findings are replayed in
+/// the order it reported them; the order of tasks is not kept).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct RecordedVerdict {
+    pub task_id: String,
+    pub ordinal: usize,
+    pub judged: Judged,
+}
+
 /// An event as stored: its sequence number (1-based, gap-free within one store) and the wall
 /// clock time it was appended.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -108,6 +123,8 @@ pub struct StoredEvent {
 ///   a late success arrived after giving up, and then completed wins for resume;
 /// - `attempts`: the highest attempt number seen in any attempt event;
 /// - judged and synthesis: the latest one;
+/// - `verdicts`: per (task, ordinal) the first verdict recorded by a batch (a fenced batch's
+///   late success is never counted, so there is no second one to prefer);
 /// - scope: the first one recorded wins;
 /// - criteria: the first extraction recorded wins (the judgments belong to it); a criterion's
 ///   judgment: the first one recorded (a late batch that was fenced changes nothing);
@@ -122,6 +139,8 @@ pub struct Replay {
     pub abandoned: BTreeMap<String, String>,
     pub attempts: BTreeMap<String, u32>,
     pub judged: Option<Vec<Judged>>,
+    /// Verdicts of the verification batches that finished, by (task id, ordinal).
+    pub verdicts: BTreeMap<(String, usize), Judged>,
     pub synthesis: Option<(String, Vec<String>, bool)>,
     pub finished: Option<(String, String)>,
     /// Why the review was cancelled, when it was.
@@ -176,6 +195,13 @@ impl Replay {
                     r.abandoned.insert(task_id.clone(), reason.clone());
                 }
                 Event::VerifyCompleted { judged } => r.judged = Some(judged.clone()),
+                Event::VerdictsRecorded { verdicts } => {
+                    for v in verdicts {
+                        r.verdicts
+                            .entry((v.task_id.clone(), v.ordinal))
+                            .or_insert_with(|| v.judged.clone());
+                    }
+                }
                 Event::SynthesisCompleted {
                     summary,
                     action_items,

@@ -49,6 +49,8 @@ pub fn finding(
         promoted: false,
         notes: Vec::new(),
         routing: Default::default(),
+        rescored: None,
+        fresh_eyes: false,
     }
 }
 
@@ -204,6 +206,7 @@ pub fn realistic_report() -> Report {
             profile: String::new(),
         },
         coverage: None,
+        verification_ledger: Vec::new(),
         safe_fixes: Vec::new(),
         conformance: None,
         analyzers: Vec::new(),

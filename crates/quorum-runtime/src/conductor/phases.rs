@@ -235,8 +235,14 @@ impl FlowConductor {
                 Self::record_success(state, run, &v.stage.model, &v.stage.stats, 1, Vec::new())
                     .await;
                 if let Some(round) = state.verify.as_mut() {
-                    round.judged_batch(run, v);
+                    let verdicts = round.judged_batch(run, v);
                     let (done, total) = round.progress();
+                    // Durable per batch: a resume takes these verdicts instead of asking again.
+                    state
+                        .ctx
+                        .facts
+                        .event(Event::VerdictsRecorded { verdicts })
+                        .await;
                     state.emit(Progress::Verified { done, total });
                 }
             }
@@ -601,6 +607,7 @@ impl FlowConductor {
             }
         }
         state.phase = Phase::Specialists;
+        state.prior_verdicts = replay.verdicts.clone();
         state.emit(Progress::Stage {
             stage: "specialists".into(),
         });
@@ -663,15 +670,28 @@ impl FlowConductor {
         });
         let p = &state.ctx.flow.parameters;
         let (budget, batch) = (p.max_verifications, p.verify_batch.max(1));
-        let mut round = VerifyRound::new(state.reported.len());
+        let mut round = VerifyRound::new(&state.reported);
+        let prior = std::mem::take(&mut state.prior_verdicts);
+        // A resumed review: what finished batches judged stands, and those model-checked
+        // findings already used their share of the budget.
+        let mut checked = 0usize;
+        for (i, key) in round.keys.iter().enumerate() {
+            if let Some(j) = prior.get(key) {
+                checked += usize::from(j.ballot.is_some());
+                round.judged[i] = Some(j.clone());
+            }
+        }
         let mut ready = Vec::new();
         for (i, r) in state.reported.iter().cloned().enumerate() {
+            if round.judged[i].is_some() {
+                continue;
+            }
             match stages::ground_one(&state.ctx, r) {
                 stages::Grounded::Decided(j) => round.judged[i] = Some(j),
                 stages::Grounded::Ready {
                     reported, notes, ..
                 } => {
-                    if ready.len() < budget {
+                    if checked + ready.len() < budget {
                         ready.push((i, reported, notes));
                     } else {
                         let why = format!(
@@ -896,6 +916,7 @@ impl FlowConductor {
             failure: state.failure.take(),
             budget: state.budget_spent.clone(),
             cancelled: state.cancelled.clone(),
+            ledger: std::mem::take(&mut state.ledger),
         };
         let report = assemble(&state.ctx, facts);
         let status = format!("{:?}", report.status).to_lowercase();
@@ -1103,6 +1124,8 @@ impl ConformanceRound {
 #[derive(Debug, Default)]
 pub(super) struct VerifyRound {
     judged: Vec<Option<Judged>>,
+    /// Each reported finding's durable key: (task id, position among that task's findings).
+    keys: Vec<(String, usize)>,
     batches: std::collections::BTreeMap<TaskKey, Vec<(usize, Reported, Vec<String>)>>,
     model: Option<String>,
     degraded: bool,
@@ -1110,9 +1133,19 @@ pub(super) struct VerifyRound {
 }
 
 impl VerifyRound {
-    fn new(n: usize) -> VerifyRound {
+    fn new(reported: &[Reported]) -> VerifyRound {
+        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
+        let keys = reported
+            .iter()
+            .map(|r| {
+                let n = seen.entry(r.task_id.as_str()).or_default();
+                *n += 1;
+                (r.task_id.clone(), *n - 1)
+            })
+            .collect();
         VerifyRound {
-            judged: vec![None; n],
+            judged: vec![None; reported.len()],
+            keys,
             ..VerifyRound::default()
         }
     }
@@ -1124,16 +1157,30 @@ impl VerifyRound {
             .map(|b| b.iter().map(|(_, r, _)| r.clone()).collect())
     }
 
-    fn judged_batch(&mut self, key: TaskKey, v: crate::worker::VerifyOutput) {
+    /// Take a batch's verdicts; returns them keyed for the store.
+    fn judged_batch(
+        &mut self,
+        key: TaskKey,
+        v: crate::worker::VerifyOutput,
+    ) -> Vec<quorum_store::RecordedVerdict> {
         let Some(batch) = self.batches.get(&key) else {
-            return;
+            return Vec::new();
         };
+        let mut recorded = Vec::with_capacity(batch.len());
         for ((i, _, _), j) in batch.iter().zip(v.judged) {
+            if let Some((task_id, ordinal)) = self.keys.get(*i) {
+                recorded.push(quorum_store::RecordedVerdict {
+                    task_id: task_id.clone(),
+                    ordinal: *ordinal,
+                    judged: j.clone(),
+                });
+            }
             self.judged[*i] = Some(j);
         }
         self.stats.merge(&v.stage.stats);
         self.model.get_or_insert(v.stage.model);
         self.degraded |= v.degraded;
+        recorded
     }
 
     /// A batch will not be verified: its findings stay, UNVERIFIED, saying why.
