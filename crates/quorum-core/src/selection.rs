@@ -100,10 +100,106 @@ pub fn prefilter(
     out
 }
 
+/// How many personas the planner sees described; the rest are named in one line. A small
+/// model reading a long catalog picks from its top, so the top must be what fits the material.
+pub const PLANNER_CATALOG_DESCRIBED: usize = 16;
+
+/// The reviewers in the order the planner should read them: most related to this material
+/// first — triggers that occur in its signals (two points each, up to three), then the
+/// scout's domain (two points) — and catalog order within a score. Deterministic; a persona
+/// nothing matches keeps its place at the end rather than leaving the catalog.
+pub fn rank_for_planner<'c>(
+    catalog: &'c Catalog,
+    pack: &ContextPack,
+    classification: &Classification,
+    roster: Option<&[String]>,
+) -> Vec<&'c crate::catalog::Persona> {
+    let text = signal_text(pack, classification);
+    let domain = classification.domain.trim().to_lowercase();
+    let mut scored: Vec<(usize, usize, &crate::catalog::Persona)> = catalog
+        .reviewers()
+        .filter(|p| roster.is_none_or(|r| r.contains(&p.name)))
+        .enumerate()
+        .map(|(i, p)| {
+            let hits = p
+                .triggers
+                .iter()
+                .filter(|t| contains_phrase(&text, &t.trim().to_lowercase()))
+                .count()
+                .min(3);
+            let same_domain = !domain.is_empty() && p.domain.trim().to_lowercase() == domain;
+            (2 * hits + if same_domain { 2 } else { 0 }, i, p)
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.into_iter().map(|(_, _, p)| p).collect()
+}
+
+/// The planner's catalog section: the most related personas described, the rest named.
+pub fn planner_catalog(ranked: &[&crate::catalog::Persona]) -> String {
+    let mut s = String::new();
+    for p in ranked.iter().take(PLANNER_CATALOG_DESCRIBED) {
+        s.push_str(&format!(
+            "- {} [{}]: {}
+",
+            p.name,
+            p.domain,
+            p.summary.trim()
+        ));
+    }
+    if ranked.len() > PLANNER_CATALOG_DESCRIBED {
+        let rest: Vec<&str> = ranked[PLANNER_CATALOG_DESCRIBED..]
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        s.push_str(&format!(
+            "- Also in the catalog, less related to this material: {}\n",
+            rest.join(", ")
+        ));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn the_planner_reads_the_personas_that_fit_the_material_first() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let catalog = Catalog::load(&repo.join("personas")).unwrap();
+        let pack = ContextPack::snapshot(
+            &repo.join("tests/fixtures/code_project"),
+            &crate::pack::PackOptions::default(),
+        )
+        .unwrap();
+        let class = Classification {
+            domain: "software".into(),
+            content_types: vec!["http api".into(), "database access".into()],
+            ..Classification::default()
+        };
+        let ranked = rank_for_planner(&catalog, &pack, &class, None);
+        let names: Vec<&str> = ranked.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names.len(),
+            catalog.reviewers().count(),
+            "nobody leaves the catalog"
+        );
+        let at = |n: &str| names.iter().position(|x| *x == n).unwrap();
+        assert!(at("security_sentinel") < 6, "{names:?}");
+        // Every software persona comes before any financial or legal one on a code project.
+        let last_software = names
+            .iter()
+            .rposition(|n| catalog.get(n).is_ok_and(|p| p.domain == "software"))
+            .unwrap();
+        assert!(last_software < at("budget_controller") && last_software < at("contract_counsel"));
+        let text = planner_catalog(&ranked);
+        assert!(text.starts_with(&format!("- {} [", names[0])));
+        assert!(text.contains("less related to this material: "));
+        assert!(!text.contains("- budget_controller ["), "{text}");
+        assert!(text.contains("budget_controller"));
+    }
 
     #[test]
     fn triggers_select_and_the_flow_floor_stays() {

@@ -267,7 +267,9 @@ pub fn planner_prompt_in(
         let _ = writeln!(files, "- … {} more files", ctx.pack.len() - 400);
     }
     let class = serde_json::to_string_pretty(classification).unwrap_or_default();
-    let catalog = ctx.catalog.personas_list_among(roster);
+    let ranked =
+        quorum_core::selection::rank_for_planner(&ctx.catalog, &ctx.pack, classification, roster);
+    let catalog = quorum_core::selection::planner_catalog(&ranked);
     let mut errors = String::new();
     if !previous_errors.is_empty() {
         errors.push_str("## Your previous plan was rejected\n");
