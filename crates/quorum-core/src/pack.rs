@@ -353,11 +353,10 @@ impl ContextPack {
                 }),
             }
         }
-        for (rel, path) in regular {
-            let id = walked.get(&rel).copied();
-            match admit_file(&path, &rel, id, opts) {
-                Ok(content) => {
-                    files.insert(rel.clone(), PackFile::new(rel, content));
+        for (rel, admitted) in admit_in_parallel(regular, &walked, opts) {
+            match admitted {
+                Ok(file) => {
+                    files.insert(rel, file);
                 }
                 Err(reason) => skipped.push(Skipped { path: rel, reason }),
             }
@@ -938,6 +937,60 @@ impl FileId {
 }
 
 /// Decide whether one walked regular file enters the pack; `Err` carries the `skipped` reason.
+/// Read, check and hash the walked regular files on every core: the walk decides (in order,
+/// on one thread); reading and blake3 are the bulk of a pack's cost and are independent per
+/// file. The result comes back in the walk's order, so the pack does not depend on timing.
+fn admit_in_parallel(
+    regular: Vec<(String, PathBuf)>,
+    walked: &BTreeMap<String, FileId>,
+    opts: &PackOptions,
+) -> Vec<(String, Result<PackFile, String>)> {
+    let admit = |(rel, path): &(String, PathBuf)| {
+        let id = walked.get(rel).copied();
+        admit_file(path, rel, id, opts).map(|content| PackFile::new(rel.clone(), content))
+    };
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(16);
+    // Few files are not worth a thread each.
+    if threads <= 1 || regular.len() < 64 {
+        return regular.iter().map(|f| (f.0.clone(), admit(f))).collect();
+    }
+    let chunk = regular.len().div_ceil(threads);
+    let mut out: Vec<Vec<(String, Result<PackFile, String>)>> = Vec::new();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = regular
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|f| (f.0.clone(), admit(f)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for w in workers {
+            // A worker panics only on a bug; its files are then reported, not lost silently.
+            out.push(w.join().unwrap_or_default());
+        }
+    });
+    let mut all: Vec<_> = out.into_iter().flatten().collect();
+    // A panicked chunk would leave files unaccounted for; say so rather than drop them.
+    if all.len() < regular.len() {
+        let seen: std::collections::BTreeSet<&str> = all.iter().map(|(r, _)| r.as_str()).collect();
+        let missing: Vec<String> = regular
+            .iter()
+            .filter(|(r, _)| !seen.contains(r.as_str()))
+            .map(|(r, _)| r.clone())
+            .collect();
+        for rel in missing {
+            all.push((rel, Err("internal error while reading".to_string())));
+        }
+    }
+    all
+}
+
 fn admit_file(
     path: &Path,
     rel: &str,
