@@ -31,6 +31,7 @@
 //! prose formats (markdown, reStructuredText, plain text, LaTeX, AsciiDoc) and LICENSE-like files
 //! are `Doc`; tabular or record data (csv, tsv, jsonl, logs) and anything unrecognised are `Data`.
 
+pub mod atlas;
 mod survey;
 
 pub use survey::{Exclusion, ExclusionReason, PackSurvey};

@@ -389,6 +389,13 @@ pub fn validate_tasks(
                 if !files.contains(&pf.path) {
                     files.push(pf.path.clone());
                 }
+            } else {
+                // A large pack's planner sees directories and may name one (`src/api/`).
+                for path in crate::pack::atlas::expand_directory(pack, f) {
+                    if !files.contains(&path) {
+                        files.push(path);
+                    }
+                }
             }
         }
         let asked: Vec<String> = match field(v, &["tools"]) {

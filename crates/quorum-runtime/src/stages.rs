@@ -253,19 +253,32 @@ pub fn planner_prompt_in(
         p.max_tasks
     );
     let mut files = String::new();
-    for f in ctx.pack.files.values().take(400) {
-        let _ = writeln!(
-            files,
-            "- {} ({}, {}, {} lines)",
-            f.path,
-            f.language,
-            kind_str(f.kind),
-            f.line_count
-        );
-    }
-    if ctx.pack.len() > 400 {
-        let _ = writeln!(files, "- … {} more files", ctx.pack.len() - 400);
-    }
+    let atlas = quorum_core::pack::atlas::LIST_FILES_UP_TO;
+    let (files_heading, files) = if ctx.pack.len() > atlas {
+        // Too many paths to read (or to fit): the planner sees the directories and assigns
+        // them; validation expands each `dir/` to the files under it, boundedly.
+        let summary = quorum_core::pack::atlas::directory_summary(&ctx.pack, 120);
+        (
+            format!(
+                "## Directories ({} files; name a directory as `path/` in a task's files to give it                  up to {} files under it)",
+                ctx.pack.len(),
+                quorum_core::pack::atlas::FILES_PER_DIRECTORY_ENTRY
+            ),
+            summary,
+        )
+    } else {
+        for f in ctx.pack.files.values() {
+            let _ = writeln!(
+                files,
+                "- {} ({}, {}, {} lines)",
+                f.path,
+                f.language,
+                kind_str(f.kind),
+                f.line_count
+            );
+        }
+        ("## File list".to_string(), files)
+    };
     let class = serde_json::to_string_pretty(classification).unwrap_or_default();
     let ranked =
         quorum_core::selection::rank_for_planner(&ctx.catalog, &ctx.pack, classification, roster);
@@ -313,7 +326,7 @@ pub fn planner_prompt_in(
         )
     };
     let user = format!(
-        "## Classification\n{class}\n\n## Persona catalog\n{}\n## File list\n{}\n{dimensions}{models}{errors}",
+        "## Classification\n{class}\n\n## Persona catalog\n{}\n{files_heading}\n{}\n{dimensions}{models}{errors}",
         fitted[0], fitted[1]
     );
     (system, user + &planner_scope_section(ctx))

@@ -811,3 +811,73 @@ async fn a_change_reviews_hunks_are_bounded_with_a_visible_cut() {
     );
     assert!(user.contains("<<<BEGIN UNTRUSTED diff of f2.py>>>"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_pack_s_planner_sees_directories_and_a_directory_task_gets_its_files() {
+    let files: Vec<(String, String)> = (0..300)
+        .map(|i| {
+            (
+                format!("svc{}/mod{}/f{i}.py", i % 3, i % 7),
+                format!("def f{i}():\n    return {i}\n"),
+            )
+        })
+        .collect();
+    let script = Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&json!({"tasks": [
+                    {"id": "t1", "persona": "security_sentinel", "files": ["svc1/"],
+                     "mandate": "Check the svc1 service for injection.", "tools": ["file_read"]}
+                ]}))),
+        )
+        .rule(
+            Rule::new("specialist")
+                .when_system(["You are security_sentinel"])
+                .reply(Reply::json(&json!({"findings": []}))),
+        )
+        .rule(synthesizer_rule());
+    let server = ScriptedServer::start(script).await.unwrap();
+    let ctx = context_with(
+        &server,
+        &fixture("code_project"),
+        |f| f.parameters.max_tasks = 1,
+        |c| c.pack = ContextPack::from_files("/generated".into(), None, files),
+    );
+    let report = review(Arc::new(ctx)).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let reqs = server.requests();
+    let planner = reqs
+        .iter()
+        .find(|r| r.system.contains("You are the planner"))
+        .expect("a planner request");
+    assert!(
+        planner.text.contains("## Directories (300 files"),
+        "{}",
+        planner.text
+    );
+    assert!(planner.text.contains("- svc1/mod"), "{}", planner.text);
+    assert!(
+        !planner.text.contains("svc0/mod0/f0.py"),
+        "a path was listed: {}",
+        planner.text
+    );
+    let specialist = reqs
+        .iter()
+        .find(|r| r.system.contains("You are security_sentinel"))
+        .expect("a specialist request");
+    // The task got svc1's files (bounded), and nothing of the other services.
+    assert!(
+        specialist.text.contains("svc1/mod1/f1.py"),
+        "{}",
+        specialist.text
+    );
+    assert!(!specialist.text.contains("svc0/"), "{}", specialist.text);
+}
