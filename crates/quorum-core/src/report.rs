@@ -227,7 +227,8 @@ pub struct Report {
     pub tasks: Vec<TaskReport>,
     pub usage: Usage,
     pub methodology: Methodology,
-    /// Coverage of the flow's fixed dimensions and source directories (flows that declare them).
+    /// Which files completed specialist tasks were given (every report), and the flow's fixed
+    /// dimensions and source directories (flows that declare them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<crate::coverage::CoverageReport>,
     /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
@@ -1294,6 +1295,38 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
                 format!(" (not covered: {})", uncovered.join(", "))
             }
         );
+    }
+    if c.files_total > 0 {
+        let _ = writeln!(
+            out,
+            "- **Files reviewed:** {} of {} (a file counts when a specialist task that completed was given it)",
+            c.files_reviewed, c.files_total
+        );
+        if !c.by_persona.is_empty() {
+            let per: Vec<String> = c
+                .by_persona
+                .iter()
+                .map(|(p, n)| format!("{} {n}", cell(p)))
+                .collect();
+            let _ = writeln!(out, "- **Files by persona:** {}", per.join(", "));
+        }
+        if c.never_reviewed_count > 0 {
+            let listed: Vec<String> = c.never_reviewed.iter().map(|p| code(p)).collect();
+            let more = c
+                .never_reviewed_count
+                .saturating_sub(c.never_reviewed.len());
+            let _ = writeln!(
+                out,
+                "- **Never reviewed ({}):** {}{}",
+                c.never_reviewed_count,
+                listed.join(", "),
+                if more > 0 {
+                    format!(" and {more} more (report.json counts them)")
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
     for a in &c.added {
         let _ = writeln!(

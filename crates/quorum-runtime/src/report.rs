@@ -316,8 +316,18 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         ));
     }
     let planned: Vec<Task> = specialists.iter().filter_map(|r| r.task.clone()).collect();
-    let coverage =
-        quorum_core::coverage::report(&ctx.flow, &ctx.pack, &planned, &facts.gated.findings);
+    let completed: Vec<&Task> = specialists
+        .iter()
+        .filter(|r| r.state == TaskState::Completed)
+        .filter_map(|r| r.task.as_ref())
+        .collect();
+    let coverage = Some(quorum_core::coverage::report(
+        &ctx.flow,
+        &ctx.pack,
+        &planned,
+        &completed,
+        &facts.gated.findings,
+    ));
     // A member the flow's team rules placed says why; the first such task's reason stands.
     let mut reasons: BTreeMap<&str, &str> = BTreeMap::new();
     for t in &planned {
