@@ -231,6 +231,9 @@ pub struct Report {
     /// dimensions and source directories (flows that declare them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<crate::coverage::CoverageReport>,
+    /// Exhaustive flows: each round's metrics and the decision it ended with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<crate::rounds::RoundMetrics>,
     /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
     /// answered, the threshold and the combined outcome. Absent when no model verified anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -1256,6 +1259,35 @@ fn md_safe_fixes(r: &Report, out: &mut String) {
     out.push('\n');
 }
 
+fn md_rounds(rounds: &[crate::rounds::RoundMetrics], out: &mut String) {
+    if rounds.is_empty() {
+        return;
+    }
+    out.push_str("### Rounds\n\n");
+    out.push_str(
+        "| Round | Persona | Tasks | Completed | Files | Findings | New | Previous total | Tokens in/out | Decision |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+    );
+    for m in rounds {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
+            m.round,
+            cell(&m.persona),
+            m.tasks,
+            m.completed,
+            m.files,
+            m.findings,
+            m.new_findings,
+            m.previous_total,
+            m.tokens_in,
+            m.tokens_out,
+            cell(&m.decision)
+        );
+    }
+    out.push('\n');
+}
+
 fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
     out.push_str("### Coverage\n\n");
     if !c.dimensions.is_empty() {
@@ -1472,6 +1504,7 @@ fn md_methodology(r: &Report, out: &mut String) {
     if let Some(c) = &r.coverage {
         md_coverage(c, out);
     }
+    md_rounds(&r.rounds, out);
 
     out.push_str("### Tasks\n\n");
     if r.tasks.is_empty() {
@@ -1685,6 +1718,7 @@ mod tests {
                 profile: String::new(),
             },
             coverage: None,
+            rounds: Vec::new(),
             verification_ledger: Vec::new(),
             safe_fixes: Vec::new(),
             conformance: None,

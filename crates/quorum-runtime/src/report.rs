@@ -173,6 +173,8 @@ pub struct RunFacts {
     pub conformance: Option<quorum_core::conformance::MergeReadiness>,
     /// Why a conformance flow could not judge its spec (no spec, criteria unreadable).
     pub conformance_failure: Option<String>,
+    /// Exhaustive flows: each round's metrics.
+    pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
 }
 
 /// Derive status and build the report.
@@ -374,6 +376,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             profile: ctx.scope.profile.as_str().to_string(),
         },
         coverage,
+        rounds: facts.rounds,
         verification_ledger: facts.ledger,
         safe_fixes: Vec::new(),
         conformance,
