@@ -50,29 +50,12 @@ fn finding(file: &str, n: usize) -> serde_json::Value {
         "suggested_fix": "validate x"})
 }
 
-fn meta() -> FlowMeta {
-    FlowMeta {
-        flow_id: "exhaustive".into(),
-        flow_name: "exhaustive".into(),
-        flow_yaml: String::new(),
-        params: json!({}),
-        target_path: String::new(),
-        head_sha: None,
-        started_at: String::new(),
-        started_ms: 0,
-        node: "test-node".into(),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exhaustive_flow_reads_all_2000_files_and_converges_when_a_round_adds_nothing_new() {
-    let target = tempfile::tempdir().unwrap();
-    let paths = generate_tree(target.path());
-    // Round 1 (the first lane): the first batch reports two problems, every other batch none.
-    // Round 2 (the second lane) re-reads that batch and reports the same two: no new finding,
-    // under the threshold of 2, so the rounds stop there and no third lane is asked.
+/// Round 1 (the first lane): the first batch reports two problems, every other batch none.
+/// Round 2 (the second lane) re-reads that batch and reports the same two: no new finding,
+/// under the threshold of 2, so the rounds stop there and no third lane is asked.
+fn script() -> Script {
     let two = json!({"findings": [finding("pkg00/m00.py", 0), finding("pkg00/m01.py", 1)]});
-    let script = Script::new()
+    Script::new()
         .models([MODEL])
         .rule(scout_rule())
         .rule(
@@ -88,45 +71,73 @@ async fn exhaustive_flow_reads_all_2000_files_and_converges_when_a_round_adds_no
         )
         .rule(no_findings_rule())
         .rule(verifier_confirms())
-        .rule(synthesizer_rule());
-    let server = ScriptedServer::start(script).await.unwrap();
+        .rule(synthesizer_rule())
+}
 
+fn meta(id: &str) -> FlowMeta {
+    FlowMeta {
+        flow_id: id.into(),
+        flow_name: "exhaustive".into(),
+        flow_yaml: String::new(),
+        params: json!({}),
+        target_path: String::new(),
+        head_sha: None,
+        started_at: String::new(),
+        started_ms: 0,
+        node: "test-node".into(),
+    }
+}
+
+fn context(server: &ScriptedServer, target: &std::path::Path, facts: FactLog) -> ReviewContext {
     let mut flow = Flow::load(&repo_root().join("flows/exhaustive.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
     let catalog = Catalog::load(&repo_root().join("personas")).unwrap();
     flow.check_personas(&catalog).unwrap();
-    let rule = flow.exhaustive.clone().expect("the flow is exhaustive");
-    assert_eq!(rule.threshold, 2, "the seed's default threshold");
     let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
     cfg.timeout_secs = 5;
     cfg.connect_timeout_secs = 2;
     cfg.models = vec![MODEL.to_string()];
-    let data_dir = tempfile::tempdir().unwrap();
-    let data = DataDir::new(data_dir.path());
-    let store = data.create_flow(&meta()).unwrap();
-    let ctx = Arc::new(ReviewContext {
-        flow_id: "exhaustive".into(),
+    ReviewContext {
+        flow_id: uuid::Uuid::new_v4().to_string(),
         flow,
         catalog,
-        pack: ContextPack::snapshot(target.path(), &PackOptions::default()).unwrap(),
+        pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
         backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
         verifier_model: None,
         node: "test-node".into(),
         max_concurrent: Some(4),
         started_at: "2026-01-01T00:00:00Z".into(),
-        facts: FactLog::new(store.clone()),
+        facts,
         remote: None,
         board: None,
         scope: Default::default(),
-    });
-    assert_eq!(ctx.pack.len(), DIRS * PER_DIR);
-    let report: Report = tokio::time::timeout(
+    }
+}
+
+async fn review(ctx: ReviewContext, resume: Option<Resume>) -> Report {
+    tokio::time::timeout(
         Duration::from_secs(120),
-        quorum_runtime::run_review(ctx, None),
+        quorum_runtime::run_review_from(Arc::new(ctx), None, resume),
     )
     .await
     .expect("review hung")
-    .expect("review ran");
+    .expect("review ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhaustive_flow_reads_all_2000_files_and_converges_when_a_round_adds_nothing_new() {
+    let target = tempfile::tempdir().unwrap();
+    let paths = generate_tree(target.path());
+    let server = ScriptedServer::start(script()).await.unwrap();
+
+    let data_dir = tempfile::tempdir().unwrap();
+    let data = DataDir::new(data_dir.path());
+    let store = data.create_flow(&meta("whole")).unwrap();
+    let ctx = context(&server, target.path(), FactLog::new(store.clone()));
+    let rule = ctx.flow.exhaustive.clone().expect("the flow is exhaustive");
+    assert_eq!(rule.threshold, 2, "the seed's default threshold");
+    assert_eq!(ctx.pack.len(), DIRS * PER_DIR);
+    let report = review(ctx, None).await;
     assert_eq!(
         report.status,
         ReviewStatus::Completed,
@@ -220,4 +231,73 @@ async fn exhaustive_flow_reads_all_2000_files_and_converges_when_a_round_adds_no
     let planned = &replay.plan.as_ref().unwrap().0;
     assert_eq!(planned.len(), DIRS + 1);
     assert!(planned.iter().any(|t| t.id == "r2b1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_a_round_runs_the_recorded_next_round_and_never_repeats_the_first() {
+    let target = tempfile::tempdir().unwrap();
+    generate_tree(target.path());
+    let data_dir = tempfile::tempdir().unwrap();
+    let data = DataDir::new(data_dir.path());
+    let first = ScriptedServer::start(script()).await.unwrap();
+    let store = data.create_flow(&meta("whole")).unwrap();
+    let whole = review(
+        context(&first, target.path(), FactLog::new(store.clone())),
+        None,
+    )
+    .await;
+    let events: Vec<Event> = store
+        .events()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    drop(store);
+
+    // The log cut as if the process died right after round 1 was evaluated.
+    let cut_at = events
+        .iter()
+        .position(|e| matches!(e, Event::RoundCompleted { .. }))
+        .expect("round 1 is recorded");
+    let cut = data.create_flow(&meta("cut")).unwrap();
+    for e in &events[..=cut_at] {
+        cut.append(e).unwrap();
+    }
+    let resume = Resume::load(&cut).unwrap();
+    assert_eq!(resume.replay.rounds.len(), 1);
+    assert!(!resume.replay.completed.contains_key("r2b1"));
+
+    let second = ScriptedServer::start(script()).await.unwrap();
+    let resumed = review(
+        context(&second, target.path(), FactLog::new(cut.clone())),
+        Some(resume),
+    )
+    .await;
+    assert_eq!(
+        resumed.status,
+        ReviewStatus::Completed,
+        "{}",
+        resumed.status_reason
+    );
+    let reqs = second.requests();
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.system.contains("You are software_developer,")),
+        "round 1 ran again"
+    );
+    let lane2: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.system.contains("You are security_sentinel,"))
+        .collect();
+    assert_eq!(lane2.len(), 1, "the recorded round 2 ran once");
+    assert_eq!(resumed.rounds, whole.rounds);
+    assert_eq!(resumed.coverage, whole.coverage);
+    let recorded = cut
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter(|e| matches!(e.event, Event::RoundCompleted { .. }))
+        .count();
+    assert_eq!(recorded, 2, "round 1 was not evaluated again");
 }
