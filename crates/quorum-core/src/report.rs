@@ -1501,7 +1501,12 @@ fn md_methodology(r: &Report, out: &mut String) {
         out.push('\n');
     }
 
-    if let Some(c) = &r.coverage {
+    // An empty target has nothing to cover: no section rather than an empty one.
+    if let Some(c) = r
+        .coverage
+        .as_ref()
+        .filter(|c| c.files_total > 0 || !c.dimensions.is_empty() || !c.directories.is_empty())
+    {
         md_coverage(c, out);
     }
     md_rounds(&r.rounds, out);

@@ -501,6 +501,9 @@ async fn empty_target_completes_without_model_calls() {
     assert!(report.status_reason.contains("nothing to review"));
     assert!(report.summary.contains("nothing to review"));
     assert!(server.requests().is_empty());
+    let c = report.coverage.as_ref().unwrap();
+    assert_eq!((c.files_total, c.files_reviewed), (0, 0));
+    assert!(!report.to_markdown().contains("### Coverage"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
