@@ -45,14 +45,73 @@ pub struct AddedTask {
     pub reason: String,
 }
 
-/// `report.json` `coverage` (additive): present when the flow declares coverage rules.
+/// The most paths `coverage.never_reviewed` lists; `never_reviewed_count` has them all.
+pub const MAX_NEVER_REVIEWED: usize = 50;
+
+/// `report.json` `coverage` (additive): present in every report. The dimension and directory
+/// parts are filled for flows that declare those rules; the file counts for every flow.
+///
+/// A file counts as *reviewed* when it was in the files of a specialist task that completed.
+/// That task's prompt carried the file's numbered lines unless the prompt budget had no room for
+/// them (the specialist then had only its `file_read` tool); the exhaustive flow sizes its
+/// batches so that every body fits.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CoverageReport {
+    #[serde(default)]
     pub dimensions: Vec<DimensionCoverage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub directories: Vec<DirectoryCoverage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added: Vec<AddedTask>,
+    /// Files in the review (the context pack).
+    #[serde(default)]
+    pub files_total: usize,
+    /// Of those, files some completed specialist task was given.
+    #[serde(default)]
+    pub files_reviewed: usize,
+    /// Persona -> how many distinct files its completed tasks were given.
+    #[serde(default)]
+    pub by_persona: BTreeMap<String, usize>,
+    /// Files no completed task was given, sorted, at most [`MAX_NEVER_REVIEWED`].
+    #[serde(default)]
+    pub never_reviewed: Vec<String>,
+    /// How many files were never reviewed (the list above may be cut).
+    #[serde(default)]
+    pub never_reviewed_count: usize,
+}
+
+impl CoverageReport {
+    /// Fill the file counts from the tasks that completed.
+    pub fn count_files(&mut self, pack: &ContextPack, completed: &[&Task]) {
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut by_persona: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for t in completed {
+            for f in &t.files {
+                // Only files of the pack count: a path the pack lacks was read by no one.
+                if let Some(pf) = pack.files.get(f) {
+                    seen.insert(pf.path.as_str());
+                    by_persona
+                        .entry(t.persona.as_str())
+                        .or_default()
+                        .insert(pf.path.as_str());
+                }
+            }
+        }
+        let never: Vec<String> = pack
+            .files
+            .keys()
+            .filter(|p| !seen.contains(p.as_str()))
+            .cloned()
+            .collect();
+        self.files_total = pack.files.len();
+        self.files_reviewed = seen.len();
+        self.by_persona = by_persona
+            .into_iter()
+            .map(|(p, files)| (p.to_string(), files.len()))
+            .collect();
+        self.never_reviewed_count = never.len();
+        self.never_reviewed = never.into_iter().take(MAX_NEVER_REVIEWED).collect();
+    }
 }
 
 /// The directory a file lives in ("." for the root).
@@ -332,16 +391,26 @@ pub fn mark_fresh_eyes(
     }
 }
 
-/// What the report says about coverage; `None` when the flow declares no coverage rule.
+/// What the report says about coverage: the flow's dimensions and directories (empty when it
+/// declares no such rule) and, for every flow, which files the tasks that completed were given.
 pub fn report(
     flow: &Flow,
     pack: &ContextPack,
     tasks: &[Task],
+    completed: &[&Task],
     findings: &[Finding],
-) -> Option<CoverageReport> {
-    if flow.dimensions.is_empty() && flow.directory_coverage.is_none() {
-        return None;
-    }
+) -> CoverageReport {
+    let mut out = rules_report(flow, pack, tasks, findings);
+    out.count_files(pack, completed);
+    out
+}
+
+fn rules_report(
+    flow: &Flow,
+    pack: &ContextPack,
+    tasks: &[Task],
+    findings: &[Finding],
+) -> CoverageReport {
     let dimensions = flow
         .dimensions
         .iter()
@@ -389,11 +458,12 @@ pub fn report(
             })
         })
         .collect();
-    Some(CoverageReport {
+    CoverageReport {
         dimensions,
         directories,
         added,
-    })
+        ..CoverageReport::default()
+    }
 }
 
 #[cfg(test)]
@@ -466,7 +536,7 @@ mod tests {
             .any(|t| t.origin.as_deref() == Some(dimension_origin(&first.name).as_str())));
         // Dimension tasks read every file; the directory rule then finds all directories
         // covered, so it adds nothing more.
-        let report = report(&flow, &pack, &tasks, &[]).unwrap();
+        let report = report(&flow, &pack, &tasks, &[], &[]);
         for d in &report.directories {
             assert!(!d.tasks.is_empty(), "{} uncovered", d.directory);
         }
@@ -500,5 +570,36 @@ mod tests {
         assert_eq!(added[1].1, ["lib/c.py"]);
         assert_eq!(added[2].1, ["src/deep/b.py"]);
         assert!(added[2].0.contains("src/deep"));
+    }
+
+    #[test]
+    fn files_count_as_reviewed_only_through_completed_tasks() {
+        let mut flow = flow();
+        flow.dimensions.clear();
+        flow.directory_coverage = None;
+        let mut files: Vec<(String, String)> =
+            vec![("a.py".into(), "x\n".into()), ("b.py".into(), "y\n".into())];
+        for i in 0..(MAX_NEVER_REVIEWED + 5) {
+            files.push((format!("z/f{i:03}.py"), "z\n".into()));
+        }
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let pack = pack(&refs);
+        let done = task("t1", "p_one", &["a.py", "not/in/pack.py"]);
+        let also = task("t2", "p_two", &["a.py", "b.py"]);
+        let failed = task("t3", "p_one", &["z/f000.py"]);
+        let all = vec![done.clone(), also.clone(), failed];
+        let c = report(&flow, &pack, &all, &[&done, &also], &[]);
+        assert!(c.dimensions.is_empty() && c.directories.is_empty());
+        assert_eq!(c.files_total, files.len());
+        assert_eq!(c.files_reviewed, 2);
+        assert_eq!(c.by_persona.get("p_one"), Some(&1));
+        assert_eq!(c.by_persona.get("p_two"), Some(&2));
+        // The failed task's file was never reviewed; the list is capped, the count is not.
+        assert_eq!(c.never_reviewed_count, MAX_NEVER_REVIEWED + 5);
+        assert_eq!(c.never_reviewed.len(), MAX_NEVER_REVIEWED);
+        assert_eq!(c.never_reviewed[0], "z/f000.py");
     }
 }

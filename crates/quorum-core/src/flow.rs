@@ -349,6 +349,10 @@ pub struct Flow {
     /// The fresh-eyes lane, when the flow has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fresh_eyes: Option<FreshEyes>,
+    /// Exhaustive rounds instead of a planner: every file batched into tasks, rounds until the
+    /// findings converge ([`crate::rounds`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exhaustive: Option<crate::rounds::Exhaustive>,
     /// Where the flow came from (not part of the YAML).
     #[serde(skip)]
     pub source: PathBuf,
@@ -621,6 +625,25 @@ impl Flow {
 
     fn validate_capability_rules(&self) -> Result<(), FlowError> {
         let path = self.source.as_path();
+        if let Some(x) = &self.exhaustive {
+            if x.personas.is_empty() {
+                return Err(invalid(
+                    path,
+                    "exhaustive.personas",
+                    "must name at least one persona",
+                ));
+            }
+            if x.mandate.trim().is_empty() {
+                return Err(invalid(path, "exhaustive.mandate", "must not be empty"));
+            }
+            if x.max_rounds == 0 || x.max_files_per_task == 0 || x.max_tokens_per_task == 0 {
+                return Err(invalid(
+                    path,
+                    "exhaustive",
+                    "max_rounds, max_files_per_task and max_tokens_per_task must be at least 1",
+                ));
+            }
+        }
         let mut names = BTreeSet::new();
         for (i, d) in self.dimensions.iter().enumerate() {
             if d.name.trim().is_empty() || !names.insert(d.name.as_str()) {
@@ -740,6 +763,11 @@ impl Flow {
         }
         if let Some(f) = &self.fresh_eyes {
             out.push(("fresh_eyes.persona".to_string(), f.persona.as_str()));
+        }
+        if let Some(x) = &self.exhaustive {
+            for (i, p) in x.personas.iter().enumerate() {
+                out.push((format!("exhaustive.personas[{i}]"), p.as_str()));
+            }
         }
         if let Some(t) = &self.team {
             for (i, m) in t.always.iter().enumerate() {

@@ -25,6 +25,7 @@ pub mod pack;
 pub mod parse;
 pub mod repo_config;
 pub mod report;
+pub mod rounds;
 pub mod schedule;
 pub mod schema;
 pub mod scope;

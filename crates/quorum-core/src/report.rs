@@ -227,9 +227,13 @@ pub struct Report {
     pub tasks: Vec<TaskReport>,
     pub usage: Usage,
     pub methodology: Methodology,
-    /// Coverage of the flow's fixed dimensions and source directories (flows that declare them).
+    /// Which files completed specialist tasks were given (every report), and the flow's fixed
+    /// dimensions and source directories (flows that declare them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<crate::coverage::CoverageReport>,
+    /// Exhaustive flows: each round's metrics and the decision it ended with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<crate::rounds::RoundMetrics>,
     /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
     /// answered, the threshold and the combined outcome. Absent when no model verified anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -1255,6 +1259,35 @@ fn md_safe_fixes(r: &Report, out: &mut String) {
     out.push('\n');
 }
 
+fn md_rounds(rounds: &[crate::rounds::RoundMetrics], out: &mut String) {
+    if rounds.is_empty() {
+        return;
+    }
+    out.push_str("### Rounds\n\n");
+    out.push_str(
+        "| Round | Persona | Tasks | Completed | Files | Findings | New | Previous total | Tokens in/out | Decision |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+    );
+    for m in rounds {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
+            m.round,
+            cell(&m.persona),
+            m.tasks,
+            m.completed,
+            m.files,
+            m.findings,
+            m.new_findings,
+            m.previous_total,
+            m.tokens_in,
+            m.tokens_out,
+            cell(&m.decision)
+        );
+    }
+    out.push('\n');
+}
+
 fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
     out.push_str("### Coverage\n\n");
     if !c.dimensions.is_empty() {
@@ -1294,6 +1327,38 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
                 format!(" (not covered: {})", uncovered.join(", "))
             }
         );
+    }
+    if c.files_total > 0 {
+        let _ = writeln!(
+            out,
+            "- **Files reviewed:** {} of {} (a file counts when a specialist task that completed was given it)",
+            c.files_reviewed, c.files_total
+        );
+        if !c.by_persona.is_empty() {
+            let per: Vec<String> = c
+                .by_persona
+                .iter()
+                .map(|(p, n)| format!("{} {n}", cell(p)))
+                .collect();
+            let _ = writeln!(out, "- **Files by persona:** {}", per.join(", "));
+        }
+        if c.never_reviewed_count > 0 {
+            let listed: Vec<String> = c.never_reviewed.iter().map(|p| code(p)).collect();
+            let more = c
+                .never_reviewed_count
+                .saturating_sub(c.never_reviewed.len());
+            let _ = writeln!(
+                out,
+                "- **Never reviewed ({}):** {}{}",
+                c.never_reviewed_count,
+                listed.join(", "),
+                if more > 0 {
+                    format!(" and {more} more (report.json counts them)")
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
     for a in &c.added {
         let _ = writeln!(
@@ -1436,9 +1501,15 @@ fn md_methodology(r: &Report, out: &mut String) {
         out.push('\n');
     }
 
-    if let Some(c) = &r.coverage {
+    // An empty target has nothing to cover: no section rather than an empty one.
+    if let Some(c) = r
+        .coverage
+        .as_ref()
+        .filter(|c| c.files_total > 0 || !c.dimensions.is_empty() || !c.directories.is_empty())
+    {
         md_coverage(c, out);
     }
+    md_rounds(&r.rounds, out);
 
     out.push_str("### Tasks\n\n");
     if r.tasks.is_empty() {
@@ -1652,6 +1723,7 @@ mod tests {
                 profile: String::new(),
             },
             coverage: None,
+            rounds: Vec::new(),
             verification_ledger: Vec::new(),
             safe_fixes: Vec::new(),
             conformance: None,

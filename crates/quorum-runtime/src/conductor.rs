@@ -11,6 +11,7 @@
 //! [`phases`].
 
 mod phases;
+mod rounds;
 
 use crate::agent::CallStats;
 use crate::context::SharedContext;
@@ -166,6 +167,8 @@ pub struct ConductorState {
     conformance: Option<phases::ConformanceRound>,
     conformance_done: bool,
     conformance_failure: Option<String>,
+    /// Exhaustive flows: the rounds evaluated so far, in order.
+    rounds: Vec<quorum_core::rounds::RoundMetrics>,
 }
 
 impl ConductorState {
@@ -774,6 +777,10 @@ impl FlowConductor {
         state: &mut ConductorState,
     ) -> Result<(), ActorProcessingErr> {
         if state.phase == Phase::Specialists && state.sched.all_terminal(false) {
+            // An exhaustive flow's round may be followed by another before verification.
+            if Box::pin(Self::end_round(myself, state)).await? {
+                return Ok(());
+            }
             return Box::pin(Self::start_phase(myself, state, Phase::Verify)).await;
         }
         if state.phase == Phase::Verify && state.verify.is_some() && state.sched.all_terminal(false)
@@ -957,6 +964,7 @@ impl Actor for FlowConductor {
             conformance: None,
             conformance_done: false,
             conformance_failure: None,
+            rounds: Vec::new(),
         })
     }
 

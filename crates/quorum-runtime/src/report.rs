@@ -173,6 +173,8 @@ pub struct RunFacts {
     pub conformance: Option<quorum_core::conformance::MergeReadiness>,
     /// Why a conformance flow could not judge its spec (no spec, criteria unreadable).
     pub conformance_failure: Option<String>,
+    /// Exhaustive flows: each round's metrics.
+    pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
 }
 
 /// Derive status and build the report.
@@ -316,8 +318,18 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         ));
     }
     let planned: Vec<Task> = specialists.iter().filter_map(|r| r.task.clone()).collect();
-    let coverage =
-        quorum_core::coverage::report(&ctx.flow, &ctx.pack, &planned, &facts.gated.findings);
+    let completed: Vec<&Task> = specialists
+        .iter()
+        .filter(|r| r.state == TaskState::Completed)
+        .filter_map(|r| r.task.as_ref())
+        .collect();
+    let coverage = Some(quorum_core::coverage::report(
+        &ctx.flow,
+        &ctx.pack,
+        &planned,
+        &completed,
+        &facts.gated.findings,
+    ));
     // A member the flow's team rules placed says why; the first such task's reason stands.
     let mut reasons: BTreeMap<&str, &str> = BTreeMap::new();
     for t in &planned {
@@ -364,6 +376,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             profile: ctx.scope.profile.as_str().to_string(),
         },
         coverage,
+        rounds: facts.rounds,
         verification_ledger: facts.ledger,
         safe_fixes: Vec::new(),
         conformance,

@@ -383,6 +383,26 @@ async fn flaky_and_broken_specialists_retry_then_report_partial() {
     // The low-confidence single report is residual, not a finding.
     assert_eq!(report.findings.len(), 0);
     assert_eq!(report.residual_concerns.len(), 1);
+    // Coverage counts only what completed tasks were given: t2's file was never reviewed.
+    let c = report.coverage.as_ref().expect("every report has coverage");
+    assert_eq!(c.files_total, report.target.file_count);
+    assert_eq!(c.files_reviewed + c.never_reviewed_count, c.files_total);
+    assert!(
+        c.never_reviewed.iter().any(|p| p == "src/utils.py"),
+        "{c:?}"
+    );
+    assert!(!c.never_reviewed.iter().any(|p| p == "src/db.py"), "{c:?}");
+    assert_eq!(c.by_persona.get("security_sentinel"), Some(&2), "{c:?}");
+    assert!(!c.by_persona.contains_key("software_developer"), "{c:?}");
+    let md = report.to_markdown();
+    assert!(
+        md.contains(&format!(
+            "**Files reviewed:** {} of {}",
+            c.files_reviewed, c.files_total
+        )),
+        "{md}"
+    );
+    assert!(md.contains("`src/utils.py`"), "{md}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -481,6 +501,9 @@ async fn empty_target_completes_without_model_calls() {
     assert!(report.status_reason.contains("nothing to review"));
     assert!(report.summary.contains("nothing to review"));
     assert!(server.requests().is_empty());
+    let c = report.coverage.as_ref().unwrap();
+    assert_eq!((c.files_total, c.files_reviewed), (0, 0));
+    assert!(!report.to_markdown().contains("### Coverage"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

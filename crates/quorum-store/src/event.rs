@@ -91,6 +91,13 @@ pub enum Event {
     CriteriaJudged {
         judgments: Vec<quorum_core::conformance::Judgment>,
     },
+    /// An exhaustive round ended: its metrics and the tasks of the next round (none when the
+    /// review converged). A resume runs those tasks as planned ones and never re-evaluates the
+    /// round.
+    RoundCompleted {
+        metrics: quorum_core::rounds::RoundMetrics,
+        next: Vec<Task>,
+    },
 }
 
 /// One finding's verdict, keyed by what survives a resume: the reporting task and the
@@ -130,6 +137,7 @@ pub struct StoredEvent {
 ///   judgment: the first one recorded (a late batch that was fenced changes nothing);
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
 /// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
+/// - rounds: the first record of each round; its next tasks are appended to the plan;
 ///   other events after a finish (late results) are still folded in.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Replay {
@@ -152,6 +160,8 @@ pub struct Replay {
     pub criteria: Option<(Vec<quorum_core::conformance::Criterion>, bool)>,
     /// Judged criteria by id.
     pub criteria_judged: BTreeMap<String, quorum_core::conformance::Judgment>,
+    /// Exhaustive rounds evaluated, in order (the first record of a round wins).
+    pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
 }
 
 impl Replay {
@@ -219,6 +229,15 @@ impl Replay {
                 Event::CriteriaExtracted { criteria, by_model } => {
                     if r.criteria.is_none() {
                         r.criteria = Some((criteria.clone(), *by_model));
+                    }
+                }
+                Event::RoundCompleted { metrics, next } => {
+                    // A round is evaluated once; its next tasks join the plan they extend.
+                    if !r.rounds.iter().any(|m| m.round == metrics.round) {
+                        r.rounds.push(metrics.clone());
+                        if let Some((tasks, _)) = r.plan.as_mut() {
+                            tasks.extend(next.iter().cloned());
+                        }
                     }
                 }
                 Event::CriteriaJudged { judgments } => {

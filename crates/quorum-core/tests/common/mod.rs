@@ -206,6 +206,7 @@ pub fn realistic_report() -> Report {
             profile: String::new(),
         },
         coverage: None,
+        rounds: Vec::new(),
         verification_ledger: Vec::new(),
         safe_fixes: Vec::new(),
         conformance: None,

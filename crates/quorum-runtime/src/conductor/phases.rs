@@ -35,6 +35,9 @@ impl FlowConductor {
         state.phase = phase;
         let name = match phase {
             Phase::Scout => "scout",
+            Phase::Plan if state.ctx.flow.exhaustive.is_some() => {
+                return Box::pin(Self::exhaustive_plan(myself, state)).await;
+            }
             Phase::Plan => "planner",
             Phase::Verify => {
                 Self::add_analyzer_candidates(state);
@@ -158,23 +161,7 @@ impl FlowConductor {
                     })
                     .await;
                 state.usage.merge(&plan.stage.stats);
-                state.emit(Progress::Planned {
-                    tasks: plan.tasks.len(),
-                    rejected: plan.rejected.len(),
-                });
-                state.rejected = plan.rejected;
-                state.phase = Phase::Specialists;
-                state.emit(Progress::Stage {
-                    stage: "specialists".into(),
-                });
-                let keys: Vec<TaskKey> = plan
-                    .tasks
-                    .into_iter()
-                    .map(|t| state.add_run(TaskRun::specialist(t)))
-                    .collect();
-                Box::pin(Self::add_tasks(myself, state, keys)).await?;
-                // A plan whose every task was rejected leaves nothing to wait for.
-                Box::pin(Self::advance(myself, state)).await?;
+                Box::pin(Self::planned(myself, state, plan.tasks, plan.rejected)).await?;
             }
             JobOutcome::Specialist(Ok(out)) => {
                 Self::record_success(
@@ -334,6 +321,32 @@ impl FlowConductor {
         }
         state.emit_usage();
         Ok(())
+    }
+
+    /// A plan is made (by the planner or, in an exhaustive flow, by the engine): its tasks go
+    /// to the scheduler.
+    pub(super) async fn planned(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        tasks: Vec<quorum_core::task::Task>,
+        rejected: Vec<quorum_core::task::RejectedTask>,
+    ) -> Result<(), ActorProcessingErr> {
+        state.emit(Progress::Planned {
+            tasks: tasks.len(),
+            rejected: rejected.len(),
+        });
+        state.rejected = rejected;
+        state.phase = Phase::Specialists;
+        state.emit(Progress::Stage {
+            stage: "specialists".into(),
+        });
+        let keys: Vec<TaskKey> = tasks
+            .into_iter()
+            .map(|t| state.add_run(TaskRun::specialist(t)))
+            .collect();
+        Box::pin(Self::add_tasks(myself, state, keys)).await?;
+        // A plan whose every task was rejected leaves nothing to wait for.
+        Box::pin(Self::advance(myself, state)).await
     }
 
     async fn record_success(
@@ -556,7 +569,11 @@ impl FlowConductor {
         let Some((tasks, rejected)) = replay.plan.clone() else {
             return Self::start_phase(myself, state, Phase::Plan).await;
         };
-        state.add_run(stage_run("planner", true));
+        // An exhaustive flow's plan was the engine's: no planner ran.
+        if state.ctx.flow.exhaustive.is_none() {
+            state.add_run(stage_run("planner", true));
+        }
+        state.rounds = replay.rounds.clone();
         state.rejected = rejected;
         state.emit(Progress::Planned {
             tasks: tasks.len(),
@@ -636,7 +653,7 @@ impl FlowConductor {
 
     /// Hand runs to the scheduler as tasks (specialist tasks, verification batches), placeable
     /// on peers when the review has any.
-    async fn add_tasks(
+    pub(super) async fn add_tasks(
         myself: &ActorRef<ConductorMsg>,
         state: &mut ConductorState,
         keys: Vec<TaskKey>,
@@ -917,6 +934,7 @@ impl FlowConductor {
             budget: state.budget_spent.clone(),
             cancelled: state.cancelled.clone(),
             ledger: std::mem::take(&mut state.ledger),
+            rounds: std::mem::take(&mut state.rounds),
         };
         let report = assemble(&state.ctx, facts);
         let status = format!("{:?}", report.status).to_lowercase();

@@ -1,0 +1,303 @@
+//! The exhaustive flow end to end against the scripted model server: a generated tree of 2,000
+//! files is read in directory batches (every file's body in some specialist prompt), the rounds
+//! converge once a round adds too few new findings, and coverage, rounds and the store's round
+//! events say so.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use quorum_core::catalog::Catalog;
+use quorum_core::flow::Flow;
+use quorum_core::pack::{ContextPack, PackOptions};
+use quorum_core::report::{Report, ReviewStatus};
+use quorum_llm::{BackendConfig, BackendKind};
+use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
+use quorum_store::{DataDir, Event, FlowMeta};
+use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+use support::*;
+
+const DIRS: usize = 50;
+const PER_DIR: usize = 40;
+
+/// `DIRS` directories of `PER_DIR` small Python files each.
+fn generate_tree(root: &std::path::Path) -> Vec<String> {
+    let mut paths = Vec::new();
+    for d in 0..DIRS {
+        let dir = root.join(format!("pkg{d:02}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..PER_DIR {
+            let n = d * PER_DIR + f;
+            std::fs::write(
+                dir.join(format!("m{f:02}.py")),
+                format!("def handler_{n}(x):\n    return x + {n}\n"),
+            )
+            .unwrap();
+            paths.push(format!("pkg{d:02}/m{f:02}.py"));
+        }
+    }
+    paths
+}
+
+fn finding(file: &str, n: usize) -> serde_json::Value {
+    json!({"title": format!("Unchecked input in handler_{n}"), "severity": "P2",
+        "confidence": 0.9, "category": "correctness/validation", "file": file,
+        "line_start": 2, "line_end": 2, "symbol": format!("handler_{n}"),
+        "evidence": format!("return x + {n}"), "why_it_matters": "x is never validated",
+        "suggested_fix": "validate x"})
+}
+
+/// Round 1 (the first lane): the first batch reports two problems, every other batch none.
+/// Round 2 (the second lane) re-reads that batch and reports the same two: no new finding,
+/// under the threshold of 2, so the rounds stop there and no third lane is asked.
+fn script() -> Script {
+    let two = json!({"findings": [finding("pkg00/m00.py", 0), finding("pkg00/m01.py", 1)]});
+    Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(
+            Rule::new("round1-hit")
+                .when_system(["You are software_developer,"])
+                .when_last_user(["## Task r1b1\n"])
+                .reply(Reply::json(&two)),
+        )
+        .rule(
+            Rule::new("round2-same")
+                .when_system(["You are security_sentinel,"])
+                .reply(Reply::json(&two)),
+        )
+        .rule(no_findings_rule())
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule())
+}
+
+fn meta(id: &str) -> FlowMeta {
+    FlowMeta {
+        flow_id: id.into(),
+        flow_name: "exhaustive".into(),
+        flow_yaml: String::new(),
+        params: json!({}),
+        target_path: String::new(),
+        head_sha: None,
+        started_at: String::new(),
+        started_ms: 0,
+        node: "test-node".into(),
+    }
+}
+
+fn context(server: &ScriptedServer, target: &std::path::Path, facts: FactLog) -> ReviewContext {
+    let mut flow = Flow::load(&repo_root().join("flows/exhaustive.yaml")).unwrap();
+    flow.parameters.call_timeout_secs = 5;
+    let catalog = Catalog::load(&repo_root().join("personas")).unwrap();
+    flow.check_personas(&catalog).unwrap();
+    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
+    cfg.timeout_secs = 5;
+    cfg.connect_timeout_secs = 2;
+    cfg.models = vec![MODEL.to_string()];
+    ReviewContext {
+        flow_id: uuid::Uuid::new_v4().to_string(),
+        flow,
+        catalog,
+        pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
+        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
+        verifier_model: None,
+        node: "test-node".into(),
+        max_concurrent: Some(4),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        facts,
+        remote: None,
+        board: None,
+        scope: Default::default(),
+    }
+}
+
+async fn review(ctx: ReviewContext, resume: Option<Resume>) -> Report {
+    tokio::time::timeout(
+        Duration::from_secs(120),
+        quorum_runtime::run_review_from(Arc::new(ctx), None, resume),
+    )
+    .await
+    .expect("review hung")
+    .expect("review ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhaustive_flow_reads_all_2000_files_and_converges_when_a_round_adds_nothing_new() {
+    let target = tempfile::tempdir().unwrap();
+    let paths = generate_tree(target.path());
+    let server = ScriptedServer::start(script()).await.unwrap();
+
+    let data_dir = tempfile::tempdir().unwrap();
+    let data = DataDir::new(data_dir.path());
+    let store = data.create_flow(&meta("whole")).unwrap();
+    let ctx = context(&server, target.path(), FactLog::new(store.clone()));
+    let rule = ctx.flow.exhaustive.clone().expect("the flow is exhaustive");
+    assert_eq!(rule.threshold, 2, "the seed's default threshold");
+    assert_eq!(ctx.pack.len(), DIRS * PER_DIR);
+    let report = review(ctx, None).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+
+    let reqs = server.requests();
+    // The engine planned: no planner call.
+    assert!(!reqs
+        .iter()
+        .any(|r| r.system.contains("You are the planner")));
+    // Every file's numbered body was in some round-1 prompt, delimited as data.
+    let lane1: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.system.contains("You are software_developer,"))
+        .collect();
+    assert_eq!(lane1.len(), DIRS, "one batch per directory of {PER_DIR}");
+    let mut in_prompts = BTreeSet::new();
+    for r in &lane1 {
+        for part in r.text.split("<<<BEGIN UNTRUSTED ").skip(1) {
+            if let Some(label) = part.split(">>>").next() {
+                in_prompts.insert(label.to_string());
+            }
+        }
+    }
+    for p in &paths {
+        assert!(in_prompts.contains(p), "{p} was in no specialist prompt");
+    }
+    // Round 2 re-read only the batch that found something, with the second lane.
+    let lane2: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.system.contains("You are security_sentinel,"))
+        .collect();
+    assert_eq!(lane2.len(), 1);
+    assert!(lane2[0].text.contains("## Task r2b1\n"));
+    assert!(lane2[0].text.contains("<<<BEGIN UNTRUSTED pkg00/m39.py>>>"));
+    assert!(!lane2[0].text.contains("<<<BEGIN UNTRUSTED pkg01/"));
+    assert!(!reqs
+        .iter()
+        .any(|r| r.system.contains(&format!("You are {},", rule.personas[2]))));
+
+    // Coverage proves every file was read.
+    let c = report.coverage.as_ref().expect("coverage");
+    assert_eq!(c.files_total, DIRS * PER_DIR);
+    assert_eq!(c.files_reviewed, DIRS * PER_DIR);
+    assert_eq!(c.never_reviewed_count, 0);
+    assert!(c.never_reviewed.is_empty());
+    assert_eq!(
+        c.by_persona.get("software_developer"),
+        Some(&(DIRS * PER_DIR))
+    );
+    assert_eq!(c.by_persona.get("security_sentinel"), Some(&PER_DIR));
+
+    // The rounds, and why they stopped.
+    assert_eq!(report.rounds.len(), 2, "{:?}", report.rounds);
+    let (r1, r2) = (&report.rounds[0], &report.rounds[1]);
+    assert_eq!(
+        (r1.round, r1.tasks, r1.completed, r1.files),
+        (1, DIRS, DIRS, DIRS * PER_DIR)
+    );
+    assert_eq!((r1.findings, r1.new_findings, r1.previous_total), (2, 2, 0));
+    assert!(r1.next, "{}", r1.decision);
+    assert_eq!((r2.round, r2.tasks, r2.files), (2, 1, PER_DIR));
+    assert_eq!((r2.findings, r2.new_findings, r2.previous_total), (2, 0, 2));
+    assert!(!r2.next);
+    assert!(r2.decision.starts_with("converged"), "{}", r2.decision);
+    // Reduce: the two lanes' reports are one finding each, by anchor.
+    assert_eq!(report.findings.len(), 2, "{:?}", report.findings);
+    let md = report.to_markdown();
+    assert!(md.contains("### Rounds"), "{md}");
+    assert!(md.contains("**Files reviewed:** 2000 of 2000"), "{md}");
+    let json = report.to_json();
+    assert!(json.contains("\"rounds\""), "report.json has the rounds");
+
+    // Each round is a fact in the store; a replay carries the next round's tasks as planned.
+    let rounds: Vec<_> = store
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::RoundCompleted { metrics, next } => Some((metrics, next)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rounds.len(), 2);
+    assert_eq!(rounds[0].1.len(), 1, "round 1 recorded round 2's task");
+    assert!(rounds[1].1.is_empty());
+    let replay = Resume::load(&store).unwrap().replay;
+    assert_eq!(replay.rounds, report.rounds);
+    let planned = &replay.plan.as_ref().unwrap().0;
+    assert_eq!(planned.len(), DIRS + 1);
+    assert!(planned.iter().any(|t| t.id == "r2b1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_a_round_runs_the_recorded_next_round_and_never_repeats_the_first() {
+    let target = tempfile::tempdir().unwrap();
+    generate_tree(target.path());
+    let data_dir = tempfile::tempdir().unwrap();
+    let data = DataDir::new(data_dir.path());
+    let first = ScriptedServer::start(script()).await.unwrap();
+    let store = data.create_flow(&meta("whole")).unwrap();
+    let whole = review(
+        context(&first, target.path(), FactLog::new(store.clone())),
+        None,
+    )
+    .await;
+    let events: Vec<Event> = store
+        .events()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    drop(store);
+
+    // The log cut as if the process died right after round 1 was evaluated.
+    let cut_at = events
+        .iter()
+        .position(|e| matches!(e, Event::RoundCompleted { .. }))
+        .expect("round 1 is recorded");
+    let cut = data.create_flow(&meta("cut")).unwrap();
+    for e in &events[..=cut_at] {
+        cut.append(e).unwrap();
+    }
+    let resume = Resume::load(&cut).unwrap();
+    assert_eq!(resume.replay.rounds.len(), 1);
+    assert!(!resume.replay.completed.contains_key("r2b1"));
+
+    let second = ScriptedServer::start(script()).await.unwrap();
+    let resumed = review(
+        context(&second, target.path(), FactLog::new(cut.clone())),
+        Some(resume),
+    )
+    .await;
+    assert_eq!(
+        resumed.status,
+        ReviewStatus::Completed,
+        "{}",
+        resumed.status_reason
+    );
+    let reqs = second.requests();
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.system.contains("You are software_developer,")),
+        "round 1 ran again"
+    );
+    let lane2: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.system.contains("You are security_sentinel,"))
+        .collect();
+    assert_eq!(lane2.len(), 1, "the recorded round 2 ran once");
+    assert_eq!(resumed.rounds, whole.rounds);
+    assert_eq!(resumed.coverage, whole.coverage);
+    let recorded = cut
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter(|e| matches!(e.event, Event::RoundCompleted { .. }))
+        .count();
+    assert_eq!(recorded, 2, "round 1 was not evaluated again");
+}
