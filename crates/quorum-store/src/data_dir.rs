@@ -49,6 +49,10 @@ pub struct DataDir {
     root: PathBuf,
 }
 
+/// How long `open_flow` waits out a lock that may be this process's own, just released.
+const LOCK_RETRIES: u32 = 20;
+const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+
 impl DataDir {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         DataDir { root: root.into() }
@@ -110,7 +114,18 @@ impl DataDir {
                 flow_id: flow_id.to_string(),
             });
         }
-        FlowStore::open(&dir.join(DB_DIR))
+        // A store this process just dropped can hold its lock a moment longer (sled's flusher
+        // thread lets go of it last): give that moment before saying another process runs it.
+        let mut tries = 0;
+        loop {
+            match FlowStore::open(&dir.join(DB_DIR)) {
+                Err(StoreError::Locked { .. }) if tries < LOCK_RETRIES => {
+                    tries += 1;
+                    std::thread::sleep(LOCK_RETRY_PAUSE);
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Every stored flow, newest first. One unreadable flow does not fail the listing: it
