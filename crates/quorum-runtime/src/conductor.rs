@@ -98,6 +98,8 @@ enum Phase {
     Verify,
     /// Conformance flows, after verification: the spec's criteria, then the judge batches.
     Conformance,
+    /// Finish reviews, after verification (and conformance): the prior findings' rulings.
+    Adjudicate,
     Synthesize,
     Done,
 }
@@ -166,6 +168,11 @@ pub struct ConductorState {
     conformance: Option<phases::ConformanceRound>,
     conformance_done: bool,
     conformance_failure: Option<String>,
+    /// Finish reviews: each prior finding's settled ruling by prior id, the adjudicator round
+    /// in flight, and whether adjudication is over.
+    adjudged: std::collections::BTreeMap<String, quorum_core::adjudication::Adjudged>,
+    adjudication: Option<phases::AdjudicationRound>,
+    adjudication_done: bool,
 }
 
 impl ConductorState {
@@ -516,6 +523,11 @@ impl FlowConductor {
             Self::spawn_worker(myself, state, attempt, Job::Conformance { criteria }).await?;
             return Ok(None);
         }
+        if let Some(findings) = state.adjudication.as_ref().and_then(|r| r.batch(key)) {
+            // Like judge batches, adjudicator batches stay here with the prior report.
+            Self::spawn_worker(myself, state, attempt, Job::Adjudicate { findings }).await?;
+            return Ok(None);
+        }
         let prior_error = state.runs[key].last_error.clone();
         let Some(mut task) = state.runs[key].task.clone() else {
             // A stage run: the job is the current phase's, here or on the chosen peer.
@@ -762,6 +774,17 @@ impl FlowConductor {
             Self::conformance_gave_up(state, key, message);
             return Ok(());
         }
+        if terminal.is_some()
+            && state
+                .adjudication
+                .as_ref()
+                .is_some_and(|r| r.batch(key).is_some())
+        {
+            // Prior findings whose batch could not be ruled on count as standing, not judged;
+            // nothing is recorded for them, so a resume rules on them again.
+            Self::adjudication_gave_up(state, key, message);
+            return Ok(());
+        }
         if terminal.is_some() && !is_specialist && !state.sched.stopped() {
             return Self::after_final_failure(myself, state, message.to_string()).await;
         }
@@ -785,6 +808,12 @@ impl FlowConductor {
             && state.sched.all_terminal(false)
         {
             return Box::pin(Self::conformance_finished(myself, state)).await;
+        }
+        if state.phase == Phase::Adjudicate
+            && state.adjudication.is_some()
+            && state.sched.all_terminal(false)
+        {
+            return Box::pin(Self::adjudication_finished(myself, state)).await;
         }
         Ok(())
     }
@@ -957,6 +986,9 @@ impl Actor for FlowConductor {
             conformance: None,
             conformance_done: false,
             conformance_failure: None,
+            adjudged: std::collections::BTreeMap::new(),
+            adjudication: None,
+            adjudication_done: false,
         })
     }
 

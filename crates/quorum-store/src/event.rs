@@ -91,6 +91,11 @@ pub enum Event {
     CriteriaJudged {
         judgments: Vec<quorum_core::conformance::Judgment>,
     },
+    /// One adjudicator batch's rulings on prior findings (finish review), after they were
+    /// settled against the tree, or the pre-check's own rulings: a resume does not rule again.
+    PriorAdjudicated {
+        rulings: Vec<quorum_core::adjudication::Adjudged>,
+    },
 }
 
 /// One finding's verdict, keyed by what survives a resume: the reporting task and the
@@ -128,6 +133,7 @@ pub struct StoredEvent {
 /// - scope: the first one recorded wins;
 /// - criteria: the first extraction recorded wins (the judgments belong to it); a criterion's
 ///   judgment: the first one recorded (a late batch that was fenced changes nothing);
+/// - a prior finding's ruling: the first one recorded;
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
 /// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
 ///   other events after a finish (late results) are still folded in.
@@ -152,6 +158,8 @@ pub struct Replay {
     pub criteria: Option<(Vec<quorum_core::conformance::Criterion>, bool)>,
     /// Judged criteria by id.
     pub criteria_judged: BTreeMap<String, quorum_core::conformance::Judgment>,
+    /// Prior findings ruled on (finish review), by prior finding id.
+    pub adjudicated: BTreeMap<String, quorum_core::adjudication::Adjudged>,
 }
 
 impl Replay {
@@ -219,6 +227,13 @@ impl Replay {
                 Event::CriteriaExtracted { criteria, by_model } => {
                     if r.criteria.is_none() {
                         r.criteria = Some((criteria.clone(), *by_model));
+                    }
+                }
+                Event::PriorAdjudicated { rulings } => {
+                    for a in rulings {
+                        r.adjudicated
+                            .entry(a.id.clone())
+                            .or_insert_with(|| a.clone());
                     }
                 }
                 Event::CriteriaJudged { judgments } => {
