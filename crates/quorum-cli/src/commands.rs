@@ -385,7 +385,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         args.profile.as_deref(),
     )?;
     scope.spec = spec.map(|s| crate::target::place_spec(s, &root, &pack));
-    scope.prior = prior;
+    scope.prior = prior.map(Box::new);
     // An invalid analyzer catalog stops the review before anything runs; the tools themselves
     // run once the models are known to be reachable.
     let analyzers = if args.no_analyzers || pack.is_empty() {

@@ -224,7 +224,7 @@ pub struct ReviewScope {
     /// The prior review a finish review adjudicates (`--prior`, `--dispositions`); absent
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prior: Option<crate::adjudication::Prior>,
+    pub prior: Option<Box<crate::adjudication::Prior>>,
     /// What the deterministic analyzers found (and which did not run, and why): leads for the
     /// specialists and candidate findings for the verifier.
     #[serde(default, skip_serializing_if = "crate::analyzer::Leads::is_empty")]
