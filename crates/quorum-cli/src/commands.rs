@@ -248,6 +248,9 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         if args.spec.is_some() {
             bail!("--spec (a conformance review) is not supported with --cluster yet: run it on this machine without --cluster");
         }
+        if args.prior.is_some() || args.dispositions.is_some() {
+            bail!("--prior (a finish review) is not supported with --cluster yet: run it on this machine without --cluster");
+        }
         let urls = args.cluster.clone();
         return crate::node::review_remote(args, &urls).await;
     }
@@ -345,6 +348,8 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
     flow.check_personas(&catalog)
         .map_err(|e| anyhow::anyhow!("invalid flow: {e}; see `quorum personas list`"))?;
     let spec = crate::target::read_spec(&flow, args.spec.as_deref())?;
+    let prior =
+        crate::target::read_prior(&flow, args.prior.as_deref(), args.dispositions.as_deref())?;
     if let Some(dir) = &args.apply_safe_fixes {
         crate::fixes::check_destination(target, dir)?;
     }
@@ -380,6 +385,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         args.profile.as_deref(),
     )?;
     scope.spec = spec.map(|s| crate::target::place_spec(s, &root, &pack));
+    scope.prior = prior.map(Box::new);
     // An invalid analyzer catalog stops the review before anything runs; the tools themselves
     // run once the models are known to be reachable.
     let analyzers = if args.no_analyzers || pack.is_empty() {
@@ -604,7 +610,10 @@ fn unreachable_cancel() -> Result<()> {
 
 /// DESIGN §6, with the conformance gate folded into 1: a completed conformance review exits 1
 /// when any criterion is not met (or, as any review, a finding is at/above --fail-on), 0 only
-/// when every criterion is met; partial or failed is 3 whatever the criteria say.
+/// when every criterion is met; partial or failed is 3 whatever the criteria say. A completed
+/// finish review exits 1 when a prior finding still stands (still_present, disputed_rejected)
+/// or a new finding is at/above --fail-on; a finding of this review at a prior finding's
+/// anchor is that finding again, adjudicated, and is not counted twice.
 pub(crate) fn exit_for(
     report: &Report,
     fail_on: Option<quorum_core::finding::Severity>,
@@ -613,6 +622,12 @@ pub(crate) fn exit_for(
         ReviewStatus::Failed | ReviewStatus::Partial => ExitCode::Incomplete,
         ReviewStatus::Completed if report.conformance.as_ref().is_some_and(|c| !c.ready) => {
             ExitCode::Findings
+        }
+        ReviewStatus::Completed if report.adjudication.is_some() => {
+            match (fail_on, &report.adjudication) {
+                (Some(t), Some(a)) if a.blocks(&report.findings, t) => ExitCode::Findings,
+                _ => ExitCode::Clean,
+            }
         }
         ReviewStatus::Completed => match fail_on {
             Some(t) if report.has_findings_at_or_above(t) => ExitCode::Findings,
@@ -1021,6 +1036,18 @@ pub(crate) fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
             if c.ready { "ready" } else { "not ready" },
             c.criteria.len(),
             out.join(MERGE_READINESS).display()
+        );
+    }
+    if let Some(a) = &report.adjudication {
+        let s = &a.summary;
+        println!(
+            "finish review: {} fixed, {} still present, {} disputed accepted, {} disputed rejected of {} prior findings; {} new",
+            s.fixed,
+            s.still_present,
+            s.disputed_accepted,
+            s.disputed_rejected,
+            a.findings.len(),
+            s.new
         );
     }
     if !report.status_reason.is_empty() {

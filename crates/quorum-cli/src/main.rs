@@ -366,6 +366,15 @@ pub struct ReviewArgs {
     /// flows with a conformance stage, refused by the others.
     #[arg(long, value_name = "FILE")]
     pub spec: Option<PathBuf>,
+    /// The report.json of a prior review that a finish flow adjudicates against the target:
+    /// each of its findings ruled fixed, still_present, disputed_accepted or disputed_rejected.
+    /// Required by flows with an adjudicator stage, refused by the others.
+    #[arg(long, value_name = "REPORT.json")]
+    pub prior: Option<PathBuf>,
+    /// The author's dispositions of the prior findings (YAML or JSON): finding id ->
+    /// {disposition: fixed|wont_fix|deferred|disputed, comment: "..."}. Only with --prior.
+    #[arg(long, value_name = "FILE")]
+    pub dispositions: Option<PathBuf>,
     /// No progress line.
     #[arg(long)]
     pub quiet: bool,

@@ -251,6 +251,8 @@ impl QuorumMcp {
             profile: None,
             apply_safe_fixes: None,
             spec: None,
+            prior: None,
+            dispositions: None,
             no_analyzers: false,
         };
         let local = match prepare_review(&args)

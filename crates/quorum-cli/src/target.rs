@@ -92,6 +92,7 @@ pub fn snapshot(
             guidance: repo.map(|r| r.guidance).unwrap_or_default(),
             profile,
             spec: None,
+            prior: None,
             analyzers: Default::default(),
         },
     ))
@@ -172,4 +173,75 @@ pub fn place_spec(
         })
         .filter(|rel| pack.get(rel).is_some());
     spec
+}
+
+/// Read `--prior` (and `--dispositions`) for a flow: required by a flow with an adjudicator
+/// stage, refused by any other (they would be silently ignored). The prior report must be a
+/// quorum report.json; the dispositions file (YAML or JSON) may only name its findings. Each
+/// failure is one line saying which file and what to do.
+pub fn read_prior(
+    flow: &quorum_core::flow::Flow,
+    prior: Option<&Path>,
+    dispositions: Option<&Path>,
+) -> Result<Option<quorum_core::adjudication::Prior>> {
+    use quorum_core::adjudication::{parse_dispositions, parse_prior, Prior};
+    let path = match (flow.uses_prior(), prior) {
+        (true, None) => bail!(
+            "flow {} adjudicates a prior review: pass --prior REPORT.json (the report.json of that review)",
+            flow.name
+        ),
+        (false, Some(_)) => bail!(
+            "--prior is only read by a flow with an adjudicator stage, and flow {} has none: use --flow finish-review, or drop --prior",
+            flow.name
+        ),
+        (false, None) if dispositions.is_some() => bail!(
+            "--dispositions is only read with --prior by a flow with an adjudicator stage: use --flow finish-review --prior REPORT.json, or drop --dispositions"
+        ),
+        (false, None) => return Ok(None),
+        (true, Some(p)) => p,
+    };
+    let mut findings = {
+        let text = read_small_text(path, "prior report")?;
+        parse_prior(&text).map_err(|e| {
+            anyhow!(
+                "{e} ({}): pass the report.json a quorum review wrote",
+                path.display()
+            )
+        })?
+    };
+    if let Some(d) = dispositions {
+        let text = read_small_text(d, "dispositions file")?;
+        let notes = parse_dispositions(&text, &findings).map_err(|e| {
+            anyhow!(
+                "{e} ({}): map each prior finding id to {{disposition: fixed|wont_fix|deferred|disputed, comment: ...}}",
+                d.display()
+            )
+        })?;
+        for f in &mut findings {
+            f.note = notes.get(&f.id).cloned();
+        }
+    }
+    Ok(Some(Prior {
+        path: path.display().to_string(),
+        dispositions: dispositions.map(|d| d.display().to_string()),
+        findings,
+    }))
+}
+
+fn read_small_text(path: &Path, what: &str) -> Result<String> {
+    use quorum_core::adjudication::MAX_PRIOR_BYTES;
+    let shown = path.display();
+    let meta =
+        std::fs::metadata(path).map_err(|e| anyhow!("cannot read the {what} {shown}: {e}"))?;
+    if !meta.is_file() {
+        bail!("the {what} {shown} is not a file");
+    }
+    if meta.len() > MAX_PRIOR_BYTES {
+        bail!(
+            "the {what} {shown} is {} bytes, over the limit of {MAX_PRIOR_BYTES}",
+            meta.len()
+        );
+    }
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read the {what} {shown}: {e}"))?;
+    String::from_utf8(bytes).map_err(|_| anyhow!("the {what} {shown} is not UTF-8 text"))
 }

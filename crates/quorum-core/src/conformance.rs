@@ -409,7 +409,7 @@ pub fn judgments_schema(ids: &[&str]) -> Value {
     })
 }
 
-fn line_of(v: Option<&Value>) -> Option<u32> {
+pub(crate) fn line_of(v: Option<&Value>) -> Option<u32> {
     match v? {
         Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
         Value::String(s) => s.trim().parse().ok(),
@@ -417,7 +417,7 @@ fn line_of(v: Option<&Value>) -> Option<u32> {
     }
 }
 
-fn evidence_of(v: &Value) -> Option<Evidence> {
+pub(crate) fn evidence_of(v: &Value) -> Option<Evidence> {
     let file = ["file", "path"]
         .iter()
         .find_map(|k| v.get(*k).and_then(lenient_string))?;
@@ -480,19 +480,19 @@ pub fn normalize_judgments(values: &[Value], batch: &[Criterion]) -> Vec<Judgmen
         .collect()
 }
 
-/// Check a judgment's evidence against the pack with the grounding every finding gets: quotes
-/// that are not where they say (or not in the target at all) are dropped, lines are corrected
-/// to where the quote really is. A `met` left with no grounded quote is `unmet`: a claim that
-/// the work is done needs the code that does it. An `unmet` needs no quote (absence cannot be
-/// quoted); a `divergent` blocks the merge whatever its evidence, so it stays divergent with a
-/// note when none grounded. `spec_path` is the spec's own path in the pack, if it is there:
-/// a quote from the spec is refused.
-pub fn ground_judgment(mut j: Judgment, pack: &ContextPack, spec_path: Option<&str>) -> Judgment {
+/// Ground quoted evidence against the pack the way every finding is grounded: a quote kept is
+/// found where it says (lines corrected to where it really is); the others are refused with
+/// the reason. A quote from `refuse_path` (a spec inside the target) is refused outright.
+pub fn ground_evidence(
+    evidence: Vec<Evidence>,
+    pack: &ContextPack,
+    refuse_path: Option<&str>,
+) -> (Vec<Evidence>, Vec<String>) {
     let mut kept = Vec::new();
     let mut refused = Vec::new();
-    for e in std::mem::take(&mut j.evidence) {
+    for e in evidence {
         let resolved = pack.resolve(&e.file).ok().map(|f| f.path.as_str());
-        if resolved.is_some() && resolved == spec_path {
+        if resolved.is_some() && resolved == refuse_path {
             refused.push(format!(
                 "{}: a quote from the spec itself proves nothing",
                 e.file
@@ -532,6 +532,18 @@ pub fn ground_judgment(mut j: Judgment, pack: &ContextPack, spec_path: Option<&s
             Grounding::Decided { reason, .. } => refused.push(format!("{}: {reason}", e.file)),
         }
     }
+    (kept, refused)
+}
+
+/// Check a judgment's evidence against the pack with the grounding every finding gets: quotes
+/// that are not where they say (or not in the target at all) are dropped, lines are corrected
+/// to where the quote really is. A `met` left with no grounded quote is `unmet`: a claim that
+/// the work is done needs the code that does it. An `unmet` needs no quote (absence cannot be
+/// quoted); a `divergent` blocks the merge whatever its evidence, so it stays divergent with a
+/// note when none grounded. `spec_path` is the spec's own path in the pack, if it is there:
+/// a quote from the spec is refused.
+pub fn ground_judgment(mut j: Judgment, pack: &ContextPack, spec_path: Option<&str>) -> Judgment {
+    let (kept, refused) = ground_evidence(std::mem::take(&mut j.evidence), pack, spec_path);
     j.evidence = kept;
     let note =
         (!refused.is_empty()).then(|| format!("evidence not grounded ({})", refused.join("; ")));

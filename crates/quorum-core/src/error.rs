@@ -97,3 +97,12 @@ pub enum AnalyzerError {
     #[error("analyzer catalog {path}: {message}")]
     Catalog { path: PathBuf, message: String },
 }
+
+/// A prior report or dispositions file a finish review cannot use: says which and why.
+#[derive(Debug, thiserror::Error)]
+pub enum PriorError {
+    #[error("the prior report cannot be used: {0}")]
+    Report(String),
+    #[error("the dispositions file cannot be used: {0}")]
+    Dispositions(String),
+}

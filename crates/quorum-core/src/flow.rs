@@ -8,6 +8,8 @@
 //! Two roles are optional and come together: `criteria` (reading a spec's acceptance criteria,
 //! by a model only when the spec's form gives none) and `conformance` (judging each criterion
 //! against the target). A flow with them needs `--spec` and writes `merge-readiness.json`.
+//! One more is optional: `adjudicator` (finish review: each finding of a prior report ruled
+//! against the target); a flow with it needs `--prior`.
 
 use crate::catalog::{Catalog, KNOWN_TOOLS, TEAM_TOOLS};
 use crate::error::FlowError;
@@ -34,6 +36,9 @@ pub enum Role {
     Criteria,
     /// Optional: each criterion judged met, unmet or divergent against the target.
     Conformance,
+    /// Optional (finish review): each finding of a prior review ruled fixed, still present,
+    /// or — when the author disputes it — disputed accepted or rejected, against the target.
+    Adjudicator,
 }
 
 impl Role {
@@ -56,6 +61,7 @@ impl Role {
             Role::Synthesizer => "synthesizer",
             Role::Criteria => "criteria",
             Role::Conformance => "conformance",
+            Role::Adjudicator => "adjudicator",
         }
     }
 }
@@ -105,6 +111,8 @@ pub struct FlowParams {
     pub verify_batch: usize,
     /// Criteria per judge call of a conformance stage (each call sees the target once).
     pub conformance_batch: usize,
+    /// Prior findings per adjudicator call of a finish review.
+    pub adjudication_batch: usize,
     /// Per-call model timeout (seconds).
     pub call_timeout_secs: u64,
     /// Flow budget: total tokens (in + out) after which no new task starts and the review ends
@@ -134,6 +142,7 @@ impl Default for FlowParams {
             verify_threshold: crate::vote::Threshold::Any,
             verify_batch: 8,
             conformance_batch: 5,
+            adjudication_batch: 5,
             call_timeout_secs: 300,
             max_tokens: 0,
             max_wall_secs: 0,
@@ -175,6 +184,7 @@ const PARAM_BOUNDS: &[ParamBound] = &[
     ("verifiers", |p| p.verifiers as u64, MAX_VERIFIERS as u64),
     ("max_verifications", |p| p.max_verifications as u64, 100_000),
     ("conformance_batch", |p| p.conformance_batch as u64, 100),
+    ("adjudication_batch", |p| p.adjudication_batch as u64, 100),
     ("call_timeout_secs", |p| p.call_timeout_secs, 86_400),
     ("max_wall_secs", |p| p.max_wall_secs, 30 * 86_400),
 ];
@@ -458,6 +468,13 @@ impl Flow {
                 "max_iterations and task_attempts must be at least 1",
             ));
         }
+        if p.adjudication_batch == 0 {
+            return Err(invalid(
+                path,
+                "parameters.adjudication_batch",
+                "must be at least 1",
+            ));
+        }
         if p.conformance_batch == 0 {
             return Err(invalid(
                 path,
@@ -547,7 +564,7 @@ impl Flow {
                 ));
             }
         }
-        for role in [Role::Criteria, Role::Conformance] {
+        for role in [Role::Criteria, Role::Conformance, Role::Adjudicator] {
             let n = self.stages.iter().filter(|s| s.role == role).count();
             if n > 1 {
                 return Err(invalid(
@@ -610,6 +627,17 @@ impl Flow {
                 ));
             }
         }
+        // The adjudicator rules on the prior findings after this review's own findings are
+        // verified (the new ones are set apart from them) and before the summary.
+        if let Some(a) = pos.get(&Role::Adjudicator) {
+            if a < &pos[&Role::Verifier] || a > &pos[&Role::Synthesizer] {
+                return Err(invalid(
+                    path,
+                    "stages",
+                    "the adjudicator stage runs after the verifier and before the synthesizer",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -621,6 +649,11 @@ impl Flow {
     /// A conformance flow: it needs a spec (`--spec`) and writes `merge-readiness.json`.
     pub fn uses_spec(&self) -> bool {
         self.has(Role::Conformance)
+    }
+
+    /// A finish review: it needs a prior report (`--prior`) and adjudicates its findings.
+    pub fn uses_prior(&self) -> bool {
+        self.has(Role::Adjudicator)
     }
 
     fn validate_capability_rules(&self) -> Result<(), FlowError> {
@@ -907,6 +940,37 @@ stages:
             .unwrap_err()
             .to_string()
             .contains("exactly one"));
+    }
+
+    #[test]
+    fn the_adjudicator_is_optional_single_and_between_verifier_and_synthesizer() {
+        assert!(!parse(GOOD).unwrap().uses_prior());
+        let fin = GOOD.replace(
+            "  - { id: synth, role: synthesizer, needs: [verify], instructions: \"sum\" }",
+            "  - { id: adjudicate, role: adjudicator, needs: [verify], instructions: \"rule\" }\n  - { id: synth, role: synthesizer, needs: [adjudicate], instructions: \"sum\" }",
+        );
+        let f = parse(&fin).unwrap();
+        assert!(f.uses_prior() && !f.uses_spec());
+        assert_eq!(f.parameters.adjudication_batch, 5);
+        let late = fin
+            .replace(
+                "role: adjudicator, needs: [verify]",
+                "role: adjudicator, needs: [synth]",
+            )
+            .replace(
+                "needs: [adjudicate], instructions: \"sum\"",
+                "needs: [verify], instructions: \"sum\"",
+            );
+        let e = parse(&late).unwrap_err().to_string();
+        assert!(
+            e.contains("adjudicator stage runs after the verifier"),
+            "{e}"
+        );
+        let zero = fin.replace("{ max_concurrent: 2 }", "{ adjudication_batch: 0 }");
+        assert!(parse(&zero)
+            .unwrap_err()
+            .to_string()
+            .contains("adjudication_batch"));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
 //! and the git HEAD/work-tree lookups — and in the catalog, flow and analyzer-catalog loaders. Every other function is a pure transformation and is unit-tested here.
 
+pub mod adjudication;
 pub mod analyzer;
 pub mod bench;
 pub mod catalog;

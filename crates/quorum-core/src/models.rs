@@ -106,13 +106,14 @@ const W_SPEED: f64 = 0.15;
 const W_SAME_FAMILY: f64 = -6.0;
 
 /// Stages that are not specialist work (the size band does not apply to them).
-const NON_SPECIALIST_STAGES: [&str; 6] = [
+const NON_SPECIALIST_STAGES: [&str; 7] = [
     "scout",
     "planner",
     "verifier",
     "synthesizer",
     "criteria",
     "conformance",
+    "adjudicator",
 ];
 
 /// A coarse three-step rating, as operators write it in TOML (`"low"`, `"medium"`, `"high"`).
@@ -697,7 +698,9 @@ impl TaskNeeds {
         let (tool_use, reasoning) = match task_key(&task_type).as_str() {
             "scout" => (false, Tier::Low),
             "planner" => (false, Tier::High),
-            "verifier" | "synthesizer" | "criteria" | "conformance" => (false, Tier::Medium),
+            "verifier" | "synthesizer" | "criteria" | "conformance" | "adjudicator" => {
+                (false, Tier::Medium)
+            }
             _ => (true, Tier::Medium),
         };
         TaskNeeds {

@@ -246,6 +246,10 @@ pub struct Report {
     /// gate through `ready`, not through `--fail-on`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conformance: Option<crate::conformance::MergeReadiness>,
+    /// Finish reviews: every prior finding's ruling, and which findings of this review are
+    /// new (they match no prior finding's anchor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adjudication: Option<crate::adjudication::Adjudication>,
     /// The deterministic analyzers of the catalog: each one's name, whether it ran, why not,
     /// and how many hits it gave (its findings credit it as reporter `analyzer:<name>`).
     /// Absent when none was configured or they were turned off.
@@ -285,6 +289,7 @@ impl Report {
         md_header(self, &mut out);
         md_summary(self, &mut out);
         md_conformance(self, &mut out);
+        md_adjudication(self, &mut out);
         md_team_announcement(self, &mut out);
         md_findings(self, &mut out);
         md_residual(self, &mut out);
@@ -1229,6 +1234,64 @@ fn md_conformance(r: &Report, out: &mut String) {
     out.push('\n');
 }
 
+fn md_adjudication(r: &Report, out: &mut String) {
+    let Some(a) = &r.adjudication else {
+        return;
+    };
+    let s = &a.summary;
+    let _ = writeln!(
+        out,
+        "## Finish review\n\nPrior review {}: {} fixed, {} still present, {} disputed and accepted, {} disputed and rejected of {} findings; {} new findings.\n",
+        one_line(&a.prior),
+        s.fixed,
+        s.still_present,
+        s.disputed_accepted,
+        s.disputed_rejected,
+        a.findings.len(),
+        s.new
+    );
+    if s.not_judged > 0 {
+        let _ = writeln!(
+            out,
+            "Note: {} prior findings could not be adjudicated and count as still present.\n",
+            s.not_judged
+        );
+    }
+    if !a.findings.is_empty() {
+        out.push_str("| Prior finding | Severity | Disposition | Status | Evidence | Reason |\n| --- | --- | --- | --- | --- | --- |\n");
+        for f in &a.findings {
+            let evidence: Vec<String> = f
+                .evidence
+                .iter()
+                .map(|e| match (e.line_start, e.line_end) {
+                    (Some(x), Some(y)) if x != y => format!("{}:{x}-{y}", e.file),
+                    (Some(x), _) => format!("{}:{x}", e.file),
+                    _ => e.file.clone(),
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "| {} {} | {} | {} | {} | {} | {} |",
+                cell(&f.id),
+                cell(&f.title),
+                f.severity.as_str(),
+                f.disposition.map(|d| d.as_str()).unwrap_or("-"),
+                f.status.as_str(),
+                cell(&evidence.join(", ")),
+                cell(&f.reason)
+            );
+        }
+        out.push('\n');
+    }
+    if !a.new_findings.is_empty() {
+        let _ = writeln!(
+            out,
+            "New findings (no prior finding at their anchor): {}\n",
+            a.new_findings.join(", ")
+        );
+    }
+}
+
 fn md_safe_fixes(r: &Report, out: &mut String) {
     if r.safe_fixes.is_empty() {
         return;
@@ -1727,6 +1790,7 @@ mod tests {
             verification_ledger: Vec::new(),
             safe_fixes: Vec::new(),
             conformance: None,
+            adjudication: None,
             analyzers: Vec::new(),
         }
     }

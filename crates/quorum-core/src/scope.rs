@@ -221,6 +221,10 @@ pub struct ReviewScope {
     /// The acceptance contract of a conformance review (`--spec`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<crate::conformance::Spec>,
+    /// The prior review a finish review adjudicates (`--prior`, `--dispositions`); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prior: Option<Box<crate::adjudication::Prior>>,
     /// What the deterministic analyzers found (and which did not run, and why): leads for the
     /// specialists and candidate findings for the verifier.
     #[serde(default, skip_serializing_if = "crate::analyzer::Leads::is_empty")]
@@ -238,6 +242,7 @@ impl Default for ReviewScope {
             guidance: Guidance::default(),
             profile: Profile::Default,
             spec: None,
+            prior: None,
             analyzers: Default::default(),
         }
     }
@@ -254,6 +259,7 @@ impl ReviewScope {
         let mut scope = self.clone();
         // Only the conductor's judge reads the spec; a specialist's attempt does not carry it.
         scope.spec = None;
+        scope.prior = None;
         scope.analyzers = self.analyzers.for_files(files);
         if let Some(change) = &mut scope.change {
             if !files.is_empty() {

@@ -570,6 +570,13 @@ impl ReviewApi for NodeService {
                 flow.name
             )));
         }
+        if flow.uses_prior() {
+            // Nor does it carry a prior report: a finish review could only adjudicate nothing.
+            return Err(ApiError::InvalidArgument(format!(
+                "flow {} adjudicates a prior review (--prior REPORT.json), which a review submitted to a cluster cannot carry yet: run it on one machine",
+                flow.name
+            )));
+        }
         let pack = Self::build_pack(&req)?;
         // The node runs the tools it has, before it acknowledges the review (the client waits
         // at most the catalog's timeouts); the leads are recorded with the review's scope.

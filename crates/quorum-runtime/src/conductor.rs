@@ -99,6 +99,8 @@ enum Phase {
     Verify,
     /// Conformance flows, after verification: the spec's criteria, then the judge batches.
     Conformance,
+    /// Finish reviews, after verification (and conformance): the prior findings' rulings.
+    Adjudicate,
     Synthesize,
     Done,
 }
@@ -169,6 +171,11 @@ pub struct ConductorState {
     conformance_failure: Option<String>,
     /// Exhaustive flows: the rounds evaluated so far, in order.
     rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    /// Finish reviews: each prior finding's settled ruling by prior id, the adjudicator round
+    /// in flight, and whether adjudication is over.
+    adjudged: std::collections::BTreeMap<String, quorum_core::adjudication::Adjudged>,
+    adjudication: Option<phases::AdjudicationRound>,
+    adjudication_done: bool,
 }
 
 impl ConductorState {
@@ -519,6 +526,11 @@ impl FlowConductor {
             Self::spawn_worker(myself, state, attempt, Job::Conformance { criteria }).await?;
             return Ok(None);
         }
+        if let Some(findings) = state.adjudication.as_ref().and_then(|r| r.batch(key)) {
+            // Like judge batches, adjudicator batches stay here with the prior report.
+            Self::spawn_worker(myself, state, attempt, Job::Adjudicate { findings }).await?;
+            return Ok(None);
+        }
         let prior_error = state.runs[key].last_error.clone();
         let Some(mut task) = state.runs[key].task.clone() else {
             // A stage run: the job is the current phase's, here or on the chosen peer.
@@ -765,6 +777,17 @@ impl FlowConductor {
             Self::conformance_gave_up(state, key, message);
             return Ok(());
         }
+        if terminal.is_some()
+            && state
+                .adjudication
+                .as_ref()
+                .is_some_and(|r| r.batch(key).is_some())
+        {
+            // Prior findings whose batch could not be ruled on count as standing, not judged;
+            // nothing is recorded for them, so a resume rules on them again.
+            Self::adjudication_gave_up(state, key, message);
+            return Ok(());
+        }
         if terminal.is_some() && !is_specialist && !state.sched.stopped() {
             return Self::after_final_failure(myself, state, message.to_string()).await;
         }
@@ -792,6 +815,12 @@ impl FlowConductor {
             && state.sched.all_terminal(false)
         {
             return Box::pin(Self::conformance_finished(myself, state)).await;
+        }
+        if state.phase == Phase::Adjudicate
+            && state.adjudication.is_some()
+            && state.sched.all_terminal(false)
+        {
+            return Box::pin(Self::adjudication_finished(myself, state)).await;
         }
         Ok(())
     }
@@ -965,6 +994,9 @@ impl Actor for FlowConductor {
             conformance_done: false,
             conformance_failure: None,
             rounds: Vec::new(),
+            adjudged: std::collections::BTreeMap::new(),
+            adjudication: None,
+            adjudication_done: false,
         })
     }
 

@@ -171,6 +171,8 @@ pub struct RunFacts {
     pub cancelled: Option<String>,
     /// Conformance flows: the merge gate as the conductor knows it.
     pub conformance: Option<quorum_core::conformance::MergeReadiness>,
+    /// Finish reviews: the prior findings' rulings as the conductor knows them.
+    pub adjudication: Option<quorum_core::adjudication::Adjudication>,
     /// Why a conformance flow could not judge its spec (no spec, criteria unreadable).
     pub conformance_failure: Option<String>,
     /// Exhaustive flows: each round's metrics.
@@ -249,6 +251,21 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             c.close(&format!(
                 "the review is {s}, and a review that did not complete is never ready"
             ));
+        }
+    }
+    // A finish review that could not rule on every prior finding did not do its job either.
+    let mut adjudication = facts.adjudication;
+    if let (Some(a), Some(prior)) = (&mut adjudication, ctx.scope.prior.as_ref()) {
+        a.mark_new(prior, &facts.gated.findings);
+        let unjudged = a.summary.not_judged;
+        if status == ReviewStatus::Completed && !ctx.pack.is_empty() && unjudged > 0 {
+            (status, reason) = (
+                ReviewStatus::Partial,
+                format!(
+                    "{unjudged} of {} prior findings could not be adjudicated",
+                    a.findings.len()
+                ),
+            );
         }
     }
     let mut team: BTreeMap<(String, String), usize> = BTreeMap::new();
@@ -380,6 +397,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         verification_ledger: facts.ledger,
         safe_fixes: Vec::new(),
         conformance,
+        adjudication,
         analyzers: ctx.scope.analyzers.runs.clone(),
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,

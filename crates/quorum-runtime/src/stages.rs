@@ -17,7 +17,9 @@ use quorum_core::vote::{self, Ballot, Vote};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 
+pub mod adjudication;
 pub mod conformance;
+pub use adjudication::AdjudicationOutput;
 pub use conformance::ConformanceOutput;
 
 impl ReviewContext {

@@ -45,6 +45,10 @@ pub enum Job {
     Conformance {
         criteria: Vec<quorum_core::conformance::Criterion>,
     },
+    /// Rule on a batch of a prior review's findings against the target (finish review).
+    Adjudicate {
+        findings: Vec<quorum_core::adjudication::PriorFinding>,
+    },
 }
 
 /// The verifier stage's result: every finding judged, never an error (a failed model call
@@ -67,6 +71,7 @@ pub enum JobOutcome {
     Synthesize(Result<(Synthesis, StageStats), AttemptError>),
     Criteria(Result<(Vec<quorum_core::conformance::Criterion>, StageStats), AttemptError>),
     Conformance(Result<stages::ConformanceOutput, AttemptError>),
+    Adjudicate(Result<stages::AdjudicationOutput, AttemptError>),
 }
 
 impl JobOutcome {
@@ -78,7 +83,8 @@ impl JobOutcome {
             | JobOutcome::Verify(Err(e))
             | JobOutcome::Synthesize(Err(e))
             | JobOutcome::Criteria(Err(e))
-            | JobOutcome::Conformance(Err(e)) => Some(e),
+            | JobOutcome::Conformance(Err(e))
+            | JobOutcome::Adjudicate(Err(e)) => Some(e),
             _ => None,
         }
     }
@@ -155,6 +161,7 @@ fn deadline_outcome(job: &Job, secs: u64) -> JobOutcome {
         Job::Synthesize { .. } => JobOutcome::Synthesize(Err(e)),
         Job::Criteria => JobOutcome::Criteria(Err(e)),
         Job::Conformance { .. } => JobOutcome::Conformance(Err(e)),
+        Job::Adjudicate { .. } => JobOutcome::Adjudicate(Err(e)),
     }
 }
 
@@ -179,6 +186,9 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
         Job::Criteria => JobOutcome::Criteria(stages::conformance::extract_criteria(ctx).await),
         Job::Conformance { criteria } => {
             JobOutcome::Conformance(stages::conformance::judge_criteria(ctx, &criteria).await)
+        }
+        Job::Adjudicate { findings } => {
+            JobOutcome::Adjudicate(stages::adjudication::adjudicate(ctx, &findings).await)
         }
     }
 }

@@ -98,6 +98,11 @@ pub enum Event {
         metrics: quorum_core::rounds::RoundMetrics,
         next: Vec<Task>,
     },
+    /// One adjudicator batch's rulings on prior findings (finish review), after they were
+    /// settled against the tree, or the pre-check's own rulings: a resume does not rule again.
+    PriorAdjudicated {
+        rulings: Vec<quorum_core::adjudication::Adjudged>,
+    },
 }
 
 /// One finding's verdict, keyed by what survives a resume: the reporting task and the
@@ -135,6 +140,7 @@ pub struct StoredEvent {
 /// - scope: the first one recorded wins;
 /// - criteria: the first extraction recorded wins (the judgments belong to it); a criterion's
 ///   judgment: the first one recorded (a late batch that was fenced changes nothing);
+/// - a prior finding's ruling: the first one recorded;
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
 /// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
 /// - rounds: the first record of each round; its next tasks are appended to the plan;
@@ -162,6 +168,8 @@ pub struct Replay {
     pub criteria_judged: BTreeMap<String, quorum_core::conformance::Judgment>,
     /// Exhaustive rounds evaluated, in order (the first record of a round wins).
     pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    /// Prior findings ruled on (finish review), by prior finding id.
+    pub adjudicated: BTreeMap<String, quorum_core::adjudication::Adjudged>,
 }
 
 impl Replay {
@@ -238,6 +246,13 @@ impl Replay {
                         if let Some((tasks, _)) = r.plan.as_mut() {
                             tasks.extend(next.iter().cloned());
                         }
+                    }
+                }
+                Event::PriorAdjudicated { rulings } => {
+                    for a in rulings {
+                        r.adjudicated
+                            .entry(a.id.clone())
+                            .or_insert_with(|| a.clone());
                     }
                 }
                 Event::CriteriaJudged { judgments } => {

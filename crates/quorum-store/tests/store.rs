@@ -630,6 +630,7 @@ fn the_scope_of_a_review_survives_reopen_and_the_first_one_wins() {
         },
         profile: Profile::Chill,
         spec: None,
+        prior: None,
         analyzers: Default::default(),
     };
     store
@@ -697,4 +698,39 @@ fn criteria_and_their_judgments_replay_first_one_wins() {
     assert!(!by_model);
     assert_eq!(r.criteria_judged["C1"].status, CriterionStatus::Divergent);
     assert_eq!(r.criteria_judged["C2"].status, CriterionStatus::Unmet);
+}
+
+#[test]
+fn prior_rulings_replay_the_first_ruling_per_finding() {
+    use quorum_core::adjudication::{Adjudged, Status};
+    let (_tmp, data) = data_dir();
+    let store = data.create_flow(&meta("p", "/repo", 1)).unwrap();
+    let ruled = |id: &str, status| Adjudged {
+        id: id.into(),
+        title: "t".into(),
+        file: Some("a.py".into()),
+        severity: quorum_core::finding::Severity::P1,
+        disposition: None,
+        status,
+        reason: "r".into(),
+        evidence: Vec::new(),
+        decided_by: "judge".into(),
+        judged: true,
+    };
+    store
+        .append(&Event::PriorAdjudicated {
+            rulings: vec![ruled("F001", Status::StillPresent)],
+        })
+        .unwrap();
+    // A late batch ruling again on F001 changes nothing; F002 is new.
+    store
+        .append(&Event::PriorAdjudicated {
+            rulings: vec![ruled("F001", Status::Fixed), ruled("F002", Status::Fixed)],
+        })
+        .unwrap();
+    drop(store);
+    let r = data.open_flow("p").unwrap().replay().unwrap();
+    assert_eq!(r.adjudicated.len(), 2);
+    assert_eq!(r.adjudicated["F001"].status, Status::StillPresent);
+    assert_eq!(r.adjudicated["F002"].status, Status::Fixed);
 }

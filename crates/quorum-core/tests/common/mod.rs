@@ -210,6 +210,7 @@ pub fn realistic_report() -> Report {
         verification_ledger: Vec::new(),
         safe_fixes: Vec::new(),
         conformance: None,
+        adjudication: None,
         analyzers: Vec::new(),
     }
 }

@@ -10,6 +10,11 @@
 //! batches of `conformance_batch` criteria run like verification batches (here, never on a
 //! peer), and each answer is grounded before it counts. Criteria and each batch's verdicts are
 //! recorded, so a resume re-reads and re-judges nothing it has.
+//!
+//! A finish review adjudicates its prior report's findings there too (after conformance, when
+//! a flow has both): the pre-check rules on the findings whose file is gone, adjudicator
+//! batches of `adjudication_batch` findings rule on the rest, and each ruling is settled
+//! against the tree before it counts and is recorded.
 
 use super::{attempt_record, ConductorMsg, ConductorState, FlowConductor, Phase};
 use crate::agent::CallStats;
@@ -18,6 +23,7 @@ use crate::progress::Progress;
 use crate::report::{assemble, RunFacts, TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::JobOutcome;
+use quorum_core::adjudication::{self, Adjudged, Adjudication, PriorFinding};
 use quorum_core::conformance::{self, ground_judgment, Criterion, Judgment, MergeReadiness};
 use quorum_core::dedup::Gated;
 use quorum_core::finding::{Judged, Reported, Reporter};
@@ -61,8 +67,13 @@ impl FlowConductor {
             Phase::Synthesize if state.ctx.flow.uses_spec() && !state.conformance_done => {
                 return Box::pin(Self::start_conformance(myself, state)).await;
             }
+            Phase::Synthesize if state.ctx.flow.uses_prior() && !state.adjudication_done => {
+                return Box::pin(Self::start_adjudication(myself, state)).await;
+            }
             Phase::Synthesize => "synthesizer",
-            Phase::Specialists | Phase::Conformance | Phase::Done => return Ok(()),
+            Phase::Specialists | Phase::Conformance | Phase::Adjudicate | Phase::Done => {
+                return Ok(())
+            }
         };
         state.emit(Progress::Stage {
             stage: name.to_string(),
@@ -308,6 +319,35 @@ impl FlowConductor {
                     state.judgments.entry(j.id.clone()).or_insert(j);
                 }
             }
+            JobOutcome::Adjudicate(Ok(out))
+                if state
+                    .adjudication
+                    .as_ref()
+                    .is_some_and(|r| r.batch(run).is_some()) =>
+            {
+                state.runs[run].complete(&out.stage.model, &out.stage.stats);
+                Self::record_success(
+                    state,
+                    run,
+                    &out.stage.model,
+                    &out.stage.stats,
+                    1,
+                    Vec::new(),
+                )
+                .await;
+                state.usage.merge(&out.stage.stats);
+                // Settled here, on the conductor, against the tree before the ruling counts.
+                let rulings: Vec<Adjudged> = out
+                    .rulings
+                    .into_iter()
+                    .filter_map(|a| {
+                        let f = Self::prior_finding(state, &a.id)?;
+                        let pre = adjudication::precheck(&f, &state.ctx.pack);
+                        Some(adjudication::settle(a, &f, &pre, &state.ctx.pack))
+                    })
+                    .collect();
+                Self::record_rulings(state, rulings).await;
+            }
             JobOutcome::Synthesize(Ok((s, st))) => {
                 state.runs[run].complete(&st.model, &st.stats);
                 Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
@@ -431,7 +471,7 @@ impl FlowConductor {
                 state.conformance_done = true;
                 Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await
             }
-            Phase::Specialists | Phase::Done => Ok(()),
+            Phase::Specialists | Phase::Adjudicate | Phase::Done => Ok(()),
         }
     }
 
@@ -493,7 +533,7 @@ impl FlowConductor {
             }
             Phase::Specialists => Self::start_phase(myself, state, Phase::Verify).await,
             // A cut verifier: grounding alone decides, then the deterministic summary.
-            Phase::Verify | Phase::Conformance | Phase::Synthesize => {
+            Phase::Verify | Phase::Conformance | Phase::Adjudicate | Phase::Synthesize => {
                 if state.gated.is_none() {
                     state.gated = Some(Self::ground_only(state));
                 }
@@ -520,6 +560,8 @@ impl FlowConductor {
             state.criteria_by_model = by_model;
         }
         state.judgments = replay.criteria_judged.clone();
+        // Prior findings ruled on are kept: no adjudicator batch repeats.
+        state.adjudged = replay.adjudicated.clone();
         state
             .ctx
             .facts
@@ -916,7 +958,9 @@ impl FlowConductor {
             synthesis.summary.push(' ');
             synthesis.summary.push_str(&gate_sentence(gate));
         }
+        let adjudication = Self::adjudication_of(state);
         let facts = RunFacts {
+            adjudication,
             conformance,
             conformance_failure: state.conformance_failure.take(),
             runs: std::mem::take(&mut state.runs),
@@ -1121,6 +1165,158 @@ fn gate_sentence(gate: &MergeReadiness) -> String {
         format!("Merge gate: not ready ({}).", gate.note)
     } else {
         format!("Merge gate: not ready — {}.", blocking.join(", "))
+    }
+}
+
+impl FlowConductor {
+    fn prior_finding(state: &ConductorState, id: &str) -> Option<PriorFinding> {
+        state
+            .ctx
+            .scope
+            .prior
+            .as_ref()?
+            .findings
+            .iter()
+            .find(|f| f.id == id)
+            .cloned()
+    }
+
+    /// Record settled rulings (a resume keeps them) and count them; a finding's first ruling
+    /// wins.
+    async fn record_rulings(state: &mut ConductorState, rulings: Vec<Adjudged>) {
+        if rulings.is_empty() {
+            return;
+        }
+        state
+            .ctx
+            .facts
+            .event(Event::PriorAdjudicated {
+                rulings: rulings.clone(),
+            })
+            .await;
+        for a in rulings {
+            state.adjudged.entry(a.id.clone()).or_insert(a);
+        }
+    }
+
+    /// Finish review: the pre-check rules on what it can decide alone (the file is gone), then
+    /// adjudicator batches rule on the rest, each an attempt run on this node.
+    async fn start_adjudication(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.phase = Phase::Adjudicate;
+        let Some(prior) = state.ctx.scope.prior.clone() else {
+            // Refused by the CLI before the review starts; a review without one rules on
+            // nothing, and every finding it has is new.
+            state
+                .note("this flow adjudicates a prior report and the review has none (--prior REPORT.json)".to_string())
+                .await;
+            return Box::pin(Self::adjudication_finished(myself, state)).await;
+        };
+        let mut decided = Vec::new();
+        let mut todo: Vec<PriorFinding> = Vec::new();
+        for f in prior
+            .findings
+            .iter()
+            .filter(|f| !state.adjudged.contains_key(&f.id))
+        {
+            match Adjudged::by_precheck(f, &adjudication::precheck(f, &state.ctx.pack)) {
+                Some(a) => decided.push(a),
+                None => todo.push(f.clone()),
+            }
+        }
+        Self::record_rulings(state, decided).await;
+        if todo.is_empty() {
+            return Box::pin(Self::adjudication_finished(myself, state)).await;
+        }
+        state.emit(Progress::Stage {
+            stage: "adjudicator".to_string(),
+        });
+        let size = state.ctx.flow.parameters.adjudication_batch.max(1);
+        let chunks: Vec<Vec<PriorFinding>> = todo.chunks(size).map(|c| c.to_vec()).collect();
+        let n = chunks.len();
+        let mut round = AdjudicationRound::default();
+        let mut keys = Vec::new();
+        for (k, chunk) in chunks.into_iter().enumerate() {
+            let name = if n == 1 {
+                "adjudicator".to_string()
+            } else {
+                format!("adjudicator-{}", k + 1)
+            };
+            let key = state.add_run(TaskRun::stage(&name));
+            round.batches.insert(key, chunk);
+            keys.push(key);
+        }
+        state.adjudication = Some(round);
+        for key in keys {
+            Box::pin(Self::feed(
+                myself,
+                state,
+                Input::AddTask {
+                    key,
+                    stage: false,
+                    placeable: false,
+                },
+                None,
+            ))
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// An adjudicator batch will not run again: its findings stand, not judged.
+    pub(super) fn adjudication_gave_up(state: &mut ConductorState, key: TaskKey, why: &str) {
+        let Some(batch) = state.adjudication.as_ref().and_then(|r| r.batch(key)) else {
+            return;
+        };
+        for f in batch {
+            state.adjudged.entry(f.id.clone()).or_insert_with(|| {
+                Adjudged::not_judged(&f, format!("the adjudicator could not run: {why}"))
+            });
+        }
+    }
+
+    /// Every adjudicator batch has ended: on to the synthesizer.
+    pub(super) async fn adjudication_finished(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+    ) -> Result<(), ActorProcessingErr> {
+        state.adjudication = None;
+        state.adjudication_done = true;
+        Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await
+    }
+
+    /// The finish review's rulings as known now. A review that ended before adjudicating
+    /// (budget, cancel) still gets the pre-check's rulings; the rest are not judged.
+    fn adjudication_of(state: &ConductorState) -> Option<Adjudication> {
+        if !state.ctx.flow.uses_prior() {
+            return None;
+        }
+        let prior = state.ctx.scope.prior.as_ref()?;
+        let mut rulings = state.adjudged.clone();
+        for f in &prior.findings {
+            if !rulings.contains_key(&f.id) {
+                let pre = adjudication::precheck(f, &state.ctx.pack);
+                if let Some(a) = Adjudged::by_precheck(f, &pre) {
+                    rulings.insert(f.id.clone(), a);
+                }
+            }
+        }
+        Some(Adjudication::build(prior, &rulings))
+    }
+}
+
+/// The adjudicator batches in flight, by scheduler key.
+#[derive(Debug, Default)]
+pub(super) struct AdjudicationRound {
+    batches: std::collections::BTreeMap<TaskKey, Vec<PriorFinding>>,
+}
+
+impl AdjudicationRound {
+    /// The prior findings of batch `key`, if it is one of this round's.
+    pub(super) fn batch(&self, key: TaskKey) -> Option<Vec<PriorFinding>> {
+        self.batches.get(&key).cloned()
     }
 }
 
