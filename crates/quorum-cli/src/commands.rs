@@ -893,8 +893,23 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
                 "deleted {} reviews older than {older_than} days",
                 deleted.len()
             );
-            for id in deleted {
+            for id in &deleted {
                 println!("  {id}");
+            }
+            // The cluster blackboard's notes of those reviews, and any older than DAYS, go too
+            // (a node that was clustered on this data dir keeps its replica there).
+            let cutoff = (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0))
+            .saturating_sub(older_than.saturating_mul(86_400_000));
+            match quorum_cluster::prune_replica(&data.root().join("cluster"), &deleted, cutoff) {
+                Ok(0) => {}
+                Ok(n) => println!("pruned {n} blackboard notes"),
+                Err(e) => eprintln!(
+                    "warning: blackboard not pruned ({e}); a node running on this data dir keeps its blackboard to {} reviews itself",
+                    quorum_cluster::MAX_FLOWS
+                ),
             }
         }
     }

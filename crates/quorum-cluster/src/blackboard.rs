@@ -5,8 +5,13 @@
 //! directory restarts and starts counting again. Because entries never change and ids never
 //! collide, inserting is idempotent and replicas that have seen the same ids hold the same set:
 //! broadcast on publish plus anti-entropy (see `node.rs`) is all convergence needs.
+//!
+//! Bounded: a replica holds the notes of at most [`MAX_FLOWS`] flows; past that the least
+//! recently used flow is pruned. A pruned flow (by the cap or by `quorum flows gc`) leaves a
+//! tombstone, so anti-entropy does not bring it back from a peer that still holds it; tombstones
+//! are capped too ([`MAX_TOMBSTONES`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -82,6 +87,31 @@ impl Blackboard {
     pub fn all_flows(&self) -> Vec<String> {
         self.core.bb.flows()
     }
+
+    /// Prune this replica's notes of `flows` and of flows whose newest note is older than
+    /// `older_than_ms` (ms since the epoch; 0 = none by age); peers do not send them back.
+    /// Returns the entries removed.
+    pub fn prune(&self, flows: &[String], older_than_ms: u64) -> Result<usize, ClusterError> {
+        self.core.bb.prune(flows, older_than_ms)
+    }
+}
+
+/// Prune the blackboard replica stored under `data_dir` (a node's cluster directory) while no
+/// node runs on it, as `quorum flows gc` does: the notes of `flows` and of flows whose newest note
+/// is older than `older_than_ms` (ms since the epoch). No replica there is nothing to prune.
+/// A running node holds the database, and this fails with `ClusterError::Store`.
+pub fn prune_replica(
+    data_dir: &Path,
+    flows: &[String],
+    older_than_ms: u64,
+) -> Result<usize, ClusterError> {
+    if !data_dir.join("blackboard").is_dir() {
+        return Ok(0);
+    }
+    let store = BbStore::open("", Some(data_dir))?;
+    let removed = store.prune(flows, older_than_ms);
+    store.close();
+    removed
 }
 
 fn now_micros() -> u64 {
@@ -99,12 +129,37 @@ pub(crate) fn now_ms() -> u64 {
 struct Disk {
     db: sled::Db,
     tree: sled::Tree,
+    /// Tombstones: flow id -> when it was pruned (ms).
+    pruned: sled::Tree,
     path: PathBuf,
 }
+
+/// Flows whose notes one replica keeps; a review needs its notes only while it runs, so this
+/// is far above the reviews a node runs at once.
+pub const MAX_FLOWS: usize = 256;
+
+/// Pruned flows remembered so a peer cannot re-send them; the oldest are forgotten first.
+pub const MAX_TOMBSTONES: usize = 4096;
 
 struct Mem {
     flows: BTreeMap<String, BTreeMap<EntryId, BbEntry>>,
     last_seq: u64,
+    /// When each held flow was last written or read (a logical clock), for LRU pruning.
+    used: HashMap<String, u64>,
+    tick: u64,
+    /// Pruned flows, with when they were pruned (ms since the epoch).
+    pruned: HashMap<String, u64>,
+}
+
+impl Mem {
+    fn touch(&mut self, flow_id: &str) {
+        self.tick += 1;
+        self.used.insert(flow_id.to_string(), self.tick);
+    }
+
+    fn is_pruned(&self, flow_id: &str) -> bool {
+        self.pruned.contains_key(flow_id)
+    }
 }
 
 /// The replica's storage: entries in memory, mirrored to sled when there is a data directory.
@@ -113,6 +168,7 @@ pub(crate) struct BbStore {
     mem: Mutex<Mem>,
     disk: Mutex<Option<Disk>>,
     closed: std::sync::atomic::AtomicBool,
+    max_flows: usize,
 }
 
 fn store_err(path: &Path, e: impl std::fmt::Display) -> ClusterError {
@@ -138,6 +194,9 @@ impl BbStore {
         let mut mem = Mem {
             flows: BTreeMap::new(),
             last_seq: 0,
+            used: HashMap::new(),
+            tick: 0,
+            pruned: HashMap::new(),
         };
         let disk = match data_dir {
             None => None,
@@ -149,6 +208,13 @@ impl BbStore {
                     .open()
                     .map_err(|e| store_err(&path, e))?;
                 let tree = db.open_tree("entries").map_err(|e| store_err(&path, e))?;
+                let pruned = db.open_tree("pruned").map_err(|e| store_err(&path, e))?;
+                for item in pruned.iter() {
+                    let (k, v) = item.map_err(|e| store_err(&path, e))?;
+                    let at: u64 = serde_json::from_slice(&v).unwrap_or(0);
+                    mem.pruned
+                        .insert(String::from_utf8_lossy(&k).into_owned(), at);
+                }
                 for item in tree.iter() {
                     let (_, v) = item.map_err(|e| store_err(&path, e))?;
                     let entry: BbEntry = serde_json::from_slice(&v)
@@ -156,12 +222,22 @@ impl BbStore {
                     if entry.id.node == node {
                         mem.last_seq = mem.last_seq.max(entry.id.seq);
                     }
+                    // Left over from a prune interrupted between its two writes.
+                    if mem.is_pruned(&entry.id.flow_id) {
+                        continue;
+                    }
+                    mem.used.entry(entry.id.flow_id.clone()).or_insert(0);
                     mem.flows
                         .entry(entry.id.flow_id.clone())
                         .or_default()
                         .insert(entry.id.clone(), entry);
                 }
-                Some(Disk { db, tree, path })
+                Some(Disk {
+                    db,
+                    tree,
+                    pruned,
+                    path,
+                })
             }
         };
         Ok(BbStore {
@@ -169,7 +245,99 @@ impl BbStore {
             mem: Mutex::new(mem),
             disk: Mutex::new(disk),
             closed: std::sync::atomic::AtomicBool::new(false),
+            max_flows: MAX_FLOWS,
         })
+    }
+
+    #[cfg(test)]
+    fn with_max_flows(mut self, n: usize) -> Self {
+        self.max_flows = n.max(1);
+        self
+    }
+
+    /// Drop `flows` from memory and disk and leave their tombstones. Returns the entries
+    /// removed. The caller holds the memory lock, so no publish interleaves.
+    fn prune_locked(&self, mem: &mut Mem, flows: &[String]) -> Result<usize, ClusterError> {
+        let now = now_ms();
+        let mut removed = Vec::new();
+        for f in flows {
+            if let Some(entries) = mem.flows.remove(f) {
+                removed.extend(entries.into_keys());
+            }
+            mem.used.remove(f);
+            mem.pruned.insert(f.clone(), now);
+        }
+        let mut forgotten = Vec::new();
+        if mem.pruned.len() > MAX_TOMBSTONES {
+            let mut by_age: Vec<(u64, String)> =
+                mem.pruned.iter().map(|(f, at)| (*at, f.clone())).collect();
+            by_age.sort();
+            for (_, f) in by_age.into_iter().take(mem.pruned.len() - MAX_TOMBSTONES) {
+                mem.pruned.remove(&f);
+                forgotten.push(f);
+            }
+        }
+        let disk = self.disk();
+        if let Some(d) = disk.as_ref() {
+            let mut batch = sled::Batch::default();
+            for id in &removed {
+                let key = serde_json::to_vec(id).map_err(|err| store_err(&d.path, err))?;
+                batch.remove(key);
+            }
+            d.tree
+                .apply_batch(batch)
+                .map_err(|e| store_err(&d.path, e))?;
+            let mut tombs = sled::Batch::default();
+            for f in flows {
+                tombs.insert(f.as_bytes(), now.to_string().as_bytes());
+            }
+            for f in &forgotten {
+                tombs.remove(f.as_bytes());
+            }
+            d.pruned
+                .apply_batch(tombs)
+                .map_err(|e| store_err(&d.path, e))?;
+        }
+        Ok(removed.len())
+    }
+
+    /// Past the cap, prune the least recently used flows.
+    fn enforce_cap(&self, mem: &mut Mem) -> Result<(), ClusterError> {
+        let excess = mem.flows.len().saturating_sub(self.max_flows);
+        if excess == 0 {
+            return Ok(());
+        }
+        let mut lru: Vec<(u64, String)> = mem
+            .flows
+            .keys()
+            .map(|f| (mem.used.get(f).copied().unwrap_or(0), f.clone()))
+            .collect();
+        lru.sort();
+        let victims: Vec<String> = lru.into_iter().take(excess).map(|(_, f)| f).collect();
+        tracing::debug!(node = %self.node, flows = ?victims, "blackboard full: pruning least recently used flows");
+        self.prune_locked(mem, &victims).map(|_| ())
+    }
+
+    /// Prune the notes of `flows` and of every flow whose newest note is older than
+    /// `older_than_ms` (ms since the epoch; 0 = none by age). Returns the entries removed.
+    pub(crate) fn prune(
+        &self,
+        flows: &[String],
+        older_than_ms: u64,
+    ) -> Result<usize, ClusterError> {
+        let mut mem = self.mem();
+        let mut victims: Vec<String> = flows.to_vec();
+        for (f, entries) in &mem.flows {
+            let newest = entries.values().map(|e| e.at_ms).max().unwrap_or(0);
+            if newest < older_than_ms && !victims.contains(f) {
+                victims.push(f.clone());
+            }
+        }
+        self.prune_locked(&mut mem, &victims)
+    }
+
+    pub(crate) fn is_pruned(&self, flow_id: &str) -> bool {
+        self.mem().is_pruned(flow_id)
     }
 
     fn mem(&self) -> MutexGuard<'_, Mem> {
@@ -232,10 +400,18 @@ impl BbStore {
         }
         self.persist(&[&entry])?;
         mem.last_seq = seq;
+        // Publishing is use: a flow this node writes to again is live, whatever pruned it.
+        if mem.pruned.remove(flow_id).is_some() {
+            if let Some(d) = self.disk().as_ref() {
+                let _ = d.pruned.remove(flow_id.as_bytes());
+            }
+        }
+        mem.touch(flow_id);
         mem.flows
             .entry(flow_id.to_string())
             .or_default()
             .insert(entry.id.clone(), entry.clone());
+        self.enforce_cap(&mut mem)?;
         Ok(entry)
     }
 
@@ -249,7 +425,8 @@ impl BbStore {
                 .flows
                 .get(&e.id.flow_id)
                 .is_some_and(|m| m.contains_key(&e.id));
-            if !known && seen.insert(e.id.clone()) {
+            // A pruned flow is not taken back from a peer that still holds it.
+            if !known && !mem.is_pruned(&e.id.flow_id) && seen.insert(e.id.clone()) {
                 fresh.push(e);
             }
         }
@@ -263,16 +440,21 @@ impl BbStore {
                 // Our own entries coming back (e.g. after a memory-only restart) keep seqs unique.
                 mem.last_seq = mem.last_seq.max(e.id.seq);
             }
+            mem.touch(&e.id.flow_id);
             mem.flows
                 .entry(e.id.flow_id.clone())
                 .or_default()
                 .insert(e.id.clone(), e);
         }
+        self.enforce_cap(&mut mem)?;
         Ok(n)
     }
 
     pub(crate) fn read(&self, flow_id: &str, topic: Option<&str>) -> Vec<BbEntry> {
-        let mem = self.mem();
+        let mut mem = self.mem();
+        if mem.flows.contains_key(flow_id) {
+            mem.touch(flow_id);
+        }
         let mut out: Vec<BbEntry> = mem
             .flows
             .get(flow_id)
@@ -331,9 +513,11 @@ impl BbStore {
         theirs
             .into_iter()
             .filter(|id| {
-                !mem.flows
-                    .get(&id.flow_id)
-                    .is_some_and(|m| m.contains_key(id))
+                !mem.is_pruned(&id.flow_id)
+                    && !mem
+                        .flows
+                        .get(&id.flow_id)
+                        .is_some_and(|m| m.contains_key(id))
             })
             .collect()
     }
@@ -414,5 +598,53 @@ mod tests {
         let e3 = s.create("f", "au", "t", "three").unwrap();
         assert!(e3.id.seq > e2.id.seq);
         assert_eq!(s.flows(), vec!["f".to_string()]);
+    }
+
+    #[test]
+    fn past_the_cap_the_least_recently_used_flow_is_pruned_and_not_taken_back() {
+        let s = BbStore::open("a", None).unwrap().with_max_flows(2);
+        s.create("f1", "au", "t", "one").unwrap();
+        let old = s.create("f2", "au", "t", "two").unwrap();
+        // Reading f1 makes f2 the least recently used.
+        assert_eq!(s.read("f1", None).len(), 1);
+        s.create("f3", "au", "t", "three").unwrap();
+        assert_eq!(s.flows(), vec!["f1".to_string(), "f3".to_string()]);
+        assert!(s.is_pruned("f2"));
+        // A peer that still holds f2 cannot bring it back through anti-entropy.
+        assert_eq!(s.insert(vec![old.clone()]).unwrap(), 0);
+        assert!(s.unknown(vec![old.id]).is_empty());
+        assert!(s.summary().iter().all(|(f, _)| f != "f2"));
+    }
+
+    #[test]
+    fn pruned_flows_stay_pruned_across_reopen_and_old_flows_go_by_age() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = BbStore::open("a", Some(dir.path())).unwrap();
+        let gone = s.create("deleted", "au", "t", "x").unwrap();
+        s.create("kept", "au", "t", "y").unwrap();
+        // A flow whose newest note is from the distant past (at_ms 5).
+        s.insert(vec![entry("stale", "b", 5)]).unwrap();
+        s.close();
+        // Offline, as `quorum flows gc` does: the deleted review's notes and notes older than 10 ms
+        // after the epoch.
+        // On its own thread, as in its own `quorum flows gc` process: sled frees its lock file
+        // only once the epoch garbage of the thread that wrote is collected, at thread exit.
+        let path = dir.path().to_path_buf();
+        let removed =
+            std::thread::spawn(move || prune_replica(&path, &["deleted".to_string()], 10))
+                .join()
+                .unwrap()
+                .unwrap();
+        assert_eq!(removed, 2);
+        let s = BbStore::open("a", Some(dir.path())).unwrap();
+        assert_eq!(s.flows(), vec!["kept".to_string()]);
+        assert_eq!(s.insert(vec![gone, entry("stale", "b", 5)]).unwrap(), 0);
+        // A review that publishes again is live: its flow is no longer pruned.
+        s.create("deleted", "au", "t", "again").unwrap();
+        assert!(!s.is_pruned("deleted"));
+        assert_eq!(s.read("deleted", None).len(), 1);
+        // No replica under a directory is nothing to prune.
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(prune_replica(empty.path(), &[], u64::MAX).unwrap(), 0);
     }
 }

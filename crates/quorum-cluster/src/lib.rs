@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use blackboard::{BbEntry, Blackboard, EntryId};
+pub use blackboard::{prune_replica, BbEntry, Blackboard, EntryId, MAX_FLOWS};
 pub use error::ClusterError;
 pub use filter::{TransportFilter, KIND_BB_PUBLISH, KIND_BB_SYNC, KIND_HEARTBEAT, KIND_LEAVE};
 pub use node::{Cluster, MAX_FRAME_BYTES};

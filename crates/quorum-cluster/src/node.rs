@@ -1636,6 +1636,8 @@ impl Core {
                     .keys()
                     .chain(ours.keys())
                     .filter(|f| theirs.get(*f) != ours.get(*f))
+                    // A flow pruned here is not asked back for.
+                    .filter(|f| !self.bb.is_pruned(f))
                     .collect();
                 differing.sort();
                 differing.dedup();

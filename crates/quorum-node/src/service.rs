@@ -55,23 +55,50 @@ struct FlowState {
 /// node ever ran. The facts themselves are in each review's store.
 const FINISHED_EVENT_LOGS_KEPT: usize = 16;
 
-/// Mark `id` finished and shrink the event logs of all but the newest `kept` finished reviews.
-fn release_old_events(flows: &mut HashMap<String, FlowState>, id: &str, kept: usize) {
+/// Finished reviews whose report stays in memory; GetReport reads older ones from the review's
+/// store (or the replicated facts), so a long-running node holds at most this many reports.
+const FINISHED_REPORTS_KEPT: usize = 16;
+
+/// Mark `id` finished, shrink the event logs of all but the newest `events_kept` finished
+/// reviews and drop the reports of all but the newest `reports_kept`.
+fn release_finished(
+    flows: &mut HashMap<String, FlowState>,
+    id: &str,
+    events_kept: usize,
+    reports_kept: usize,
+) {
     let next = flows.values().map(|s| s.finished_order).max().unwrap_or(0) + 1;
     if let Some(s) = flows.get_mut(id) {
         s.finished_order = next;
     }
-    let mut finished: Vec<(u64, String)> = flows
-        .iter()
-        .filter(|(_, s)| s.finished_order > 0 && s.events.len() > 1)
-        .map(|(k, s)| (s.finished_order, k.clone()))
+    let newest_first = |keep: fn(&FlowState) -> bool| {
+        let mut finished: Vec<(u64, String)> = flows
+            .iter()
+            .filter(|(_, s)| s.finished_order > 0 && keep(s))
+            .map(|(k, s)| (s.finished_order, k.clone()))
+            .collect();
+        finished.sort_by(|a, b| b.cmp(a));
+        finished
+    };
+    let old_logs: Vec<String> = newest_first(|s| s.events.len() > 1)
+        .into_iter()
+        .skip(events_kept)
+        .map(|(_, k)| k)
         .collect();
-    finished.sort();
-    let excess = finished.len().saturating_sub(kept);
-    for (_, k) in finished.into_iter().take(excess) {
+    let old_reports: Vec<String> = newest_first(|s| s.report.is_some())
+        .into_iter()
+        .skip(reports_kept)
+        .map(|(_, k)| k)
+        .collect();
+    for k in old_logs {
         if let Some(s) = flows.get_mut(&k) {
             s.events.drain(..s.events.len().saturating_sub(1));
             s.events.shrink_to_fit();
+        }
+    }
+    for k in old_reports {
+        if let Some(s) = flows.get_mut(&k) {
+            s.report = None;
         }
     }
 }
@@ -87,6 +114,9 @@ impl FlowState {
         let _ = self.live.send(ev);
     }
 }
+
+/// The longest a finished review waits for its progress events before its end event.
+const PUMP_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How often a watcher of a review conducted elsewhere looks for new replicated facts.
 const REPLICA_POLL: std::time::Duration = std::time::Duration::from_millis(250);
@@ -155,6 +185,8 @@ pub struct NodeService {
     flows: Arc<Mutex<HashMap<String, FlowState>>>,
     /// How many finished reviews keep their whole event log in memory.
     event_logs_kept: Arc<std::sync::atomic::AtomicUsize>,
+    /// How many finished reviews keep their report in memory.
+    reports_kept: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
@@ -185,7 +217,23 @@ impl NodeService {
             event_logs_kept: Arc::new(std::sync::atomic::AtomicUsize::new(
                 FINISHED_EVENT_LOGS_KEPT,
             )),
+            reports_kept: Arc::new(std::sync::atomic::AtomicUsize::new(FINISHED_REPORTS_KEPT)),
         }
+    }
+
+    /// How many finished reviews keep their report in memory (default 16); GetReport reads
+    /// the others from their stores.
+    pub fn set_reports_kept(&self, n: usize) {
+        self.reports_kept
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Reports of finished reviews held in memory now (bounded by `set_reports_kept`).
+    pub fn reports_in_memory(&self) -> usize {
+        self.flows
+            .lock()
+            .map(|f| f.values().filter(|s| s.report.is_some()).count())
+            .unwrap_or(0)
     }
 
     /// How many finished reviews keep their whole event log in memory (default 16; the
@@ -403,13 +451,13 @@ impl NodeService {
             },
         );
         let flows = self.flows.clone();
-        let kept = self.event_logs_kept.clone();
+        let kept = (self.event_logs_kept.clone(), self.reports_kept.clone());
         let id = flow_id.clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
         // Progress → the flow's event log (and its live watchers).
         let pump_flows = flows.clone();
         let pump_id = id.clone();
-        tokio::spawn(async move {
+        let pump = tokio::spawn(async move {
             while let Some(p) = rx.recv().await {
                 // When it happened, for the dashboard's timeline (readers ignore the field).
                 let mut v = serde_json::to_value(&p).unwrap_or_default();
@@ -431,8 +479,10 @@ impl NodeService {
             // The review is over: its pack leaves memory (it stays in the review's store), so a
             // node's memory does not grow with every review it ever ran.
             packs.release(&id);
-            // Let the progress pump drain before the final event.
-            tokio::task::yield_now().await;
+            // Let the progress pump drain before the final event: it ends when the review's
+            // actors drop their senders. A yield was not enough under load (a late `usage`
+            // landed after `finished`); the wait is bounded in case a sender outlives them.
+            let _ = tokio::time::timeout(PUMP_DRAIN, pump).await;
             if facts.fenced() {
                 // Another node conducts the review now: end the watchers' streams without a
                 // verdict (they reconnect and find the conductor) and forget it here.
@@ -463,12 +513,14 @@ impl NodeService {
                     }
                     s.abort = None;
                 }
-                release_old_events(&mut f, &id, kept.load(std::sync::atomic::Ordering::Relaxed));
+                let relaxed = std::sync::atomic::Ordering::Relaxed;
+                release_finished(&mut f, &id, kept.0.load(relaxed), kept.1.load(relaxed));
             }
         });
         if let Ok(mut f) = self.flows.lock() {
             if let Some(s) = f.get_mut(&flow_id) {
-                if s.report.is_none() {
+                // Not if it already ended (its report may be released by now).
+                if s.finished_order == 0 {
                     s.abort = Some(task.abort_handle());
                 }
             }
@@ -746,16 +798,22 @@ impl ReviewApi for NodeService {
                 match self.replicated_report(flow_id) {
                     Some(json) => serde_json::from_str(&json).map_err(internal)?,
                     None => {
-                        let store = self
-                            .setup
-                            .data
-                            .open_flow(flow_id)
-                            .map_err(|_| self.elsewhere(flow_id))?;
-                        let json = store.report().map_err(internal)?.ok_or_else(|| {
-                            ApiError::Running(format!(
-                                "review {flow_id} has no report (interrupted?)"
-                            ))
-                        })?;
+                        // A sled open and read: off the async threads.
+                        let (data, id) = (self.setup.data.clone(), flow_id.to_string());
+                        let stored = tokio::task::spawn_blocking(move || {
+                            let store = data.open_flow(&id).ok()?;
+                            Some(store.report())
+                        })
+                        .await
+                        .map_err(internal)?;
+                        let json = stored
+                            .ok_or_else(|| self.elsewhere(flow_id))?
+                            .map_err(internal)?
+                            .ok_or_else(|| {
+                                ApiError::Running(format!(
+                                    "review {flow_id} has no report (interrupted?)"
+                                ))
+                            })?;
                         serde_json::from_str(&json).map_err(internal)?
                     }
                 }
@@ -831,7 +889,7 @@ impl ReviewApi for NodeService {
                     flow_id: id.clone(),
                     flow: s.flow.clone(),
                     target: s.target.clone(),
-                    status: if s.report.is_some() {
+                    status: if s.finished_order > 0 {
                         "completed".into()
                     } else {
                         "running".into()

@@ -1,6 +1,7 @@
 //! A node's memory does not grow with every review it ran: when a review ends its pack leaves
 //! the registry peers fetch from and its event log shrinks to the end event, while its report
-//! stays available.
+//! stays available; only the newest finished reviews keep their report in memory, older ones
+//! are served from their stores.
 
 #[path = "../../../tests/support/mod.rs"]
 mod support;
@@ -86,6 +87,96 @@ async fn a_finished_review_releases_its_pack_and_events() {
         assert_eq!(replay[0].kind, FINISHED_KIND);
         let report = svc.report(&id).await.unwrap();
         assert!(!report.report_json.is_empty());
+    })
+    .await
+    .unwrap();
+}
+
+fn code_project_files() -> Vec<pb::SourceFile> {
+    let root = fixture("code_project");
+    [
+        "src/db.py",
+        "src/auth.py",
+        "src/utils.py",
+        "README.md",
+        "src/app.py",
+    ]
+    .into_iter()
+    .filter_map(|rel| {
+        std::fs::read(root.join(rel))
+            .ok()
+            .map(|content| pb::SourceFile {
+                path: rel.into(),
+                content,
+            })
+    })
+    .collect()
+}
+
+async fn run_to_end(svc: &NodeService) -> String {
+    let id = svc
+        .submit(pb::SubmitReviewRequest {
+            target_name: "./code_project".into(),
+            files: code_project_files(),
+            flow: "review".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut events = svc.watch(&id).await.unwrap();
+    while let Some(ev) = events.next().await {
+        if ev.kind == FINISHED_KIND {
+            break;
+        }
+    }
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_newest_reports_stay_in_memory_and_older_ones_come_from_the_store() {
+    tokio::time::timeout(Duration::from_secs(180), async {
+        let server = ScriptedServer::start(code_review_script()).await.unwrap();
+        let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
+        cfg.models = vec![MODEL.into()];
+        let backends = Backends::from_configs(&[cfg], MODEL).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let svc = NodeService::new(NodeSetup {
+            name: "n".into(),
+            data: quorum_store::DataDir::new(data.path()),
+            backends,
+            personas_dir: repo_root().join("personas"),
+            flows_dir: repo_root().join("flows"),
+            default_flow: "review".into(),
+            max_concurrent: Some(2),
+            advertised_addr: String::new(),
+            board: Arc::new(quorum_runtime::board::MemoryBoard::default()),
+            remote: None,
+            packs: Arc::new(PackRegistry::default()),
+            analyzers: None,
+        });
+        // N = 1: the second review's end releases the first one's report.
+        svc.set_reports_kept(1);
+        let oldest = run_to_end(&svc).await;
+        assert_eq!(svc.reports_in_memory(), 1);
+        let from_memory = svc.report(&oldest).await.unwrap();
+        let newest = run_to_end(&svc).await;
+        assert_eq!(
+            svc.reports_in_memory(),
+            1,
+            "N+1 finished reviews must hold only N reports"
+        );
+        // The oldest is answered from its store, with the same report it had in memory.
+        let from_store = svc.report(&oldest).await.unwrap();
+        assert_eq!(from_store.status, from_memory.status);
+        assert_eq!(from_store.report_json, from_memory.report_json);
+        assert!(!svc.report(&newest).await.unwrap().report_json.is_empty());
+        let listed = svc.list().await.unwrap();
+        assert!(
+            listed
+                .iter()
+                .any(|r| r.flow_id == oldest && r.status == "completed"),
+            "{listed:?}"
+        );
     })
     .await
     .unwrap();
