@@ -701,6 +701,40 @@ impl FlowConductor {
         keys: Vec<TaskKey>,
     ) -> Result<(), ActorProcessingErr> {
         let placeable = state.ctx.remote.is_some();
+        Self::add_tasks_placed(myself, state, keys, placeable).await
+    }
+
+    /// Split `items` into stage runs of at most `size` (at least 1) named `name`, or `name-1`,
+    /// `name-2`, … when there are several; each run's key with its items, in order.
+    fn stage_batches<T: Clone>(
+        state: &mut ConductorState,
+        items: &[T],
+        size: usize,
+        name: &str,
+    ) -> Vec<(TaskKey, Vec<T>)> {
+        let chunks: Vec<&[T]> = items.chunks(size.max(1)).collect();
+        let n = chunks.len();
+        chunks
+            .into_iter()
+            .enumerate()
+            .map(|(k, chunk)| {
+                let run = if n == 1 {
+                    name.to_string()
+                } else {
+                    format!("{name}-{}", k + 1)
+                };
+                (state.add_run(TaskRun::stage(&run)), chunk.to_vec())
+            })
+            .collect()
+    }
+
+    /// `add_tasks`, choosing whether the runs may go to peers.
+    async fn add_tasks_placed(
+        myself: &ActorRef<ConductorMsg>,
+        state: &mut ConductorState,
+        keys: Vec<TaskKey>,
+        placeable: bool,
+    ) -> Result<(), ActorProcessingErr> {
         for key in keys {
             Box::pin(Self::feed(
                 myself,
@@ -761,17 +795,8 @@ impl FlowConductor {
                 }
             }
         }
-        let chunks: Vec<Vec<(usize, Reported, Vec<String>)>> =
-            ready.chunks(batch).map(|c| c.to_vec()).collect();
-        let n = chunks.len();
         let mut keys = Vec::new();
-        for (k, chunk) in chunks.into_iter().enumerate() {
-            let name = if n == 1 {
-                "verifier".to_string()
-            } else {
-                format!("verifier-{}", k + 1)
-            };
-            let key = state.add_run(TaskRun::stage(&name));
+        for (key, chunk) in Self::stage_batches(state, &ready, batch, "verifier") {
             state.runs[key].persona = "verifier".into();
             round.batches.insert(key, chunk);
             keys.push(key);
@@ -1070,35 +1095,15 @@ impl FlowConductor {
             stage: "conformance".to_string(),
         });
         let size = state.ctx.flow.parameters.conformance_batch.max(1);
-        let chunks: Vec<Vec<Criterion>> = todo.chunks(size).map(|c| c.to_vec()).collect();
-        let n = chunks.len();
         let mut round = ConformanceRound::default();
         let mut keys = Vec::new();
-        for (k, chunk) in chunks.into_iter().enumerate() {
-            let name = if n == 1 {
-                "conformance".to_string()
-            } else {
-                format!("conformance-{}", k + 1)
-            };
-            let key = state.add_run(TaskRun::stage(&name));
+        for (key, chunk) in Self::stage_batches(state, &todo, size, "conformance") {
             round.batches.insert(key, chunk);
             keys.push(key);
         }
         state.conformance = Some(round);
-        for key in keys {
-            Box::pin(Self::feed(
-                myself,
-                state,
-                Input::AddTask {
-                    key,
-                    stage: false,
-                    placeable: false,
-                },
-                None,
-            ))
-            .await?;
-        }
-        Ok(())
+        // Kept on the conductor: grounding the rulings needs this node's pack and store.
+        Box::pin(Self::add_tasks_placed(myself, state, keys, false)).await
     }
 
     /// A judge batch will not run again: its criteria are unmet and not judged.
@@ -1234,35 +1239,15 @@ impl FlowConductor {
             stage: "adjudicator".to_string(),
         });
         let size = state.ctx.flow.parameters.adjudication_batch.max(1);
-        let chunks: Vec<Vec<PriorFinding>> = todo.chunks(size).map(|c| c.to_vec()).collect();
-        let n = chunks.len();
         let mut round = AdjudicationRound::default();
         let mut keys = Vec::new();
-        for (k, chunk) in chunks.into_iter().enumerate() {
-            let name = if n == 1 {
-                "adjudicator".to_string()
-            } else {
-                format!("adjudicator-{}", k + 1)
-            };
-            let key = state.add_run(TaskRun::stage(&name));
+        for (key, chunk) in Self::stage_batches(state, &todo, size, "adjudicator") {
             round.batches.insert(key, chunk);
             keys.push(key);
         }
         state.adjudication = Some(round);
-        for key in keys {
-            Box::pin(Self::feed(
-                myself,
-                state,
-                Input::AddTask {
-                    key,
-                    stage: false,
-                    placeable: false,
-                },
-                None,
-            ))
-            .await?;
-        }
-        Ok(())
+        // Kept on the conductor: grounding the rulings needs this node's pack and store.
+        Box::pin(Self::add_tasks_placed(myself, state, keys, false)).await
     }
 
     /// An adjudicator batch will not run again: its findings stand, not judged.
