@@ -49,9 +49,27 @@ pub struct DataDir {
     root: PathBuf,
 }
 
-/// How long `open_flow` waits out a lock that may be this process's own, just released.
+/// How long an explicit open waits out a lock that may be this process's own, just released.
 const LOCK_RETRIES: u32 = 20;
 const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// A store this process just dropped can hold its lock a moment longer (sled's flusher thread
+/// lets go of it last): give that moment before saying another process holds it. Listing does
+/// not wait — a running review is simply shown as running.
+fn waiting_out_our_own_lock<T>(
+    mut open: impl FnMut() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let mut tries = 0;
+    loop {
+        match open() {
+            Err(StoreError::Locked { .. }) if tries < LOCK_RETRIES => {
+                tries += 1;
+                std::thread::sleep(LOCK_RETRY_PAUSE);
+            }
+            other => return other,
+        }
+    }
+}
 
 impl DataDir {
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -114,18 +132,7 @@ impl DataDir {
                 flow_id: flow_id.to_string(),
             });
         }
-        // A store this process just dropped can hold its lock a moment longer (sled's flusher
-        // thread lets go of it last): give that moment before saying another process runs it.
-        let mut tries = 0;
-        loop {
-            match FlowStore::open(&dir.join(DB_DIR)) {
-                Err(StoreError::Locked { .. }) if tries < LOCK_RETRIES => {
-                    tries += 1;
-                    std::thread::sleep(LOCK_RETRY_PAUSE);
-                }
-                other => return other,
-            }
-        }
+        waiting_out_our_own_lock(|| FlowStore::open(&dir.join(DB_DIR)))
     }
 
     /// Every stored flow, newest first. One unreadable flow does not fail the listing: it
@@ -329,7 +336,7 @@ impl DataDir {
     /// Open the node's own database (one process per data dir may hold it).
     pub fn open_node(&self) -> Result<NodeStore, StoreError> {
         let path = self.root.join(NODE_DIR);
-        let db = open_db(&path)?;
+        let db = waiting_out_our_own_lock(|| open_db(&path))?;
         Ok(NodeStore {
             db,
             path: Arc::new(path),
