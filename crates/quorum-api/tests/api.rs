@@ -243,6 +243,8 @@ fn pack(flow: &str, files: Vec<pb::SourceFile>) -> pb::SubmitReviewRequest {
             no_analyzers: false,
             ..Default::default()
         }),
+        spec: None,
+        prior: None,
     }
 }
 

@@ -245,12 +245,6 @@ async fn review(args: ReviewArgs) -> Result<ExitCode> {
         if args.apply_safe_fixes.is_some() {
             bail!("--apply-safe-fixes needs the target on this machine: drop --cluster, or apply the fixes listed in the report by hand");
         }
-        if args.spec.is_some() {
-            bail!("--spec (a conformance review) is not supported with --cluster yet: run it on this machine without --cluster");
-        }
-        if args.prior.is_some() || args.dispositions.is_some() {
-            bail!("--prior (a finish review) is not supported with --cluster yet: run it on this machine without --cluster");
-        }
         let urls = args.cluster.clone();
         return crate::node::review_remote(args, &urls).await;
     }

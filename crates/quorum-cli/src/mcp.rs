@@ -96,6 +96,18 @@ impl Tracked {
             "error": self.error,
             "out_dir": self.out_dir.as_ref().map(|p| p.display().to_string()),
             "findings": self.report.as_ref().map(|r| r.findings.len()),
+            // A conformance review's merge gate and a finish review's rulings, which an agent
+            // acts on as much as on the findings.
+            "conformance": self.report.as_ref().and_then(|r| r.conformance.as_ref()).map(|c| {
+                let (met, unmet, divergent) = c.counts();
+                json!({"ready": c.ready, "met": met, "unmet": unmet, "divergent": divergent,
+                       "criteria": c.criteria.len()})
+            }),
+            "adjudication": self
+                .report
+                .as_ref()
+                .and_then(|r| r.adjudication.as_ref())
+                .map(|a| json!(a.summary)),
         })
     }
 }
@@ -117,6 +129,16 @@ pub struct StartParams {
     /// Model to run the review with; default: the configured model.
     #[serde(default)]
     pub model: Option<String>,
+    /// The acceptance criteria file a `conformance` flow judges the target against (its
+    /// merge-readiness is in the report's `conformance`).
+    #[serde(default)]
+    pub spec: Option<String>,
+    /// The report.json of an earlier review that a `finish-review` flow adjudicates.
+    #[serde(default)]
+    pub prior: Option<String>,
+    /// The author's dispositions of the prior findings (YAML or JSON), with `prior`.
+    #[serde(default)]
+    pub dispositions: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -250,9 +272,9 @@ impl QuorumMcp {
             diff: None,
             profile: None,
             apply_safe_fixes: None,
-            spec: None,
-            prior: None,
-            dispositions: None,
+            spec: p.spec.map(PathBuf::from),
+            prior: p.prior.map(PathBuf::from),
+            dispositions: p.dispositions.map(PathBuf::from),
             no_analyzers: false,
         };
         let local = match prepare_review(&args)
@@ -322,10 +344,20 @@ impl QuorumMcp {
         }
         let pack = ContextPack::snapshot(&root, &settings.pack)
             .map_err(|e| bad(format!("cannot snapshot the target: {e}")))?;
+        let (spec, prior) = crate::node::review_inputs(
+            p.spec.as_deref().map(std::path::Path::new),
+            p.prior.as_deref().map(std::path::Path::new),
+            p.dispositions.as_deref().map(std::path::Path::new),
+            &root,
+            &pack,
+        )
+        .map_err(|e| bad(format!("{e:#}")))?;
         let req = pb::SubmitReviewRequest {
             target_name: root.display().to_string(),
             head_sha: pack.head_sha.clone(),
             files: crate::node::source_files(&pack),
+            spec,
+            prior,
             flow: p.flow.unwrap_or_default(),
             flow_yaml: None,
             options: Some(pb::ReviewOptions {

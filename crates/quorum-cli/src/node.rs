@@ -11,7 +11,7 @@ use crate::{NodeArgs, ReviewArgs};
 use anyhow::{bail, Context, Result};
 use quorum_api::{pb, ApiClient};
 use quorum_core::pack::ContextPack;
-use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::report::Report;
 use quorum_node::{NodeService, NodeSetup};
 use quorum_runtime::Progress;
 use std::io::{IsTerminal, Write};
@@ -749,7 +749,6 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
             target.display()
         );
     }
-    let token = api_token(args.token_file.as_deref())?;
     let root = target
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", target.display()))?;
@@ -773,10 +772,19 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         }
         _ => None,
     };
+    let (spec, prior) = review_inputs(
+        args.spec.as_deref(),
+        args.prior.as_deref(),
+        args.dispositions.as_deref(),
+        &root,
+        &pack,
+    )?;
     let req = pb::SubmitReviewRequest {
         target_name: root.display().to_string(),
         head_sha: pack.head_sha.clone(),
         files: source_files(&pack),
+        spec,
+        prior,
         flow: args
             .flow
             .clone()
@@ -797,6 +805,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
                 .unwrap_or_default(),
         }),
     };
+    let token = api_token(args.token_file.as_deref())?;
     let (client, url) = connect_any(urls, &token).await?;
     let flow_id = client
         .submit(req)
@@ -821,13 +830,51 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         .unwrap_or_else(|| std::path::PathBuf::from("quorum-out").join(&flow_id));
     write_reports(&report, &out_dir, &formats)?;
     print_outcome(&report, &out_dir, &formats);
-    Ok(match report.status {
-        ReviewStatus::Failed | ReviewStatus::Partial => ExitCode::Incomplete,
-        ReviewStatus::Completed => match fail_on {
-            Some(t) if report.has_findings_at_or_above(t) => ExitCode::Findings,
-            _ => ExitCode::Clean,
-        },
-    })
+    // The same gate as a local review: a conformance review's readiness and a finish review's
+    // standing findings decide it too.
+    Ok(crate::commands::exit_for(&report, fail_on))
+}
+
+/// What a review sent to a cluster carries besides the pack: the spec a conformance flow
+/// judges against and the prior review a finish review adjudicates, read and checked here so a
+/// bad file is one line before anything is uploaded. The node checks them again against its
+/// flow (which also decides whether the flow reads them at all).
+pub(crate) fn review_inputs(
+    spec: Option<&std::path::Path>,
+    prior: Option<&std::path::Path>,
+    dispositions: Option<&std::path::Path>,
+    root: &std::path::Path,
+    pack: &ContextPack,
+) -> Result<(Option<pb::SpecText>, Option<pb::PriorReview>)> {
+    let spec = match spec {
+        Some(p) => {
+            let spec = crate::target::place_spec(crate::target::read_spec_file(p)?, root, pack);
+            Some(pb::SpecText {
+                path: spec.path,
+                text: spec.text,
+                pack_path: spec.pack_path.unwrap_or_default(),
+            })
+        }
+        None => None,
+    };
+    let prior = match (prior, dispositions) {
+        (Some(p), d) => {
+            let files = crate::target::PriorFiles::read(p, d)?;
+            files.parse()?;
+            let (dispositions_path, dispositions) = files.dispositions.unwrap_or_default();
+            Some(pb::PriorReview {
+                path: files.path,
+                report_json: files.report,
+                dispositions_path,
+                dispositions,
+            })
+        }
+        (None, Some(_)) => bail!(
+            "--dispositions is only read with --prior by a flow with an adjudicator stage: use --flow finish-review --prior REPORT.json, or drop --dispositions"
+        ),
+        (None, None) => None,
+    };
+    Ok((spec, prior))
 }
 
 #[cfg(test)]

@@ -106,7 +106,6 @@ pub fn read_spec(
     flow: &quorum_core::flow::Flow,
     spec: Option<&Path>,
 ) -> Result<Option<quorum_core::conformance::Spec>> {
-    use quorum_core::conformance::{Spec, MAX_SPEC_BYTES};
     let path = match (flow.uses_spec(), spec) {
         (true, None) => bail!(
             "flow {} judges the target against a spec: pass --spec FILE (acceptance criteria as a markdown checklist, numbered requirements or MUST/SHALL lines)",
@@ -119,6 +118,13 @@ pub fn read_spec(
         (false, None) => return Ok(None),
         (true, Some(p)) => p,
     };
+    read_spec_file(path).map(Some)
+}
+
+/// Read a spec file as `--spec` names it: a readable UTF-8 text file of at most 1 MiB with
+/// something in it, and never a secrets file (its whole text goes into model prompts).
+pub fn read_spec_file(path: &Path) -> Result<quorum_core::conformance::Spec> {
+    use quorum_core::conformance::{Spec, MAX_SPEC_BYTES};
     let shown = path.display();
     let meta = std::fs::metadata(path)
         .map_err(|e| anyhow!("cannot read the spec {shown}: {e}; pass the spec's file"))?;
@@ -147,14 +153,7 @@ pub fn read_spec(
     let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read the spec {shown}: {e}"))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| anyhow!("the spec {shown} is not UTF-8 text: pass a text (markdown) file"))?;
-    if text.trim().is_empty() {
-        bail!("the spec {shown} is empty: write the acceptance criteria into it");
-    }
-    Ok(Some(Spec {
-        path: shown.to_string(),
-        text,
-        pack_path: None,
-    }))
+    Spec::from_text(&shown.to_string(), text).map_err(|e| anyhow!("{e}"))
 }
 
 /// Note where the spec is in the pack when it lies inside the target, so the judge neither
@@ -184,7 +183,6 @@ pub fn read_prior(
     prior: Option<&Path>,
     dispositions: Option<&Path>,
 ) -> Result<Option<quorum_core::adjudication::Prior>> {
-    use quorum_core::adjudication::{parse_dispositions, parse_prior, Prior};
     let path = match (flow.uses_prior(), prior) {
         (true, None) => bail!(
             "flow {} adjudicates a prior review: pass --prior REPORT.json (the report.json of that review)",
@@ -200,32 +198,58 @@ pub fn read_prior(
         (false, None) => return Ok(None),
         (true, Some(p)) => p,
     };
-    let mut findings = {
-        let text = read_small_text(path, "prior report")?;
-        parse_prior(&text).map_err(|e| {
-            anyhow!(
-                "{e} ({}): pass the report.json a quorum review wrote",
-                path.display()
-            )
-        })?
-    };
-    if let Some(d) = dispositions {
-        let text = read_small_text(d, "dispositions file")?;
-        let notes = parse_dispositions(&text, &findings).map_err(|e| {
-            anyhow!(
-                "{e} ({}): map each prior finding id to {{disposition: fixed|wont_fix|deferred|disputed, comment: ...}}",
-                d.display()
-            )
-        })?;
-        for f in &mut findings {
-            f.note = notes.get(&f.id).cloned();
-        }
+    read_prior_files(path, dispositions).map(Some)
+}
+
+/// The texts of a `--prior` report and its `--dispositions` file, as read from disk, before
+/// anyone parses them (a cluster node parses them again: it trusts no client).
+pub struct PriorFiles {
+    pub path: String,
+    pub report: String,
+    pub dispositions: Option<(String, String)>,
+}
+
+impl PriorFiles {
+    pub fn read(prior: &Path, dispositions: Option<&Path>) -> Result<PriorFiles> {
+        Ok(PriorFiles {
+            path: prior.display().to_string(),
+            report: read_small_text(prior, "prior report")?,
+            dispositions: match dispositions {
+                Some(d) => Some((
+                    d.display().to_string(),
+                    read_small_text(d, "dispositions file")?,
+                )),
+                None => None,
+            },
+        })
     }
-    Ok(Some(Prior {
-        path: path.display().to_string(),
-        dispositions: dispositions.map(|d| d.display().to_string()),
-        findings,
-    }))
+
+    /// Parse them as a finish review does, each failure one line naming the file.
+    pub fn parse(&self) -> Result<quorum_core::adjudication::Prior> {
+        use quorum_core::error::PriorError;
+        let dispositions = self
+            .dispositions
+            .as_ref()
+            .map(|(p, t)| (p.as_str(), t.as_str()));
+        quorum_core::adjudication::Prior::from_texts(&self.path, &self.report, dispositions)
+            .map_err(|e| match &e {
+                PriorError::Report(_) => anyhow!(
+                    "{e} ({}): pass the report.json a quorum review wrote",
+                    self.path
+                ),
+                PriorError::Dispositions(_) => anyhow!(
+                    "{e} ({}): map each prior finding id to {{disposition: fixed|wont_fix|deferred|disputed, comment: ...}}",
+                    dispositions.map(|(p, _)| p).unwrap_or_default()
+                ),
+            })
+    }
+}
+
+fn read_prior_files(
+    path: &Path,
+    dispositions: Option<&Path>,
+) -> Result<quorum_core::adjudication::Prior> {
+    PriorFiles::read(path, dispositions)?.parse()
 }
 
 fn read_small_text(path: &Path, what: &str) -> Result<String> {

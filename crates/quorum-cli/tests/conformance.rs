@@ -488,14 +488,15 @@ async fn spec_is_required_by_the_conformance_flow_and_refused_by_others() {
             "--flow",
             "conformance",
             "--spec",
-            spec,
+            "/nonexistent/spec.md",
             "--cluster",
             "http://127.0.0.1:9",
         ]
         .iter()
         .map(|s| s.to_string())
         .collect(),
-        "not supported with --cluster",
+        // Read and checked on the client, before anything is uploaded.
+        "cannot read the spec /nonexistent/spec.md",
     ));
     for (args, expected) in all {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -728,13 +729,10 @@ async fn a_judge_that_never_answers_leaves_the_review_partial_and_never_ready() 
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_refuses_a_conformance_review_it_cannot_give_a_spec() {
+/// Start `quorum node` on an ephemeral API port with the scripted server as its backend;
+/// returns the process and its API URL.
+async fn start_node(server: &ScriptedServer, work: &Path) -> (tokio::process::Child, String) {
     use tokio::io::{AsyncBufReadExt, BufReader};
-    let server = ScriptedServer::start(script(mixed_judgments()))
-        .await
-        .unwrap();
-    let work = tempfile::tempdir().unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let mut node = command(
         &[
@@ -748,7 +746,7 @@ async fn a_node_refuses_a_conformance_review_it_cannot_give_a_spec() {
             "--name",
             "n1",
         ],
-        work.path(),
+        work,
     )
     .env("QUORUM_API_TOKEN", "s3cret")
     .spawn()
@@ -768,32 +766,93 @@ async fn a_node_refuses_a_conformance_review_it_cannot_give_a_spec() {
         .expect("no api url")
         .trim()
         .to_string();
-    let t = target();
-    let o = tokio::time::timeout(
+    (node, url)
+}
+
+async fn client(args: &[&str], work: &Path) -> Output {
+    tokio::time::timeout(
         Duration::from_secs(90),
-        command(
-            &[
-                "review",
-                t.to_str().unwrap(),
-                "--flow",
-                "conformance",
-                "--cluster",
-                &url,
-            ],
-            work.path(),
-        )
-        .env("QUORUM_API_TOKEN", "s3cret")
-        .output(),
+        command(args, work)
+            .env("QUORUM_API_TOKEN", "s3cret")
+            .output(),
     )
     .await
     .expect("the client did not exit in time")
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conformance_review_sent_to_a_node_carries_its_spec_and_gates_the_same() {
+    let server = ScriptedServer::start(script(mixed_judgments()))
+        .await
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (mut node, url) = start_node(&server, work.path()).await;
+    let (t, spec) = (target(), spec());
+    let out = work.path().join("out");
+    let o = client(
+        &[
+            "review",
+            t.to_str().unwrap(),
+            "--flow",
+            "conformance",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--cluster",
+            &url,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        work.path(),
+    )
+    .await;
+
+    // The same gate as on one machine: one unmet and one divergent criterion close it.
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let m = read_json(&out.join("merge-readiness.json"));
+    assert_eq!(m["ready"], false);
+    assert_eq!(m["extraction"], "deterministic");
+    assert_eq!(
+        statuses(&m),
+        [
+            ("C1".to_string(), "met".to_string()),
+            ("C2".to_string(), "divergent".to_string()),
+            ("C3".to_string(), "unmet".to_string())
+        ]
+    );
+    assert_eq!(m["criteria"][1]["evidence"][0]["line_start"], 4);
+    let report = read_json(&out.join("report.json"));
+    assert_eq!(report["conformance"], m);
+
+    // The node judged the spec the client read: its criteria reached the judge, each inside
+    // the spec's delimiters, and the target's code reached it as material.
+    let judged = judge_requests(&server);
+    assert!(!judged.is_empty(), "the node never asked the judge");
+    let criterion = "The limit N is configurable, not hard-coded.";
+    let prompt = &judged[0].text;
+    assert!(prompt.contains(criterion), "{criterion:?} not in {prompt}");
+    assert!(prompt.contains("ratelimit.py"), "{prompt}");
+
+    // A conformance review without a spec is refused by the node, in one line, before any
+    // model call.
+    let before = server.requests().len();
+    let o = client(
+        &[
+            "review",
+            t.to_str().unwrap(),
+            "--flow",
+            "conformance",
+            "--cluster",
+            &url,
+        ],
+        work.path(),
+    )
+    .await;
     let _ = node.kill().await;
     assert_eq!(code(&o), 2, "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("judges a spec"), "{err}");
-    assert!(
-        !server.requests().iter().any(|r| r.system.contains(JUDGE)),
-        "nothing ran"
-    );
+    assert!(err.contains("pass --spec FILE"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert_eq!(server.requests().len(), before, "nothing ran");
 }

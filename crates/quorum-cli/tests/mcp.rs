@@ -126,45 +126,55 @@ impl Session {
     }
 }
 
+/// `quorum node` on an ephemeral API port, its backend the scripted server; the process and
+/// its API URL.
+async fn spawn_node(
+    work: &std::path::Path,
+    server: &ScriptedServer,
+) -> (tokio::process::Child, String) {
+    let home = work.join(".home");
+    let mut node = tokio::process::Command::new(BIN)
+        .args([
+            "node",
+            "--api",
+            "127.0.0.1:0",
+            "--name",
+            "mcp-node",
+            "--model",
+            MODEL,
+            "--backend",
+            &format!("ollama={}", server.ollama_url()),
+            "--data-dir",
+            work.join("node-data").to_str().unwrap(),
+        ])
+        .current_dir(work)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
+        .env("QUORUM_HOME", repo_root())
+        .env("QUORUM_API_TOKEN", TOKEN)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
+    let line = lines
+        .next_line()
+        .await
+        .unwrap()
+        .expect("node printed nothing");
+    let api = line.split("api on ").nth(1).unwrap().trim().to_string();
+    (node, api)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_cluster_the_review_runs_on_the_node_and_is_read_back_through_its_api() {
     tokio::time::timeout(Duration::from_secs(180), async {
         let server = ScriptedServer::start(code_review_script()).await.unwrap();
         let work = tempfile::tempdir().unwrap();
-        let home = work.path().join(".home");
-        let mut node = tokio::process::Command::new(BIN)
-            .args([
-                "node",
-                "--api",
-                "127.0.0.1:0",
-                "--name",
-                "mcp-node",
-                "--model",
-                MODEL,
-                "--backend",
-                &format!("ollama={}", server.ollama_url()),
-                "--data-dir",
-                work.path().join("node-data").to_str().unwrap(),
-            ])
-            .current_dir(work.path())
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-            .env("QUORUM_ANALYZERS__ENABLED", "false")
-            .env("QUORUM_HOME", repo_root())
-            .env("QUORUM_API_TOKEN", TOKEN)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
-        let line = lines
-            .next_line()
-            .await
-            .unwrap()
-            .expect("node printed nothing");
-        let api = line.split("api on ").nth(1).unwrap().trim().to_string();
+        let (mut node, api) = spawn_node(work.path(), &server).await;
 
         // No backend here: everything runs on the node.
         let mut s = spawn_mcp(work.path(), &["--cluster", &api]).await;
@@ -381,6 +391,91 @@ async fn an_agent_starts_a_review_follows_it_and_reads_its_findings_over_mcp() {
             .expect("quorum mcp did not exit when stdin closed")
             .unwrap();
         assert!(status.success());
+    })
+    .await
+    .expect("test timed out");
+}
+
+/// The conformance fixture's review: one developer task that finds nothing, then the judge:
+/// C1 met with a grounded quote, C2 and C3 unmet.
+fn conformance_script() -> quorum_testkit::Script {
+    use quorum_testkit::{Reply, Rule, Script};
+    Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&json!({"tasks": [
+                    {"id": "t1", "persona": "software_developer", "files": ["app.py", "ratelimit.py"],
+                     "mandate": "Check the limiter and the endpoint for correctness bugs."}
+                ]}))),
+        )
+        .rule(
+            Rule::new("developer")
+                .when_system(["You are software_developer"])
+                .reply(Reply::json(&json!({"findings": []}))),
+        )
+        .rule(
+            Rule::new("judge")
+                .when_system(["You are the conformance judge"])
+                .reply(Reply::json(&json!({"judgments": [
+                    {"id": "C1", "status": "met", "reason": "429 beyond the limit",
+                     "evidence": [{"file": "app.py", "line_start": 13, "line_end": 13,
+                                   "quote": "return jsonify(error=\"rate limited\"), 429"}]},
+                    {"id": "C2", "status": "unmet", "reason": "hard-coded", "evidence": []},
+                    {"id": "C3", "status": "unmet", "reason": "no Retry-After", "evidence": []}
+                ]}))),
+        )
+        .rule(synthesizer_rule())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_runs_a_conformance_review_on_a_cluster_with_its_spec() {
+    tokio::time::timeout(Duration::from_secs(180), async {
+        let server = ScriptedServer::start(conformance_script()).await.unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let (mut node, api) = spawn_node(work.path(), &server).await;
+        let mut s = spawn_mcp(work.path(), &["--cluster", &api]).await;
+        s.initialize().await;
+        let target = fixture("conformance/service");
+
+        // Without its spec the node refuses the review, saying what to pass.
+        let err = s
+            .tool(
+                "review_start",
+                json!({"path": target.to_str().unwrap(), "flow": "conformance"}),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("pass --spec FILE"), "{err}");
+
+        let started = s
+            .tool(
+                "review_start",
+                json!({"path": target.to_str().unwrap(), "flow": "conformance",
+                       "spec": fixture("conformance/spec.md").to_str().unwrap()}),
+            )
+            .await
+            .unwrap();
+        let flow_id = started["flow_id"].as_str().unwrap().to_string();
+        let status = s.until_done(&flow_id).await;
+        assert_eq!(status["status"], "completed", "{status}");
+        assert_eq!(
+            status["conformance"],
+            json!({"ready": false, "met": 1, "unmet": 2, "divergent": 0, "criteria": 3}),
+            "{status}"
+        );
+        let judged: Vec<_> = server
+            .requests()
+            .into_iter()
+            .filter(|r| r.system.contains("You are the conformance judge"))
+            .collect();
+        assert_eq!(judged.len(), 1, "one batch of three criteria");
+        assert!(judged[0]
+            .text
+            .contains("Requests beyond N per minute per API key receive HTTP 429."));
+        let _ = node.kill().await;
     })
     .await
     .expect("test timed out");

@@ -133,6 +133,42 @@ pub struct Prior {
     pub findings: Vec<PriorFinding>,
 }
 
+impl Prior {
+    /// The prior review from the texts of its report.json and dispositions file (YAML or
+    /// JSON), as a client read them: one place decides what a usable prior is, whether the
+    /// files were read here or came over the API. Each text is bounded by [`MAX_PRIOR_BYTES`].
+    pub fn from_texts(
+        path: &str,
+        report: &str,
+        dispositions: Option<(&str, &str)>,
+    ) -> Result<Prior, PriorError> {
+        if report.len() as u64 > MAX_PRIOR_BYTES {
+            return Err(PriorError::Report(format!(
+                "it is {} bytes, over the limit of {MAX_PRIOR_BYTES}",
+                report.len()
+            )));
+        }
+        let mut findings = parse_prior(report)?;
+        if let Some((_, text)) = dispositions {
+            if text.len() as u64 > MAX_PRIOR_BYTES {
+                return Err(PriorError::Dispositions(format!(
+                    "it is {} bytes, over the limit of {MAX_PRIOR_BYTES}",
+                    text.len()
+                )));
+            }
+            let notes = parse_dispositions(text, &findings)?;
+            for f in &mut findings {
+                f.note = notes.get(&f.id).cloned();
+            }
+        }
+        Ok(Prior {
+            path: path.to_string(),
+            dispositions: dispositions.map(|(p, _)| p.to_string()),
+            findings,
+        })
+    }
+}
+
 fn cut(s: &str) -> String {
     s.chars().take(MAX_FIELD_CHARS).collect()
 }

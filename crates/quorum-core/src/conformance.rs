@@ -47,6 +47,30 @@ pub struct Spec {
     pub pack_path: Option<String>,
 }
 
+impl Spec {
+    /// A spec from its text as a client read it (`path` is what the user gave, for the
+    /// report): refused when empty or over [`MAX_SPEC_BYTES`], wherever it was read. Where it
+    /// lies in the pack is decided by whoever holds the target ([`Spec::pack_path`]).
+    pub fn from_text(path: &str, text: String) -> Result<Spec, String> {
+        if text.len() as u64 > MAX_SPEC_BYTES {
+            return Err(format!(
+                "the spec {path} is {} bytes, over the limit of {MAX_SPEC_BYTES}: pass only the acceptance criteria",
+                text.len()
+            ));
+        }
+        if text.trim().is_empty() {
+            return Err(format!(
+                "the spec {path} is empty: write the acceptance criteria into it"
+            ));
+        }
+        Ok(Spec {
+            path: path.to_string(),
+            text,
+            pack_path: None,
+        })
+    }
+}
+
 /// One adjudicable criterion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Criterion {

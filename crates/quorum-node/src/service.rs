@@ -553,6 +553,74 @@ impl NodeService {
         })
     }
 
+    /// The spec a conformance flow judges against, as the client sent it: required by such a
+    /// flow, refused by any other, and checked here as a local review checks its file (this
+    /// node trusts no client). Its place in the pack is kept only where the pack has it.
+    fn spec_of(
+        flow: &Flow,
+        req: &pb::SubmitReviewRequest,
+        pack: &ContextPack,
+    ) -> Result<Option<quorum_core::conformance::Spec>, ApiError> {
+        match (flow.uses_spec(), &req.spec) {
+            (true, None) => Err(ApiError::InvalidArgument(format!(
+                "flow {} judges the target against a spec: pass --spec FILE (acceptance criteria as a markdown checklist, numbered requirements or MUST/SHALL lines)",
+                flow.name
+            ))),
+            (false, Some(_)) => Err(ApiError::InvalidArgument(format!(
+                "--spec is only read by a flow with a conformance stage, and flow {} has none: use --flow conformance, or drop --spec",
+                flow.name
+            ))),
+            (false, None) => Ok(None),
+            (true, Some(s)) => {
+                let name = s.path.rsplit(['/', '\\']).next().unwrap_or(&s.path);
+                if is_secret_file_name(name) {
+                    return Err(ApiError::InvalidArgument(format!(
+                        "the spec {} is a secrets file, and its text would be sent to models: pass the spec's own file",
+                        s.path
+                    )));
+                }
+                let mut spec =
+                    quorum_core::conformance::Spec::from_text(&s.path, s.text.clone())
+                        .map_err(ApiError::InvalidArgument)?;
+                spec.pack_path = Some(s.pack_path.clone())
+                    .filter(|p| !p.is_empty() && pack.get(p).is_some());
+                Ok(Some(spec))
+            }
+        }
+    }
+
+    /// The prior review a finish-review flow adjudicates, parsed here from the texts the
+    /// client read: required by such a flow, refused by any other.
+    fn prior_of(
+        flow: &Flow,
+        req: &pb::SubmitReviewRequest,
+    ) -> Result<Option<quorum_core::adjudication::Prior>, ApiError> {
+        match (flow.uses_prior(), &req.prior) {
+            (true, None) => Err(ApiError::InvalidArgument(format!(
+                "flow {} adjudicates a prior review: pass --prior REPORT.json (the report.json of that review)",
+                flow.name
+            ))),
+            (false, Some(_)) => Err(ApiError::InvalidArgument(format!(
+                "--prior is only read by a flow with an adjudicator stage, and flow {} has none: use --flow finish-review, or drop --prior",
+                flow.name
+            ))),
+            (false, None) => Ok(None),
+            (true, Some(p)) => {
+                let dispositions = (!p.dispositions_path.is_empty() || !p.dispositions.is_empty())
+                    .then_some((p.dispositions_path.as_str(), p.dispositions.as_str()));
+                quorum_core::adjudication::Prior::from_texts(&p.path, &p.report_json, dispositions)
+                    .map(Some)
+                    .map_err(|e| {
+                        let file = match &e {
+                            quorum_core::error::PriorError::Report(_) => &p.path,
+                            quorum_core::error::PriorError::Dispositions(_) => &p.dispositions_path,
+                        };
+                        ApiError::InvalidArgument(format!("{e} ({file})"))
+                    })
+            }
+        }
+    }
+
     fn build_pack(req: &pb::SubmitReviewRequest) -> Result<ContextPack, ApiError> {
         let mut files = Vec::with_capacity(req.files.len());
         for f in &req.files {
@@ -615,24 +683,14 @@ impl ReviewApi for NodeService {
                 )
             }
         };
-        if flow.uses_spec() {
-            // The API carries no spec yet; a conformance review without one could only fail.
-            return Err(ApiError::InvalidArgument(format!(
-                "flow {} judges a spec (--spec FILE), which a review submitted to a cluster cannot carry yet: run it on one machine",
-                flow.name
-            )));
-        }
-        if flow.uses_prior() {
-            // Nor does it carry a prior report: a finish review could only adjudicate nothing.
-            return Err(ApiError::InvalidArgument(format!(
-                "flow {} adjudicates a prior review (--prior REPORT.json), which a review submitted to a cluster cannot carry yet: run it on one machine",
-                flow.name
-            )));
-        }
         let pack = Self::build_pack(&req)?;
+        let mut scope = quorum_core::scope::ReviewScope {
+            spec: Self::spec_of(&flow, &req, &pack)?,
+            prior: Self::prior_of(&flow, &req)?.map(Box::new),
+            ..Default::default()
+        };
         // The node runs the tools it has, before it acknowledges the review (the client waits
         // at most the catalog's timeouts); the leads are recorded with the review's scope.
-        let mut scope = quorum_core::scope::ReviewScope::default();
         if let Some(a) = setup.analyzers.as_ref().filter(|_| !opts.no_analyzers) {
             if !pack.is_empty() {
                 scope.analyzers = a.run(&pack).await;
@@ -717,9 +775,10 @@ impl ReviewApi for NodeService {
             board: Some(self.board.clone()),
             scope,
         });
-        if !ctx.scope.analyzers.is_empty() {
+        if !ctx.scope.analyzers.is_empty() || ctx.scope.spec.is_some() || ctx.scope.prior.is_some()
+        {
             // Before the first stage, as a local review records it: a survivor that takes the
-            // review over, or a resume, reuses the same leads.
+            // review over, or a resume, reuses the same leads, spec and prior review.
             ctx.facts
                 .event(quorum_store::Event::ScopeRecorded {
                     scope: ctx.scope.clone(),
