@@ -234,6 +234,10 @@ pub struct Report {
     /// Exhaustive flows: each round's metrics and the decision it ended with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<crate::rounds::RoundMetrics>,
+    /// Flows that select their roster (two-tier selection): why each prefilter survivor is on
+    /// the team or not (its trigger, its interest-poll answer), and who the prefilter ruled out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<crate::selection::SelectionRecord>,
     /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
     /// answered, the threshold and the combined outcome. Absent when no model verified anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -1351,6 +1355,37 @@ fn md_rounds(rounds: &[crate::rounds::RoundMetrics], out: &mut String) {
     out.push('\n');
 }
 
+fn md_selection(sel: &crate::selection::SelectionRecord, out: &mut String) {
+    use crate::selection::PollOutcome;
+    out.push_str("### Selection\n\n");
+    out.push_str("| Persona | Prefilter | Poll | On the team | Its answer |\n| --- | --- | --- | --- | --- |\n");
+    for d in &sel.decisions {
+        let poll = match d.poll {
+            PollOutcome::Floor => "not polled (named by the flow)",
+            PollOutcome::NotPolled => "not polled",
+            PollOutcome::Interested => "interested",
+            PollOutcome::Declined => "declined",
+            PollOutcome::Failed => "failed (kept: fails open)",
+            PollOutcome::NoModel => "no model (kept: fails open)",
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {poll} | {} | {} |",
+            cell(&d.persona),
+            cell(&d.prefilter),
+            if d.poll.keeps() { "yes" } else { "no" },
+            cell(d.reason.as_deref().unwrap_or(""))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{} of {} candidates selected; {} reviewers ruled out by the prefilter (no trigger in the material).\n",
+        sel.selected.len(),
+        sel.decisions.len(),
+        sel.ruled_out.len()
+    );
+}
+
 fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
     out.push_str("### Coverage\n\n");
     if !c.dimensions.is_empty() {
@@ -1573,6 +1608,9 @@ fn md_methodology(r: &Report, out: &mut String) {
         md_coverage(c, out);
     }
     md_rounds(&r.rounds, out);
+    if let Some(sel) = &r.selection {
+        md_selection(sel, out);
+    }
 
     out.push_str("### Tasks\n\n");
     if r.tasks.is_empty() {
@@ -1787,6 +1825,7 @@ mod tests {
             },
             coverage: None,
             rounds: Vec::new(),
+            selection: None,
             verification_ledger: Vec::new(),
             safe_fixes: Vec::new(),
             conformance: None,

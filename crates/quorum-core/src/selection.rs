@@ -24,6 +24,78 @@ pub struct Candidate {
     pub floor: bool,
 }
 
+/// What the interest poll (tier 1) made of one prefilter survivor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PollOutcome {
+    /// Named by the flow: seated without a poll.
+    Floor,
+    /// The flow polls no one: the prefilter alone decided.
+    NotPolled,
+    Interested,
+    Declined,
+    /// The poll erred, timed out or answered unreadably: kept (fail open).
+    Failed,
+    /// No model could take the poll: kept (fail open).
+    NoModel,
+}
+
+impl PollOutcome {
+    /// Whether the persona stays on the roster: only a clear "no" takes it off.
+    pub fn keeps(self) -> bool {
+        self != PollOutcome::Declined
+    }
+}
+
+/// One prefilter survivor and what became of it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SelectionDecision {
+    pub persona: String,
+    /// Why the prefilter kept it ([`Candidate::reason`]).
+    pub prefilter: String,
+    pub poll: PollOutcome,
+    /// The persona's own one-sentence answer to the poll, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Two-tier selection as it ran, recorded before the plan and shown in report.json: every
+/// survivor's decision, the reviewers the prefilter ruled out, and the roster the planner got.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SelectionRecord {
+    pub decisions: Vec<SelectionDecision>,
+    /// Reviewers none of whose triggers occur in the material, in catalog order.
+    pub ruled_out: Vec<String>,
+    /// The planner's roster, in catalog order.
+    pub selected: Vec<String>,
+}
+
+impl SelectionRecord {
+    /// The record of a selection: the roster is every decision that keeps its persona, in
+    /// the catalog's order; everything else in the catalog was ruled out by the prefilter.
+    pub fn new(catalog: &Catalog, decisions: Vec<SelectionDecision>) -> SelectionRecord {
+        let mut decisions = decisions;
+        let order: Vec<&str> = catalog.reviewers().map(|p| p.name.as_str()).collect();
+        let at = |n: &str| order.iter().position(|o| *o == n).unwrap_or(usize::MAX);
+        decisions.sort_by_key(|d| at(&d.persona));
+        let selected = decisions
+            .iter()
+            .filter(|d| d.poll.keeps())
+            .map(|d| d.persona.clone())
+            .collect();
+        let ruled_out = order
+            .iter()
+            .filter(|n| !decisions.iter().any(|d| d.persona == **n))
+            .map(|n| n.to_string())
+            .collect();
+        SelectionRecord {
+            decisions,
+            ruled_out,
+            selected,
+        }
+    }
+}
+
 fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
@@ -164,6 +236,54 @@ pub fn planner_catalog(ranked: &[&crate::catalog::Persona]) -> String {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn a_selection_record_keeps_all_but_the_declined_and_names_what_the_prefilter_ruled_out() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let catalog = Catalog::load(&repo.join("personas")).unwrap();
+        let names: Vec<String> = catalog.reviewers().map(|p| p.name.clone()).collect();
+        let d = |i: usize, poll| SelectionDecision {
+            persona: names[i].clone(),
+            prefilter: "trigger \"sql\"".into(),
+            poll,
+            reason: None,
+        };
+        // Given out of order: the record is in catalog order whatever order polls finished.
+        let rec = SelectionRecord::new(
+            &catalog,
+            vec![
+                d(4, PollOutcome::Failed),
+                d(0, PollOutcome::Floor),
+                d(2, PollOutcome::Declined),
+                d(1, PollOutcome::Interested),
+                d(3, PollOutcome::NoModel),
+            ],
+        );
+        let order: Vec<&str> = rec.decisions.iter().map(|d| d.persona.as_str()).collect();
+        assert_eq!(
+            order,
+            [&names[0], &names[1], &names[2], &names[3], &names[4]]
+        );
+        assert_eq!(
+            rec.selected,
+            [
+                names[0].clone(),
+                names[1].clone(),
+                names[3].clone(),
+                names[4].clone()
+            ],
+            "only a clear no leaves the roster; a failed poll or no model keeps it (fail open)"
+        );
+        assert_eq!(rec.ruled_out.len(), names.len() - 5);
+        assert!(
+            !rec.ruled_out.contains(&names[2]),
+            "declined is not ruled out"
+        );
+        assert_eq!(rec.ruled_out[0], names[5]);
+        let json = serde_json::to_value(&rec).unwrap();
+        assert_eq!(json["decisions"][2]["poll"], "declined");
+        assert!(json["decisions"][2].get("reason").is_none());
+    }
 
     #[test]
     fn the_planner_reads_the_personas_that_fit_the_material_first() {

@@ -171,6 +171,8 @@ pub struct ConductorState {
     conformance_failure: Option<String>,
     /// Exhaustive flows: the rounds evaluated so far, in order.
     rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    /// Two-tier selection's decisions (recorded before the plan), for the report.
+    selection: Option<quorum_core::selection::SelectionRecord>,
     /// Finish reviews: each prior finding's settled ruling by prior id, the adjudicator round
     /// in flight, and whether adjudication is over.
     adjudged: std::collections::BTreeMap<String, quorum_core::adjudication::Adjudged>,
@@ -994,6 +996,7 @@ impl Actor for FlowConductor {
             conformance_done: false,
             conformance_failure: None,
             rounds: Vec::new(),
+            selection: None,
             adjudged: std::collections::BTreeMap::new(),
             adjudication: None,
             adjudication_done: false,

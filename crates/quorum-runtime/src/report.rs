@@ -177,6 +177,8 @@ pub struct RunFacts {
     pub conformance_failure: Option<String>,
     /// Exhaustive flows: each round's metrics.
     pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    /// Two-tier selection's decisions, when the flow selects its roster.
+    pub selection: Option<quorum_core::selection::SelectionRecord>,
 }
 
 /// Derive status and build the report.
@@ -394,6 +396,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         },
         coverage,
         rounds: facts.rounds,
+        selection: facts.selection,
         verification_ledger: facts.ledger,
         safe_fixes: Vec::new(),
         conformance,

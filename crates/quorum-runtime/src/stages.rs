@@ -12,6 +12,7 @@ use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
 use quorum_core::flow::Role;
 use quorum_core::grounding::{self, Grounding};
 use quorum_core::schema;
+use quorum_core::selection::{PollOutcome, SelectionDecision, SelectionRecord};
 use quorum_core::task::{Classification, RejectedTask, Task};
 use quorum_core::vote::{self, Ballot, Vote};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
@@ -348,24 +349,45 @@ fn kind_str(k: quorum_core::pack::FileKind) -> &'static str {
 pub struct Plan {
     pub tasks: Vec<Task>,
     pub rejected: Vec<RejectedTask>,
+    /// Two-tier selection's decisions, when the flow selects its roster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionRecord>,
     pub stage: StageStats,
 }
 
 /// Two-tier selection (when the flow asks for it): the deterministic prefilter, then one short
 /// interest poll per discretionary survivor. Fails open: a poll that errors, times out or
-/// answers unreadably keeps its persona. `None` when the flow selects nothing (whole catalog).
+/// answers unreadably keeps its persona. `None` when the flow selects nothing (whole catalog);
+/// else every decision, for the report.
 async fn select_personas(
     ctx: &ReviewContext,
     classification: &Classification,
-) -> Option<Vec<String>> {
+) -> Option<SelectionRecord> {
     let sel = ctx.flow.selection.as_ref()?;
     let candidates =
         quorum_core::selection::prefilter(&ctx.flow, &ctx.catalog, &ctx.pack, classification);
+    let decided = |c: &quorum_core::selection::Candidate, poll, reason| SelectionDecision {
+        persona: c.persona.clone(),
+        prefilter: c.reason.clone(),
+        poll,
+        reason,
+    };
     for c in &candidates {
         tracing::info!(persona = %c.persona, reason = %c.reason, "selection: prefilter kept");
     }
     if !sel.interest_poll {
-        return Some(candidates.into_iter().map(|c| c.persona).collect());
+        let decisions = candidates
+            .iter()
+            .map(|c| {
+                let poll = if c.floor {
+                    PollOutcome::Floor
+                } else {
+                    PollOutcome::NotPolled
+                };
+                decided(c, poll, None)
+            })
+            .collect();
+        return Some(SelectionRecord::new(&ctx.catalog, decisions));
     }
     let mut files = String::new();
     for f in ctx.pack.files.values().take(200) {
@@ -385,11 +407,11 @@ async fn select_personas(
         sel.instructions.trim()
     );
     let mut polls = tokio::task::JoinSet::new();
-    let mut polled: Vec<String> = Vec::new();
-    let mut selected = Vec::new();
-    for c in candidates {
+    let mut polled: Vec<&quorum_core::selection::Candidate> = Vec::new();
+    let mut decisions = Vec::new();
+    for c in &candidates {
         if c.floor {
-            selected.push(c.persona);
+            decisions.push(decided(c, PollOutcome::Floor, None));
             continue;
         }
         let Ok(p) = ctx.catalog.get(&c.persona) else {
@@ -412,12 +434,12 @@ async fn select_personas(
         match picked {
             Err(e) => {
                 tracing::warn!(persona = %c.persona, error = %e, "selection: no model for the poll; kept (fail open)");
-                selected.push(c.persona);
+                decisions.push(decided(c, PollOutcome::NoModel, None));
             }
             Ok((client, model)) => {
                 let spec = spec_of(&model);
-                let name = c.persona;
-                polled.push(name.clone());
+                let name = c.persona.clone();
+                polled.push(c);
                 polls.spawn(async move {
                     let mut stats = CallStats::default();
                     let call = agent::json_call(
@@ -432,41 +454,44 @@ async fn select_personas(
                         &mut stats,
                     );
                     let answer = tokio::time::timeout(timeout, call).await;
-                    let interested = match answer {
-                        Ok(Ok((Parsed::Object(v), _))) => v.get("interested").and_then(|b| b.as_bool()),
-                        _ => None,
+                    let (interested, reason) = match answer {
+                        Ok(Ok((Parsed::Object(v), _))) => (
+                            v.get("interested").and_then(|b| b.as_bool()),
+                            v.get("reason")
+                                .and_then(|r| r.as_str())
+                                .map(|r| r.chars().take(300).collect::<String>())
+                                .filter(|r| !r.trim().is_empty()),
+                        ),
+                        _ => (None, None),
                     };
-                    (name, interested)
+                    (name, interested, reason)
                 });
             }
         }
     }
-    let mut declined = Vec::new();
+    let mut answered: Vec<(String, Option<bool>, Option<String>)> = Vec::new();
     while let Some(joined) = polls.join_next().await {
         match joined {
-            Ok((name, Some(false))) => {
-                tracing::info!(persona = %name, "selection: not interested");
-                declined.push(name);
-            }
-            Ok((name, interested)) => {
-                if interested.is_none() {
-                    tracing::warn!(persona = %name, "selection: poll failed; kept (fail open)");
-                }
-                selected.push(name);
-            }
+            Ok(a) => answered.push(a),
             // Its name is lost with the task: the sweep below keeps it (fail open).
             Err(e) => tracing::warn!(error = %e, "selection: a poll task ended abnormally"),
         }
     }
-    for name in polled {
-        if !declined.contains(&name) && !selected.contains(&name) {
-            selected.push(name);
-        }
+    for c in polled {
+        let (poll, reason) = match answered.iter().find(|(n, ..)| *n == c.persona) {
+            Some((_, Some(false), r)) => {
+                tracing::info!(persona = %c.persona, "selection: not interested");
+                (PollOutcome::Declined, r.clone())
+            }
+            Some((_, Some(true), r)) => (PollOutcome::Interested, r.clone()),
+            _ => {
+                tracing::warn!(persona = %c.persona, "selection: poll failed; kept (fail open)");
+                (PollOutcome::Failed, None)
+            }
+        };
+        decisions.push(decided(c, poll, reason));
     }
-    // Catalog order, whatever order the polls finished in.
-    let order: Vec<&str> = ctx.catalog.reviewers().map(|p| p.name.as_str()).collect();
-    selected.sort_by_key(|n| order.iter().position(|o| o == n));
-    Some(selected)
+    Some(SelectionRecord::new(&ctx.catalog, decisions))
 }
 
 /// The flow's deterministic rules on a plan: gaps in its coverage become tasks, its team's
@@ -506,8 +531,8 @@ pub async fn plan(
     ctx: &ReviewContext,
     classification: &Classification,
 ) -> Result<Plan, AttemptError> {
-    let roster = select_personas(ctx, classification).await;
-    let roster = roster.as_deref();
+    let selection = select_personas(ctx, classification).await;
+    let roster = selection.as_ref().map(|s| s.selected.as_slice());
     let (probe_system, probe_user) = planner_prompt(ctx, classification, &[], roster);
     let (client, model) = ctx.pick("planner", &probe_system, &probe_user, None)?;
     let budget = ctx.budget_for(&client, &model);
@@ -578,6 +603,7 @@ pub async fn plan(
             return Ok(Plan {
                 tasks,
                 rejected: all_rejected,
+                selection: selection.clone(),
                 stage: StageStats { model, stats },
             });
         }
@@ -602,6 +628,7 @@ pub async fn plan(
         return Ok(Plan {
             tasks,
             rejected: all_rejected,
+            selection: selection.clone(),
             stage: StageStats { model, stats },
         });
     }

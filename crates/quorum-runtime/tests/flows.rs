@@ -549,6 +549,8 @@ async fn targeted_selection_prefilters_polls_each_survivor_alone_and_fails_open(
                 .when_all(["## Candidate\ntest_engineer:"])
                 .reply(Reply::text("hmm, hard to say")),
         )
+        // A poll the server refuses (500, every retry) keeps its persona too.
+        .rule(poll("dependency_auditor", Reply::status(500)))
         .rule(
             Rule::new("poll-others")
                 .when_system([POLL])
@@ -625,4 +627,48 @@ async fn targeted_selection_prefilters_polls_each_survivor_alone_and_fails_open(
         .map(|t| t.persona.as_str())
         .collect();
     assert_eq!(ran, ["security_sentinel"]);
+
+    // report.json says why each candidate is on the team or not.
+    let sel = report
+        .selection
+        .as_ref()
+        .expect("the selection is reported");
+    let decision = |p: &str| {
+        sel.decisions
+            .iter()
+            .find(|d| d.persona == p)
+            .unwrap_or_else(|| panic!("{p} in {:?}", sel.decisions))
+    };
+    use quorum_core::selection::PollOutcome;
+    let sec = decision("security_sentinel");
+    assert_eq!(sec.poll, PollOutcome::Interested);
+    assert_eq!(sec.reason.as_deref(), Some("sql"));
+    assert!(sec.prefilter.starts_with("trigger "), "{}", sec.prefilter);
+    let perf = decision("performance_engineer");
+    assert_eq!(perf.poll, PollOutcome::Declined);
+    assert_eq!(perf.reason.as_deref(), Some("tiny"));
+    assert_eq!(decision("test_engineer").poll, PollOutcome::Failed);
+    assert_eq!(decision("dependency_auditor").poll, PollOutcome::Failed);
+    assert!(
+        sel.selected.iter().any(|p| p == "dependency_auditor"),
+        "a 500 fails open"
+    );
+    assert!(
+        planner.last_user.contains("- dependency_auditor ["),
+        "fail open"
+    );
+    assert!(!sel.selected.iter().any(|p| p == "performance_engineer"));
+    assert!(sel
+        .ruled_out
+        .iter()
+        .any(|p| p == "clinical_research_reviewer"));
+    for p in &sel.selected {
+        assert!(
+            planner.last_user.contains(&format!("- {p} [")),
+            "{p} offered"
+        );
+    }
+    let md = report.to_markdown();
+    assert!(md.contains("### Selection"), "{md}");
+    assert!(md.contains("| performance_engineer | trigger "), "{md}");
 }

@@ -78,6 +78,11 @@ pub enum Event {
     /// What the review is scoped to — the change under review (base, head, files, hunks), the
     /// repository's guidance, the profile, the analyzers' runs and leads — recorded before the
     /// first stage so a resume reviews the same change with the same guidance and leads.
+    /// Two-tier selection's decisions, recorded before the plan they shaped (flows that select
+    /// their roster).
+    SelectionRecorded {
+        selection: quorum_core::selection::SelectionRecord,
+    },
     ScopeRecorded {
         scope: quorum_core::scope::ReviewScope,
     },
@@ -160,6 +165,8 @@ pub struct Replay {
     /// Why the review was cancelled, when it was.
     pub cancelled: Option<String>,
     pub last_seq: u64,
+    /// Two-tier selection's decisions (the first record wins).
+    pub selection: Option<quorum_core::selection::SelectionRecord>,
     /// The first recorded scope (a review's scope never changes once it started).
     pub scope: Option<quorum_core::scope::ReviewScope>,
     /// The criteria extracted, and whether a model extracted them.
@@ -229,6 +236,11 @@ impl Replay {
                     r.finished = Some((status.clone(), reason.clone()));
                 }
                 Event::Resumed { .. } => r.finished = None,
+                Event::SelectionRecorded { selection } => {
+                    if r.selection.is_none() {
+                        r.selection = Some(selection.clone());
+                    }
+                }
                 Event::ScopeRecorded { scope } => {
                     if r.scope.is_none() {
                         r.scope = Some(scope.clone());

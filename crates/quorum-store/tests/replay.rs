@@ -229,3 +229,31 @@ fn events_serialise_with_a_snake_case_kind_tag() {
         serde_json::json!({"kind": "task_abandoned", "task_id": "t1", "reason": "circular_fix"})
     );
 }
+
+#[test]
+fn the_first_recorded_selection_wins_and_survives_a_round_trip() {
+    use quorum_core::selection::{PollOutcome, SelectionDecision, SelectionRecord};
+    let record = |persona: &str, poll| SelectionRecord {
+        decisions: vec![SelectionDecision {
+            persona: persona.into(),
+            prefilter: "trigger \"sql\"".into(),
+            poll,
+            reason: Some("it has queries".into()),
+        }],
+        ruled_out: vec!["employment_counsel".into()],
+        selected: vec![persona.into()],
+    };
+    let first = record("security_sentinel", PollOutcome::Interested);
+    let events = log(vec![
+        Event::SelectionRecorded {
+            selection: first.clone(),
+        },
+        // A resumed conductor that planned again must not replace what the report shows.
+        Event::SelectionRecorded {
+            selection: record("software_developer", PollOutcome::Failed),
+        },
+    ]);
+    let json = serde_json::to_string(&events).unwrap();
+    let back: Vec<StoredEvent> = serde_json::from_str(&json).unwrap();
+    assert_eq!(Replay::from_events(&back).selection, Some(first));
+}

@@ -207,6 +207,7 @@ pub fn realistic_report() -> Report {
         },
         coverage: None,
         rounds: Vec::new(),
+        selection: None,
         verification_ledger: Vec::new(),
         safe_fixes: Vec::new(),
         conformance: None,

@@ -163,6 +163,16 @@ impl FlowConductor {
                     Vec::new(),
                 )
                 .await;
+                if let Some(selection) = &plan.selection {
+                    state
+                        .ctx
+                        .facts
+                        .event(Event::SelectionRecorded {
+                            selection: selection.clone(),
+                        })
+                        .await;
+                }
+                state.selection = plan.selection.clone();
                 state
                     .ctx
                     .facts
@@ -562,6 +572,7 @@ impl FlowConductor {
         state.judgments = replay.criteria_judged.clone();
         // Prior findings ruled on are kept: no adjudicator batch repeats.
         state.adjudged = replay.adjudicated.clone();
+        state.selection = replay.selection.clone();
         state
             .ctx
             .facts
@@ -986,6 +997,7 @@ impl FlowConductor {
         let adjudication = Self::adjudication_of(state);
         let facts = RunFacts {
             adjudication,
+            selection: state.selection.take(),
             conformance,
             conformance_failure: state.conformance_failure.take(),
             runs: std::mem::take(&mut state.runs),
