@@ -3,9 +3,12 @@
 //!
 //! ractor_cluster has no remote spawn, so an attempt travels as data: everything the remote
 //! worker needs to rebuild the task's context (the task, its persona and heuristics, the flow,
-//! the pack manifest). File contents are fetched by content hash from the origin node and
-//! cached, so a pack crosses the network once per node, not once per task. The remote node
-//! uses only its own backends.
+//! a manifest of the files it reads). A specialist task's or verification batch's manifest
+//! lists only its own files, so an attempt costs the network (and the worker's memory) what
+//! the task reads, not the whole pack; stage runs (scout, planner, synthesizer) see the whole
+//! pack. File contents are fetched by content hash from the origin node and cached, so a file
+//! crosses the network once per node, not once per task. The remote node uses only its own
+//! backends.
 
 use crate::backends::Backends;
 use crate::context::ReviewContext;
@@ -52,6 +55,8 @@ pub struct RemoteAttempt {
     pub heuristics: Vec<Heuristic>,
     pub root: PathBuf,
     pub head_sha: Option<String>,
+    /// The files this attempt reads (the task's, the batch's findings'; every file for a stage
+    /// run): the worker's pack holds these and nothing else.
     pub manifest: Vec<ManifestEntry>,
     pub sensitive: bool,
     /// How long the origin waits for a result or a renewal before it fences the attempt and
@@ -102,6 +107,8 @@ impl RemoteAttempt {
         req.verify = None;
         req.stage = Some(stage);
         req.scope = ctx.scope.clone();
+        // The scout and the planner look at the whole pack.
+        req.manifest = manifest(ctx, &[]);
         req
     }
 
@@ -122,7 +129,7 @@ impl RemoteAttempt {
         let task = Task {
             id: id.to_string(),
             persona: String::new(),
-            files,
+            files: files.clone(),
             mandate: String::new(),
             tools: Vec::new(),
             verification: String::new(),
@@ -141,7 +148,7 @@ impl RemoteAttempt {
             heuristics: Vec::new(),
             root: ctx.pack.root.clone(),
             head_sha: ctx.pack.head_sha.clone(),
-            manifest: manifest(ctx),
+            manifest: manifest(ctx, &files),
             sensitive: ctx.backends.sensitive,
             lease_ms: lease.as_millis() as u64,
             scope: Default::default(),
@@ -180,7 +187,7 @@ impl RemoteAttempt {
             heuristics,
             root: ctx.pack.root.clone(),
             head_sha: ctx.pack.head_sha.clone(),
-            manifest: manifest(ctx),
+            manifest: manifest(ctx, &task.files),
             sensitive: ctx.backends.sensitive,
             lease_ms: lease.as_millis() as u64,
             scope: ctx.scope.for_task(&task.files),
@@ -191,16 +198,22 @@ impl RemoteAttempt {
     }
 }
 
-/// Every pack file by path and content hash (contents are fetched by hash).
-fn manifest(ctx: &ReviewContext) -> Vec<ManifestEntry> {
-    ctx.pack
-        .files
-        .values()
-        .map(|f| ManifestEntry {
-            path: f.path.clone(),
-            hash: f.hash.clone(),
-            size: f.size,
-        })
+/// The pack files `files` names, by path and content hash (contents are fetched by hash); every
+/// pack file when `files` is empty (a stage run). A path the pack lacks is left out: the worker
+/// reports it missing like a local run would.
+fn manifest(ctx: &ReviewContext, files: &[String]) -> Vec<ManifestEntry> {
+    let entry = |f: &quorum_core::pack::PackFile| ManifestEntry {
+        path: f.path.clone(),
+        hash: f.hash.clone(),
+        size: f.size,
+    };
+    if files.is_empty() {
+        return ctx.pack.files.values().map(entry).collect();
+    }
+    files
+        .iter()
+        .filter_map(|p| ctx.pack.get(p))
+        .map(entry)
         .collect()
 }
 

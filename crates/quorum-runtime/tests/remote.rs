@@ -31,6 +31,8 @@ struct FakePeer {
     hang: bool,
     held: Mutex<Vec<RemoteAttempt>>,
     ran: Mutex<Vec<String>>,
+    /// Every shipped attempt's task files and manifest paths.
+    shipped: Mutex<Vec<(Vec<String>, Vec<String>)>>,
 }
 
 #[async_trait::async_trait]
@@ -48,6 +50,10 @@ impl RemoteExecutor for FakePeer {
 
     async fn dispatch(&self, _node: &str, req: RemoteAttempt) -> Result<(), String> {
         self.ran.lock().unwrap().push(req.task.id.clone());
+        self.shipped.lock().unwrap().push((
+            req.task.files.clone(),
+            req.manifest.iter().map(|m| m.path.clone()).collect(),
+        ));
         if self.hang {
             self.held.lock().unwrap().push(req);
             return Ok(());
@@ -152,6 +158,7 @@ async fn work_spreads_to_a_peer_and_the_result_is_the_same() {
         hang: false,
         held: Mutex::new(Vec::new()),
         ran: Mutex::new(Vec::new()),
+        shipped: Mutex::new(Vec::new()),
     });
     let before = local.requests().len();
     let spread = run(context(
@@ -176,6 +183,18 @@ async fn work_spreads_to_a_peer_and_the_result_is_the_same() {
         .collect();
     assert!(!on_peer.is_empty(), "nothing ran on the peer");
     assert_eq!(on_peer.len(), peer.ran.lock().unwrap().len());
+    // Each attempt carried (and so fetched) its own task's files only, never the whole pack.
+    let pack_files = ContextPack::snapshot(&fixture("code_project"), &PackOptions::default())
+        .unwrap()
+        .len();
+    for (task_files, manifest) in peer.shipped.lock().unwrap().iter() {
+        let mut want = task_files.clone();
+        want.sort();
+        let mut got = manifest.clone();
+        got.sort();
+        assert_eq!(got, want, "the manifest is the task's files");
+        assert!(got.len() < pack_files, "{got:?} of {pack_files}");
+    }
     let peer_personas: Vec<String> = peer_server
         .requests()
         .iter()
@@ -211,6 +230,7 @@ async fn a_lost_node_s_attempts_are_reassigned_and_its_late_results_ignored() {
         hang: true,
         held: Mutex::new(Vec::new()),
         ran: Mutex::new(Vec::new()),
+        shipped: Mutex::new(Vec::new()),
     });
     let flow_id = uuid::Uuid::new_v4().to_string();
     let ctx = context(&local, Some(peer.clone()), &flow_id);
@@ -536,6 +556,7 @@ async fn verification_batches_are_placed_like_tasks_and_judge_the_same() {
         hang: false,
         held: Mutex::new(Vec::new()),
         ran: Mutex::new(Vec::new()),
+        shipped: Mutex::new(Vec::new()),
     });
     // One finding per batch, so the batches outnumber this node's single slot.
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
@@ -605,6 +626,7 @@ async fn a_batch_on_a_peer_casts_every_vote_of_its_findings_there() {
         hang: false,
         held: Mutex::new(Vec::new()),
         ran: Mutex::new(Vec::new()),
+        shipped: Mutex::new(Vec::new()),
     });
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
@@ -744,6 +766,7 @@ async fn verification_prefers_a_node_serving_another_model_family() {
         hang: false,
         held: Mutex::new(Vec::new()),
         ran: Mutex::new(Vec::new()),
+        shipped: Mutex::new(Vec::new()),
     });
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
