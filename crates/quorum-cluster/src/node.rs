@@ -1625,9 +1625,15 @@ impl Core {
                 }
             }
             Body::BbEntries { entries } => {
-                if let Err(e) = self.bb.insert(entries) {
-                    tracing::error!(node = %self.name, peer = %from, "blackboard entries not stored: {e}");
-                }
+                // The sled batch (and the replica's lock) is blocking work: it runs off the
+                // agent's handler and the async threads. Inserts of a grow-only set commute, so
+                // two batches racing each other store the same thing.
+                let me = self.clone();
+                self.rt.spawn_blocking(move || {
+                    if let Err(e) = me.bb.insert(entries) {
+                        tracing::error!(node = %me.name, peer = %from, "blackboard entries not stored: {e}");
+                    }
+                });
             }
             Body::BbSummary { flows } => {
                 let theirs: HashMap<String, String> = flows.into_iter().collect();

@@ -628,10 +628,18 @@ impl TeamBoard for ClusterBoard {
         topic: &str,
         body: &str,
     ) -> Result<String, String> {
-        self.0
-            .publish(flow_id, author, topic, body)
-            .map(|e| format!("{}/{}/{}", e.id.flow_id, e.id.node, e.id.seq))
-            .map_err(|e| e.to_string())
+        // The replica writes to sled under its lock: on a multi-threaded runtime this worker
+        // thread is handed over to blocking work first, so the review's other tasks keep running.
+        let publish = || {
+            self.0
+                .publish(flow_id, author, topic, body)
+                .map(|e| format!("{}/{}/{}", e.id.flow_id, e.id.node, e.id.seq))
+                .map_err(|e| e.to_string())
+        };
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(publish),
+            _ => publish(),
+        }
     }
 
     fn read(&self, flow_id: &str, topic: Option<&str>) -> Vec<Note> {
