@@ -59,14 +59,20 @@ const FINISHED_EVENT_LOGS_KEPT: usize = 16;
 /// store (or the replicated facts), so a long-running node holds at most this many reports.
 const FINISHED_REPORTS_KEPT: usize = 16;
 
-/// Mark `id` finished, shrink the event logs of all but the newest `events_kept` finished
-/// reviews and drop the reports of all but the newest `reports_kept`.
-fn release_finished(
-    flows: &mut HashMap<String, FlowState>,
-    id: &str,
-    events_kept: usize,
-    reports_kept: usize,
-) {
+/// Finished reviews this node keeps any entry for; past that the oldest are forgotten whole.
+/// Watch, GetReport, Cancel and ListReviews answer for them from their stores (or the
+/// replicated facts), so the map of reviews is bounded however long the node runs.
+const FINISHED_ENTRIES_KEPT: usize = 1024;
+
+/// Mark `id` finished, shrink the event logs of all but the newest `kept.events` finished
+/// reviews, drop the reports of all but the newest `kept.reports` and forget all but the
+/// newest `kept.entries` entirely.
+fn release_finished(flows: &mut HashMap<String, FlowState>, id: &str, kept: Kept) {
+    let Kept {
+        events: events_kept,
+        reports: reports_kept,
+        entries: entries_kept,
+    } = kept;
     let next = flows.values().map(|s| s.finished_order).max().unwrap_or(0) + 1;
     if let Some(s) = flows.get_mut(id) {
         s.finished_order = next;
@@ -90,6 +96,11 @@ fn release_finished(
         .skip(reports_kept)
         .map(|(_, k)| k)
         .collect();
+    let forgotten: Vec<String> = newest_first(|_| true)
+        .into_iter()
+        .skip(entries_kept)
+        .map(|(_, k)| k)
+        .collect();
     for k in old_logs {
         if let Some(s) = flows.get_mut(&k) {
             s.events.drain(..s.events.len().saturating_sub(1));
@@ -101,6 +112,17 @@ fn release_finished(
             s.report = None;
         }
     }
+    for k in forgotten {
+        flows.remove(&k);
+    }
+}
+
+/// How much of its finished reviews a node keeps in memory.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    events: usize,
+    reports: usize,
+    entries: usize,
 }
 
 impl FlowState {
@@ -187,6 +209,8 @@ pub struct NodeService {
     event_logs_kept: Arc<std::sync::atomic::AtomicUsize>,
     /// How many finished reviews keep their report in memory.
     reports_kept: Arc<std::sync::atomic::AtomicUsize>,
+    /// How many finished reviews keep any entry in memory.
+    entries_kept: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 fn internal(e: impl std::fmt::Display) -> ApiError {
@@ -218,7 +242,20 @@ impl NodeService {
                 FINISHED_EVENT_LOGS_KEPT,
             )),
             reports_kept: Arc::new(std::sync::atomic::AtomicUsize::new(FINISHED_REPORTS_KEPT)),
+            entries_kept: Arc::new(std::sync::atomic::AtomicUsize::new(FINISHED_ENTRIES_KEPT)),
         }
+    }
+
+    /// How many finished reviews keep any entry in memory (default 1024); the others are
+    /// answered for from their stores.
+    pub fn set_entries_kept(&self, n: usize) {
+        self.entries_kept
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Reviews (running or finished) this node holds an entry for now.
+    pub fn reviews_in_memory(&self) -> usize {
+        self.flows.lock().map(|f| f.len()).unwrap_or(0)
     }
 
     /// How many finished reviews keep their report in memory (default 16); GetReport reads
@@ -451,7 +488,11 @@ impl NodeService {
             },
         );
         let flows = self.flows.clone();
-        let kept = (self.event_logs_kept.clone(), self.reports_kept.clone());
+        let kept = (
+            self.event_logs_kept.clone(),
+            self.reports_kept.clone(),
+            self.entries_kept.clone(),
+        );
         let id = flow_id.clone();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
         // Progress → the flow's event log (and its live watchers).
@@ -514,7 +555,12 @@ impl NodeService {
                     s.abort = None;
                 }
                 let relaxed = std::sync::atomic::Ordering::Relaxed;
-                release_finished(&mut f, &id, kept.0.load(relaxed), kept.1.load(relaxed));
+                let kept = Kept {
+                    events: kept.0.load(relaxed),
+                    reports: kept.1.load(relaxed),
+                    entries: kept.2.load(relaxed),
+                };
+                release_finished(&mut f, &id, kept);
             }
         });
         if let Ok(mut f) = self.flows.lock() {
@@ -537,6 +583,20 @@ impl NodeService {
             )),
             None => ApiError::NotFound(format!("no review {flow_id} on this node")),
         }
+    }
+
+    /// The status a finished review's stored report gives (completed|partial|failed), read
+    /// off the async threads; `None` when this node has no report for it.
+    async fn stored_status(&self, flow_id: &str) -> Option<String> {
+        let (data, id) = (self.setup.data.clone(), flow_id.to_string());
+        let json = tokio::task::spawn_blocking(move || data.open_flow(&id).ok()?.report().ok()?)
+            .await
+            .ok()??;
+        serde_json::from_str::<serde_json::Value>(&json)
+            .ok()?
+            .get("status")?
+            .as_str()
+            .map(str::to_string)
     }
 
     /// A finished review's report from the replicated facts, on any node.
@@ -816,11 +876,28 @@ impl ReviewApi for NodeService {
                 }
             }
         }
-        let (backlog, rx, done) = {
+        let tracked = {
             let f = self.flows.lock().map_err(internal)?;
-            let s = f.get(flow_id).ok_or_else(|| self.elsewhere(flow_id))?;
-            let done = s.events.iter().any(|e| e.kind == FINISHED_KIND);
-            (s.events.clone(), s.live.subscribe(), done)
+            f.get(flow_id).map(|s| {
+                let done = s.events.iter().any(|e| e.kind == FINISHED_KIND);
+                (s.events.clone(), s.live.subscribe(), done)
+            })
+        };
+        let (backlog, rx, done) = match tracked {
+            Some(t) => t,
+            None => {
+                // Finished here long ago (its entry forgotten): its end is in its store.
+                let status = self
+                    .stored_status(flow_id)
+                    .await
+                    .ok_or_else(|| self.elsewhere(flow_id))?;
+                let ev = pb::ReviewEvent {
+                    seq: 1,
+                    kind: FINISHED_KIND.to_string(),
+                    json: serde_json::json!({ "status": status }).to_string(),
+                };
+                return Ok(Box::pin(tokio_stream::iter(vec![ev])));
+            }
         };
         let last = backlog.last().map(|e| e.seq).unwrap_or(0);
         let backlog = tokio_stream::iter(backlog);
@@ -889,10 +966,18 @@ impl ReviewApi for NodeService {
     async fn cancel(&self, flow_id: &str) -> Result<bool, ApiError> {
         let running = {
             let f = self.flows.lock().map_err(internal)?;
-            let s = f
-                .get(flow_id)
-                .ok_or_else(|| ApiError::NotFound(format!("no review {flow_id} on this node")))?;
-            s.report.is_none() && s.abort.is_some()
+            f.get(flow_id)
+                .map(|s| s.report.is_none() && s.abort.is_some())
+        };
+        let running = match running {
+            Some(r) => r,
+            // Forgotten here: it ended, if its store says so.
+            None if self.stored_status(flow_id).await.is_some() => false,
+            None => {
+                return Err(ApiError::NotFound(format!(
+                    "no review {flow_id} on this node"
+                )))
+            }
         };
         if !running {
             return Ok(false);

@@ -177,6 +177,27 @@ async fn only_the_newest_reports_stay_in_memory_and_older_ones_come_from_the_sto
                 .any(|r| r.flow_id == oldest && r.status == "completed"),
             "{listed:?}"
         );
+
+        // Past the entry bound a finished review is forgotten whole, and still answered for.
+        svc.set_entries_kept(1);
+        let third = run_to_end(&svc).await;
+        assert_eq!(svc.reviews_in_memory(), 1, "only the newest entry is kept");
+        let again = svc.report(&oldest).await.unwrap();
+        assert_eq!(again.report_json, from_memory.report_json);
+        let mut events = svc.watch(&newest).await.unwrap();
+        let ev = events
+            .next()
+            .await
+            .expect("a forgotten review's end is served");
+        assert_eq!(ev.kind, FINISHED_KIND);
+        assert!(ev.json.contains("completed"), "{}", ev.json);
+        assert!(events.next().await.is_none(), "and the stream ends");
+        assert!(!svc.cancel(&newest).await.unwrap(), "it already ended");
+        assert!(svc.cancel("no-such-review").await.is_err());
+        let listed = svc.list().await.unwrap();
+        for id in [&oldest, &newest, &third] {
+            assert!(listed.iter().any(|r| &r.flow_id == id), "{id} listed");
+        }
     })
     .await
     .unwrap();
