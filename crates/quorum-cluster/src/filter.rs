@@ -13,12 +13,15 @@ pub const KIND_LEAVE: &str = "leave";
 pub const KIND_BB_PUBLISH: &str = "bb_publish";
 /// Frame kind of every blackboard anti-entropy frame (summaries, id lists, wants, repairs).
 pub const KIND_BB_SYNC: &str = "bb_sync";
+/// Frame kind of the acknowledgement of a large frame (see [`crate::lanes`]).
+pub const KIND_ACK: &str = "ack";
 
 #[derive(Debug, Default)]
 struct FilterState {
     partitioned: HashSet<String>,
     delays: HashMap<String, Duration>,
     dropped_kinds: HashSet<String>,
+    bandwidth: HashMap<String, u64>,
 }
 
 /// Rules applied to this node's traffic. Cheap to clone; all clones share the rules.
@@ -60,6 +63,23 @@ impl TransportFilter {
         self.lock().delays.insert(node.to_string(), d);
     }
 
+    /// Play a slow wire to `node`: after each frame the link to it is busy for the frame's
+    /// length at `bytes_per_sec`, so everything queued behind it waits (as behind a slow
+    /// socket). Order is kept.
+    pub fn bandwidth(&self, node: &str, bytes_per_sec: u64) {
+        self.lock()
+            .bandwidth
+            .insert(node.to_string(), bytes_per_sec.max(1));
+    }
+
+    /// How long the wire to `to` is busy with a frame of `len` bytes (zero without a rule).
+    pub(crate) fn wire_time(&self, to: &str, len: usize) -> Duration {
+        match self.lock().bandwidth.get(to) {
+            Some(bps) => Duration::from_secs_f64(len as f64 / *bps as f64),
+            None => Duration::ZERO,
+        }
+    }
+
     /// Drop outgoing frames of these kinds, to any node.
     pub fn drop_kinds(&self, kinds: &[&str]) {
         let mut s = self.lock();
@@ -82,6 +102,7 @@ impl TransportFilter {
         s.partitioned.clear();
         s.delays.clear();
         s.dropped_kinds.clear();
+        s.bandwidth.clear();
     }
 
     pub(crate) fn outgoing(&self, to: &str, kind: &str) -> Verdict {

@@ -15,6 +15,7 @@
 mod blackboard;
 mod error;
 mod filter;
+pub mod lanes;
 mod node;
 mod tls;
 mod wire;
@@ -55,6 +56,9 @@ pub struct ClusterConfig {
     /// What this node advertises. `name` is forced to [`ClusterConfig::name`]; an empty
     /// `cluster_addr`, or one with port 0, is replaced by the bound address.
     pub advert: NodeAdvert,
+    /// Bounds of each peer's send queue (default 64 MiB waiting, 2 MiB unacknowledged on the
+    /// link); past them a send fails saying the peer is not keeping up.
+    pub send_queue: lanes::Limits,
 }
 
 impl ClusterConfig {
@@ -75,6 +79,7 @@ impl ClusterConfig {
             heartbeat_deadline: Duration::from_secs(3),
             reconnect_interval: Duration::from_secs(1),
             data_dir: None,
+            send_queue: lanes::Limits::default(),
         }
     }
 }
@@ -92,6 +97,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("reconnect_interval", &self.reconnect_interval)
             .field("data_dir", &self.data_dir)
             .field("advert", &self.advert)
+            .field("send_queue", &self.send_queue)
             .finish()
     }
 }

@@ -25,8 +25,9 @@ use tokio::task::JoinHandle;
 use crate::blackboard::{BbEntry, BbStore, Blackboard};
 use crate::error::ClusterError;
 use crate::filter::{
-    TransportFilter, Verdict, KIND_BB_PUBLISH, KIND_BB_SYNC, KIND_HEARTBEAT, KIND_LEAVE,
+    TransportFilter, Verdict, KIND_ACK, KIND_BB_PUBLISH, KIND_BB_SYNC, KIND_HEARTBEAT, KIND_LEAVE,
 };
+use crate::lanes::{Lanes, Limits, Queued};
 use crate::tls::ClusterTls;
 use crate::wire::{AgentMsg, Body, Frame, PeerAddr};
 use crate::{ClusterConfig, Envelope, Member, MembershipEvent, MessageHandler, NodeAdvert};
@@ -105,10 +106,22 @@ struct SessionView {
     actor: ActorRef<NodeSessionMessage>,
 }
 
-struct Outbound {
-    bytes: Vec<u8>,
-    due: Option<tokio::time::Instant>,
+/// One peer's send queue ([`Lanes`]) and the wake-up of its writer task.
+struct PeerQueue {
+    lanes: Mutex<Lanes>,
+    wake: Notify,
 }
+
+impl PeerQueue {
+    fn lanes(&self) -> MutexGuard<'_, Lanes> {
+        // Every method leaves the lanes consistent, so a poisoned lock is still usable.
+        self.lanes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Frames from one peer waiting for this node's handler; past it a request is answered
+/// "overloaded" and a message is dropped, instead of buffering without limit.
+const INBOUND_DEPTH: usize = 1024;
 
 /// What a mutual-TLS link proved at its handshake: the peer's end-entity certificate (already
 /// chained to the cluster CA) and a key both ends derived from the TLS session (RFC 5705
@@ -167,8 +180,8 @@ struct State {
     targets: HashMap<String, Target>,
     sessions: Vec<SessionView>,
     routes: HashMap<String, ActorCell>,
-    outbound: HashMap<String, mpsc::UnboundedSender<Outbound>>,
-    inbound: HashMap<String, mpsc::UnboundedSender<Inbound>>,
+    outbound: HashMap<String, Arc<PeerQueue>>,
+    inbound: HashMap<String, mpsc::Sender<Inbound>>,
     pending: HashMap<u64, Pending>,
     authenticated: HashSet<ActorId>,
     /// Mutual TLS: what each link's handshake proved, by the link's peer address (the label
@@ -260,6 +273,7 @@ pub(crate) struct Core {
     handler: Arc<dyn MessageHandler>,
     pub(crate) bb: BbStore,
     filter: TransportFilter,
+    send_limits: Limits,
     events: broadcast::Sender<MembershipEvent>,
     state: Mutex<State>,
     next_id: AtomicU64,
@@ -464,6 +478,7 @@ impl Cluster {
             local_addr,
             heartbeat_interval: cfg.heartbeat_interval.max(Duration::from_millis(1)),
             heartbeat_deadline: cfg.heartbeat_deadline,
+            send_limits: cfg.send_queue,
             reconnect_interval: cfg.reconnect_interval.max(Duration::from_millis(1)),
             handler,
             bb,
@@ -637,6 +652,7 @@ impl Cluster {
             &kind,
             &Frame {
                 from: core.name.clone(),
+                ack: None,
                 body: Body::Msg { env: msg },
             },
         )
@@ -675,6 +691,7 @@ impl Cluster {
         let kind = msg.kind.clone();
         let frame = Frame {
             from: core.name.clone(),
+            ack: None,
             body: Body::Req { id, env: msg },
         };
         if let Err(e) = core.enqueue(node, &kind, &frame) {
@@ -721,17 +738,13 @@ impl Cluster {
     #[doc(hidden)]
     pub fn send_raw_frame_for_test(&self, peer: &str, frame_json: Vec<u8>) {
         let core = self.core();
-        let mut st = core.lock();
-        let tx = st.outbound.entry(peer.to_string()).or_insert_with(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            core.rt
-                .spawn(writer_loop(Arc::downgrade(core), peer.to_string(), rx));
-            tx
-        });
-        let _ = tx.send(Outbound {
+        let q = core.queue_for(peer);
+        let _ = q.lanes().push_bulk(Queued {
             bytes: frame_json,
             due: None,
+            seq: None,
         });
+        q.wake.notify_one();
     }
 
     /// Leave the cluster: tell alive members (they mark this node lost at once), stop heartbeats
@@ -808,8 +821,25 @@ async fn link_loop(core: Weak<Core>, mut rx: mpsc::UnboundedReceiver<LinkEvent>)
     }
 }
 
-async fn writer_loop(core: Weak<Core>, peer: String, mut rx: mpsc::UnboundedReceiver<Outbound>) {
-    while let Some(o) = rx.recv().await {
+/// Hands one peer's frames to its link, control lane first, as the window allows; ends when the
+/// node stops or forgets the queue.
+async fn writer_loop(core: Weak<Core>, peer: String, queue: Arc<PeerQueue>) {
+    loop {
+        let next = queue.lanes().take(Instant::now());
+        let Some(o) = next else {
+            // A timeout too: an acknowledgement given up on reopens the window without a wake.
+            let _ = tokio::time::timeout(Duration::from_millis(250), queue.wake.notified()).await;
+            let Some(c) = core.upgrade() else { return };
+            let current = c
+                .lock()
+                .outbound
+                .get(&peer)
+                .is_some_and(|q| Arc::ptr_eq(q, &queue));
+            if c.closed.load(Ordering::SeqCst) || !current {
+                return;
+            }
+            continue;
+        };
         if let Some(due) = o.due {
             tokio::time::sleep_until(due).await;
         }
@@ -825,6 +855,7 @@ async fn writer_loop(core: Weak<Core>, peer: String, mut rx: mpsc::UnboundedRece
                 st.route_keys.get(&peer).copied(),
             )
         };
+        let len = o.bytes.len();
         let bytes = match (c.mutual(), key) {
             (false, _) => o.bytes,
             (true, Some(k)) => seal(&k, o.bytes),
@@ -837,9 +868,17 @@ async fn writer_loop(core: Weak<Core>, peer: String, mut rx: mpsc::UnboundedRece
             Some(cell) => {
                 if cell.send_message(AgentMsg::Frame(bytes)).is_err() {
                     tracing::debug!(node = %c.name, %peer, "link closed; frame dropped");
+                } else if let Some(seq) = o.seq {
+                    queue.lanes().sent(seq, len, Instant::now());
                 }
             }
             None => tracing::debug!(node = %c.name, %peer, "no link; frame dropped"),
+        }
+        // A test's slow wire: the link is busy with this frame for a while.
+        let busy = c.filter.wire_time(&peer, len);
+        drop(c);
+        if !busy.is_zero() {
+            tokio::time::sleep(busy).await;
         }
     }
 }
@@ -848,7 +887,7 @@ async fn dispatch_loop(
     core: Weak<Core>,
     handler: Arc<dyn MessageHandler>,
     from: String,
-    mut rx: mpsc::UnboundedReceiver<Inbound>,
+    mut rx: mpsc::Receiver<Inbound>,
 ) {
     while let Some(item) = rx.recv().await {
         match item {
@@ -971,30 +1010,90 @@ impl Core {
                 bytes.len()
             )));
         }
+        self.check_open()?;
+        let q = self.queue_for(peer);
+        let pushed = {
+            let mut lanes = q.lanes();
+            if matches!(kind, KIND_HEARTBEAT | KIND_LEAVE | KIND_ACK) {
+                lanes.push_control(Queued {
+                    bytes,
+                    due,
+                    seq: None,
+                });
+                Ok(())
+            } else {
+                let seq = lanes.is_windowed(bytes.len()).then(|| lanes.next_seq());
+                let bytes = match seq {
+                    Some(n) => Frame::stamp_ack(bytes, n),
+                    None => bytes,
+                };
+                lanes.push_bulk(Queued { bytes, due, seq })
+            }
+        };
+        q.wake.notify_one();
+        pushed.map_err(|full| {
+            ClusterError::Transport(format!(
+                "the send queue to {peer} is full ({} frames, {} bytes waiting): it is not keeping up; try again later",
+                full.waiting_frames, full.waiting_bytes
+            ))
+        })
+    }
+
+    /// `peer`'s send queue, with its writer task started on first use.
+    fn queue_for(self: &Arc<Self>, peer: &str) -> Arc<PeerQueue> {
         let mut st = self.lock();
-        let tx = st.outbound.entry(peer.to_string()).or_insert_with(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            self.rt
-                .spawn(writer_loop(Arc::downgrade(self), peer.to_string(), rx));
-            tx
-        });
-        tx.send(Outbound { bytes, due })
-            .map_err(|_| ClusterError::Transport("the cluster node is shut down".to_string()))
+        st.outbound
+            .entry(peer.to_string())
+            .or_insert_with(|| {
+                let q = Arc::new(PeerQueue {
+                    lanes: Mutex::new(Lanes::new(self.send_limits)),
+                    wake: Notify::new(),
+                });
+                self.rt.spawn(writer_loop(
+                    Arc::downgrade(self),
+                    peer.to_string(),
+                    q.clone(),
+                ));
+                q
+            })
+            .clone()
     }
 
     fn deliver(self: &Arc<Self>, from: &str, item: Inbound) {
-        let mut st = self.lock();
-        let tx = st.inbound.entry(from.to_string()).or_insert_with(|| {
-            let (tx, rx) = mpsc::unbounded_channel();
-            self.rt.spawn(dispatch_loop(
-                Arc::downgrade(self),
-                self.handler.clone(),
-                from.to_string(),
-                rx,
-            ));
-            tx
-        });
-        let _ = tx.send(item);
+        let tx = {
+            let mut st = self.lock();
+            st.inbound
+                .entry(from.to_string())
+                .or_insert_with(|| {
+                    let (tx, rx) = mpsc::channel(INBOUND_DEPTH);
+                    self.rt.spawn(dispatch_loop(
+                        Arc::downgrade(self),
+                        self.handler.clone(),
+                        from.to_string(),
+                        rx,
+                    ));
+                    tx
+                })
+                .clone()
+        };
+        match tx.try_send(item) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(Inbound::Req(id, env))) => {
+                tracing::warn!(node = %self.name, peer = %from, kind = %env.kind, "inbound queue full; request refused");
+                self.respond(
+                    from,
+                    id,
+                    Err(format!(
+                        "{} is overloaded ({INBOUND_DEPTH} frames from {from} waiting): try again",
+                        self.name
+                    )),
+                );
+            }
+            Err(mpsc::error::TrySendError::Full(Inbound::Msg(env))) => {
+                tracing::warn!(node = %self.name, peer = %from, kind = %env.kind, "inbound queue full; message dropped");
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
     }
 
     fn respond(self: &Arc<Self>, to: &str, id: u64, result: Result<Envelope, String>) {
@@ -1004,6 +1103,7 @@ impl Core {
         };
         let frame = Frame {
             from: self.name.clone(),
+            ack: None,
             body: Body::Resp { id, result },
         };
         if let Err(e) = self.enqueue(to, &kind, &frame) {
@@ -1011,6 +1111,7 @@ impl Core {
             // Tell the caller now rather than let it wait for its timeout.
             let frame = Frame {
                 from: self.name.clone(),
+                ack: None,
                 body: Body::Resp {
                     id,
                     result: Err(format!("reply not sent: {e}")),
@@ -1062,6 +1163,10 @@ impl Core {
             (was_alive, links)
         };
         if was_alive {
+            if let Some(q) = self.lock().outbound.get(node).cloned() {
+                // Nothing more will be acknowledged on the links it had.
+                q.lanes().reset_window();
+            }
             self.emit(MembershipEvent::Lost(node.to_string()));
             self.fail_pending(node);
             for link in links {
@@ -1334,6 +1439,7 @@ impl Core {
         });
         Frame {
             from: self.name.clone(),
+            ack: None,
             body: Body::Heartbeat {
                 incarnation: self.incarnation,
                 advert: st.advert.clone(),
@@ -1575,7 +1681,21 @@ impl Core {
         if self.filter.is_partitioned(&from) {
             return;
         }
+        if let Some(seq) = frame.ack {
+            let ack = Frame {
+                from: self.name.clone(),
+                ack: None,
+                body: Body::Ack { seq },
+            };
+            let _ = self.enqueue(&from, KIND_ACK, &ack);
+        }
         match frame.body {
+            Body::Ack { seq } => {
+                if let Some(q) = self.lock().outbound.get(&from).cloned() {
+                    q.lanes().acked(seq);
+                    q.wake.notify_one();
+                }
+            }
             Body::Heartbeat {
                 incarnation,
                 advert,
@@ -1602,6 +1722,7 @@ impl Core {
                 };
                 let frame = Frame {
                     from: self.name.clone(),
+                    ack: None,
                     body: Body::Resp {
                         id: ack,
                         result: Ok(ok),
@@ -1650,6 +1771,7 @@ impl Core {
                 for flow in differing {
                     let frame = Frame {
                         from: self.name.clone(),
+                        ack: None,
                         body: Body::BbIds {
                             flow: flow.clone(),
                             ids: self.bb.ids(flow),
@@ -1665,6 +1787,7 @@ impl Core {
                 if !want.is_empty() {
                     let frame = Frame {
                         from: self.name.clone(),
+                        ack: None,
                         body: Body::BbWant { ids: want },
                     };
                     let _ = self.enqueue(&from, KIND_BB_SYNC, &frame);
@@ -1683,6 +1806,7 @@ impl Core {
         for batch in batches(entries) {
             let frame = Frame {
                 from: self.name.clone(),
+                ack: None,
                 body: Body::BbEntries { entries: batch },
             };
             if let Err(e) = self.enqueue(peer, kind, &frame) {
@@ -1696,6 +1820,7 @@ impl Core {
     fn send_summary(self: &Arc<Self>, peer: &str) {
         let frame = Frame {
             from: self.name.clone(),
+            ack: None,
             body: Body::BbSummary {
                 flows: self.bb.summary(),
             },
@@ -1747,6 +1872,7 @@ impl Core {
             );
             let frame = Frame {
                 from: self.name.clone(),
+                ack: None,
                 body: Body::Leave {
                     incarnation: self.incarnation,
                     ack: id,
@@ -1796,6 +1922,9 @@ impl Core {
     fn release(&self) {
         let pending: Vec<Pending> = {
             let mut st = self.lock();
+            for q in st.outbound.values() {
+                q.wake.notify_one();
+            }
             st.outbound.clear();
             st.inbound.clear();
             st.routes.clear();

@@ -18,6 +18,10 @@ pub(crate) enum AgentMsg {
 pub(crate) struct Frame {
     pub(crate) from: String,
     pub(crate) body: Body,
+    /// Set on a large frame: the receiver answers with `Ack { seq }` (see [`crate::lanes`]).
+    /// Spliced into the encoding by the sender's queue, so it is never set by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ack: Option<u64>,
 }
 
 /// A peer known to the sender, gossiped with every heartbeat.
@@ -74,6 +78,10 @@ pub(crate) enum Body {
     BbWant {
         ids: Vec<EntryId>,
     },
+    /// The frame the receiver stamped `ack: seq` arrived.
+    Ack {
+        seq: u64,
+    },
 }
 
 impl Frame {
@@ -83,6 +91,16 @@ impl Frame {
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<Frame, serde_json::Error> {
         serde_json::from_slice(bytes)
+    }
+
+    /// Stamp an encoded frame (a JSON object) with `ack: seq` without encoding it again: a
+    /// large frame is copied once, not serialised twice.
+    pub(crate) fn stamp_ack(mut encoded: Vec<u8>, seq: u64) -> Vec<u8> {
+        if encoded.last() == Some(&b'}') {
+            encoded.pop();
+            encoded.extend_from_slice(format!(",\"ack\":{seq}}}").as_bytes());
+        }
+        encoded
     }
 }
 
@@ -94,6 +112,7 @@ mod tests {
     fn frames_round_trip_and_garbage_is_an_error() {
         let f = Frame {
             from: "a".into(),
+            ack: None,
             body: Body::Resp {
                 id: 7,
                 result: Err("no".into()),
@@ -103,6 +122,19 @@ mod tests {
         assert_eq!(back.from, "a");
         assert!(matches!(back.body, Body::Resp { id: 7, result: Err(ref e) } if e == "no"));
         assert!(Frame::decode(b"\xff not json").is_err());
+    }
+
+    #[test]
+    fn a_stamped_frame_carries_its_ack_and_decodes_as_it_was() {
+        let f = Frame {
+            from: "a".into(),
+            ack: None,
+            body: Body::Ack { seq: 3 },
+        };
+        let stamped = Frame::stamp_ack(f.encode().unwrap(), 42);
+        let back = Frame::decode(&stamped).unwrap();
+        assert_eq!((back.from.as_str(), back.ack), ("a", Some(42)));
+        assert!(matches!(back.body, Body::Ack { seq: 3 }));
     }
 
     use proptest::prelude::*;
@@ -137,6 +169,7 @@ mod tests {
             .map(|body| {
                 Frame {
                     from: "a".into(),
+                    ack: None,
                     body,
                 }
                 .encode()

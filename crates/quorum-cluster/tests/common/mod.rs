@@ -15,7 +15,7 @@ pub const COOKIE: &str = "sandbox-cookie";
 pub const TEST_LIMIT: Duration = Duration::from_secs(60);
 
 /// Records one-way messages; answers requests by kind: `echo` echoes, `fail` errors, `hang`
-/// never answers.
+/// never answers, `bulk` answers `payload.n` bytes.
 #[derive(Default)]
 pub struct Recorder {
     pub messages: Mutex<Vec<(String, Envelope)>>,
@@ -40,6 +40,15 @@ impl MessageHandler for Recorder {
                 ..msg
             }),
             "hang" => std::future::pending().await,
+            // A reply of `n` bytes, as a pack-content fetch answers.
+            "bulk" => {
+                let n = msg.payload["n"].as_u64().unwrap_or(0) as usize;
+                Ok(Envelope {
+                    kind: "bulk_reply".into(),
+                    flow_id: msg.flow_id,
+                    payload: serde_json::json!({ "blob": "x".repeat(n) }),
+                })
+            }
             other => Err(format!("unsupported kind {other}")),
         }
     }
