@@ -147,6 +147,16 @@ pub struct PackOptions {
     pub exclude_secrets: bool,
     /// Extra glob patterns to exclude, relative to the root.
     pub exclude: Vec<String>,
+    /// The most bytes of file content one pack holds (default 256 MiB, the most a cluster
+    /// node accepts in one submission): files past it, in walk order, are skipped as "over the
+    /// pack budget", so a review of a multi-GB tree holds a bounded amount in memory and says
+    /// what it left out. 0 means no bound.
+    #[serde(default = "default_max_pack_bytes")]
+    pub max_pack_bytes: u64,
+}
+
+fn default_max_pack_bytes() -> u64 {
+    256 * 1024 * 1024
 }
 
 impl Default for PackOptions {
@@ -156,6 +166,7 @@ impl Default for PackOptions {
             respect_gitignore: true,
             exclude_secrets: true,
             exclude: Vec::new(),
+            max_pack_bytes: default_max_pack_bytes(),
         }
     }
 }
@@ -296,6 +307,10 @@ impl ContextPack {
         // saw: a symlink may only point at one of these, and every read must find that inode.
         let mut walked: BTreeMap<String, FileId> = BTreeMap::new();
         let mut regular: Vec<(String, PathBuf)> = Vec::new();
+        // Bytes the walk has admitted so far, against `opts.max_pack_bytes`, decided from the
+        // sizes the walk saw (in walk order, before anything is read), so which files are over
+        // the budget does not depend on timing.
+        let mut budgeted: u64 = 0;
         let mut links: Vec<(String, PathBuf)> = Vec::new();
         for item in builder.build() {
             let entry = match item {
@@ -346,6 +361,23 @@ impl ContextPack {
             match entry.metadata() {
                 Ok(meta) => {
                     walked.insert(rel.clone(), FileId::of(&meta));
+                    // Files that will be skipped anyway (too large, secret) cost no budget.
+                    let name = rel.rsplit('/').next().unwrap_or(&rel);
+                    let counts = meta.len() <= opts.max_file_bytes
+                        && !(opts.exclude_secrets && is_secret_file_name(name));
+                    if counts && opts.max_pack_bytes > 0 {
+                        if budgeted.saturating_add(meta.len()) > opts.max_pack_bytes {
+                            skipped.push(Skipped {
+                                path: rel,
+                                reason: format!(
+                                    "over the pack budget ({} bytes; raise pack.max_pack_bytes to include it)",
+                                    opts.max_pack_bytes
+                                ),
+                            });
+                            continue;
+                        }
+                        budgeted += meta.len();
+                    }
                     regular.push((rel, entry.path().to_path_buf()));
                 }
                 Err(e) => skipped.push(Skipped {
@@ -1652,6 +1684,57 @@ mod tests {
                 .map(|(p, c)| (p.to_string(), c.to_string()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn past_the_pack_budget_files_are_skipped_in_walk_order_and_say_why() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..10 {
+            write(dir.path(), &format!("src/m{i}.py"), &[b'a'; 100]);
+        }
+        // Neither a secret nor a file over max_file_bytes spends the budget.
+        write(dir.path(), ".env", &[b's'; 500]);
+        write(dir.path(), "a_big.txt", &[b'b'; 2000]);
+        let opts = PackOptions {
+            max_file_bytes: 1000,
+            max_pack_bytes: 450,
+            ..PackOptions::default()
+        };
+        let pack = ContextPack::snapshot(dir.path(), &opts).unwrap();
+        let kept: Vec<&str> = pack.files.keys().map(String::as_str).collect();
+        assert_eq!(kept, ["src/m0.py", "src/m1.py", "src/m2.py", "src/m3.py"]);
+        let over: Vec<&str> = pack
+            .skipped
+            .iter()
+            .filter(|s| s.reason.starts_with("over the pack budget"))
+            .map(|s| s.path.as_str())
+            .collect();
+        assert_eq!(over.len(), 6, "{:?}", pack.skipped);
+        assert_eq!(over[0], "src/m4.py");
+        assert!(reason_for(&pack, "src/m9.py")
+            .unwrap()
+            .contains("raise pack.max_pack_bytes"));
+        assert_eq!(reason_for(&pack, ".env"), Some("secret"));
+        assert!(reason_for(&pack, "a_big.txt").unwrap().starts_with("too large"));
+        let survey = ContextPack::survey(dir.path(), &opts).unwrap();
+        assert_eq!(
+            survey
+                .excluded
+                .iter()
+                .filter(|e| e.reason == survey::ExclusionReason::OverBudget)
+                .count(),
+            6
+        );
+        // 0 is no bound.
+        let all = ContextPack::snapshot(
+            dir.path(),
+            &PackOptions {
+                max_pack_bytes: 0,
+                ..opts
+            },
+        )
+        .unwrap();
+        assert_eq!(all.len(), 10);
     }
 
     #[test]

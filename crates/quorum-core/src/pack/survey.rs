@@ -38,10 +38,12 @@ pub enum ExclusionReason {
     NotRegular,
     /// Anything the walk could not read (permissions, a name that is not UTF-8, ...).
     Unreadable,
+    /// Past `pack.max_pack_bytes`, in walk order.
+    OverBudget,
 }
 
 impl ExclusionReason {
-    pub const ALL: [ExclusionReason; 9] = [
+    pub const ALL: [ExclusionReason; 10] = [
         ExclusionReason::Ignored,
         ExclusionReason::ConfigGlob,
         ExclusionReason::AlwaysExcluded,
@@ -51,6 +53,7 @@ impl ExclusionReason {
         ExclusionReason::Symlink,
         ExclusionReason::NotRegular,
         ExclusionReason::Unreadable,
+        ExclusionReason::OverBudget,
     ];
 
     /// The kebab-case name used in JSON output.
@@ -65,6 +68,7 @@ impl ExclusionReason {
             ExclusionReason::Symlink => "symlink",
             ExclusionReason::NotRegular => "not-regular",
             ExclusionReason::Unreadable => "unreadable",
+            ExclusionReason::OverBudget => "over-budget",
         }
     }
 
@@ -77,6 +81,7 @@ impl ExclusionReason {
             "not a regular file" => ExclusionReason::NotRegular,
             r if r.starts_with("too large") => ExclusionReason::TooLarge,
             r if r.starts_with("symlink") => ExclusionReason::Symlink,
+            r if r.starts_with("over the pack budget") => ExclusionReason::OverBudget,
             _ => ExclusionReason::Unreadable,
         }
     }
@@ -389,6 +394,7 @@ fn reason_words(r: ExclusionReason) -> &'static str {
         ExclusionReason::Symlink => "symlink",
         ExclusionReason::NotRegular => "not a regular file",
         ExclusionReason::Unreadable => "unreadable",
+        ExclusionReason::OverBudget => "over the pack budget",
     }
 }
 
