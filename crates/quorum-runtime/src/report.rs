@@ -398,6 +398,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         safe_fixes: Vec::new(),
         conformance,
         adjudication,
+        panel: None,
         analyzers: ctx.scope.analyzers.runs.clone(),
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
