@@ -177,6 +177,8 @@ pub struct RunFacts {
     pub conformance_failure: Option<String>,
     /// Exhaustive flows: each round's metrics.
     pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    /// Panel flows: the judge panel as far as it got (it never changes the status).
+    pub panel: Option<quorum_core::panel::PanelReport>,
 }
 
 /// Derive status and build the report.
@@ -398,7 +400,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         safe_fixes: Vec::new(),
         conformance,
         adjudication,
-        panel: None,
+        panel: facts.panel,
         analyzers: ctx.scope.analyzers.runs.clone(),
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
