@@ -136,6 +136,10 @@ fn judge_rule(judge: &str, reply: Reply) -> Rule {
 
 /// The review up to the panel; then `rules` (the judges' and the meta-judge's).
 fn script(rules: Vec<Rule>) -> Script {
+    script_finding(findings(), rules)
+}
+
+fn script_finding(answer: Value, rules: Vec<Rule>) -> Script {
     let plan = json!({"tasks": [
         {"id": "t1", "persona": "security_sentinel", "files": ["src/db.py", "src/auth.py"],
          "mandate": "Find injection, secret-handling and query-cost flaws."}
@@ -151,7 +155,7 @@ fn script(rules: Vec<Rule>) -> Script {
         .rule(
             Rule::new("security")
                 .when_system(["You are security_sentinel,"])
-                .reply(Reply::json(&findings())),
+                .reply(Reply::json(&answer)),
         )
         .rule(verifier_confirms())
         .rule(synthesizer_rule());
@@ -484,4 +488,25 @@ async fn a_resume_asks_only_the_judges_that_had_not_answered() {
         (b.overall, b.verdict, b.verdict_by)
     );
     assert!(b.complete);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_to_score_costs_no_panel_call() {
+    let server = ScriptedServer::start(script_finding(json!({"findings": []}), happy_rules()))
+        .await
+        .unwrap();
+    let flow = panel_flow(&["grounding", "coverage"], 2);
+    let report = review(context(&server, flow, FactLog::disabled()), None).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    assert!(report.findings.is_empty());
+    assert!(requests_with(&server, JUDGE).is_empty());
+    assert!(requests_with(&server, META).is_empty());
+    let panel = report.panel.expect("the panel says why it did not score");
+    assert!(panel.axes.is_empty() && panel.verdict.is_none());
+    assert_eq!(panel.note, "no surviving findings to score");
 }
