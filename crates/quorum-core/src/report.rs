@@ -1282,8 +1282,7 @@ fn md_panel(r: &Report, out: &mut String) {
     if !p.failed.is_empty() {
         let _ = writeln!(
             out,
-            "Not counted ({} judges gave no score): {}\n",
-            p.failed.len(),
+            "Not counted (gave no score): {}\n",
             p.failed
                 .iter()
                 .map(|f| format!("{} ({})", f.judge, one_line(&f.error)))
@@ -2202,7 +2201,10 @@ mod tests {
             md.contains("| grounding | 5.5 | 2 | 9 | 7 | 2 | yes |"),
             "{md}"
         );
-        assert!(md.contains("c (malformed output | prose)"), "{md}");
+        assert!(
+            md.contains("Not counted (gave no score): c (malformed output | prose)"),
+            "{md}"
+        );
         let v: Value = serde_json::from_str(&r.to_json()).unwrap();
         assert_eq!(v["schema_version"], 1);
         assert_eq!(v["panel"]["verdict_by"], "rule");
