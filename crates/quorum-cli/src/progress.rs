@@ -78,6 +78,8 @@ fn is_stage(task: &str) -> bool {
     .contains(&task)
         || task.starts_with("verifier-")
         || task.starts_with("conformance-")
+        // The judge panel's runs (one per judge, then the meta-judge's).
+        || task.starts_with("panel:")
 }
 
 impl View {
@@ -292,6 +294,8 @@ mod tests {
         v.apply(&fin("t1", true, 2));
         v.apply(&fin("t2", false, 0));
         v.apply(&fin("planner", true, 0));
+        v.apply(&fin("panel:judge_a", true, 0));
+        v.apply(&fin("panel:judge_b", false, 0));
         assert_eq!((v.total, v.done, v.failed, v.findings), (3, 1, 1, 2));
         assert!(v.summary().contains("1 failed attempts"));
     }

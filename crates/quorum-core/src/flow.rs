@@ -9,7 +9,8 @@
 //! by a model only when the spec's form gives none) and `conformance` (judging each criterion
 //! against the target). A flow with them needs `--spec` and writes `merge-readiness.json`.
 //! One more is optional: `adjudicator` (finish review: each finding of a prior report ruled
-//! against the target); a flow with it needs `--prior`.
+//! against the target); a flow with it needs `--prior`. And `panel`: the catalog's judges score
+//! the surviving findings, one call per judge, and a meta-judge gives the verdict.
 
 use crate::catalog::{Catalog, KNOWN_TOOLS, TEAM_TOOLS};
 use crate::error::FlowError;
@@ -39,6 +40,10 @@ pub enum Role {
     /// Optional (finish review): each finding of a prior review ruled fixed, still present,
     /// or — when the author disputes it — disputed accepted or rejected, against the target.
     Adjudicator,
+    /// Optional: the judge panel scores the surviving findings on the flow's axes (one blind
+    /// call per judge), the scores are aggregated in Rust, and a meta-judge gives the verdict.
+    /// Never fails the review: a dead panel is reported incomplete.
+    Panel,
 }
 
 impl Role {
@@ -62,6 +67,7 @@ impl Role {
             Role::Criteria => "criteria",
             Role::Conformance => "conformance",
             Role::Adjudicator => "adjudicator",
+            Role::Panel => "panel",
         }
     }
 }
@@ -113,6 +119,12 @@ pub struct FlowParams {
     pub conformance_batch: usize,
     /// Prior findings per adjudicator call of a finish review.
     pub adjudication_batch: usize,
+    /// Panel flows: the axes the judges score, in report order (each one of
+    /// [`crate::catalog::JUDGE_AXES`]).
+    pub panel_axes: Vec<String>,
+    /// Panel flows: judges asked per axis (1..=3), the catalog's first by name; an axis whose
+    /// catalog has fewer asks those it has.
+    pub panel_judges: usize,
     /// Per-call model timeout (seconds).
     pub call_timeout_secs: u64,
     /// Flow budget: total tokens (in + out) after which no new task starts and the review ends
@@ -143,6 +155,11 @@ impl Default for FlowParams {
             verify_batch: 8,
             conformance_batch: 5,
             adjudication_batch: 5,
+            panel_axes: crate::catalog::JUDGE_AXES
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
+            panel_judges: crate::panel::MAX_JUDGES_PER_AXIS,
             call_timeout_secs: 300,
             max_tokens: 0,
             max_wall_secs: 0,
@@ -492,6 +509,35 @@ impl Flow {
         if p.verifiers == 0 {
             return Err(invalid(path, "parameters.verifiers", "must be at least 1"));
         }
+        if !(1..=crate::panel::MAX_JUDGES_PER_AXIS).contains(&p.panel_judges) {
+            return Err(invalid(
+                path,
+                "parameters.panel_judges",
+                format!(
+                    "must be within 1..={} (one judge per perspective)",
+                    crate::panel::MAX_JUDGES_PER_AXIS
+                ),
+            ));
+        }
+        if p.panel_axes.is_empty() {
+            return Err(invalid(
+                path,
+                "parameters.panel_axes",
+                "must name at least one axis",
+            ));
+        }
+        for (i, a) in p.panel_axes.iter().enumerate() {
+            if !crate::catalog::JUDGE_AXES.contains(&a.as_str()) || p.panel_axes[..i].contains(a) {
+                return Err(invalid(
+                    path,
+                    format!("parameters.panel_axes[{i}]"),
+                    format!(
+                        "{a:?} is unknown or repeated; axes: {}",
+                        crate::catalog::JUDGE_AXES.join(", ")
+                    ),
+                ));
+            }
+        }
         if p.circular_fix_repeats < 2
             || (p.task_attempts > 1 && p.circular_fix_repeats > p.task_attempts)
         {
@@ -564,7 +610,12 @@ impl Flow {
                 ));
             }
         }
-        for role in [Role::Criteria, Role::Conformance, Role::Adjudicator] {
+        for role in [
+            Role::Criteria,
+            Role::Conformance,
+            Role::Adjudicator,
+            Role::Panel,
+        ] {
             let n = self.stages.iter().filter(|s| s.role == role).count();
             if n > 1 {
                 return Err(invalid(
@@ -635,6 +686,18 @@ impl Flow {
                     path,
                     "stages",
                     "the adjudicator stage runs after the verifier and before the synthesizer",
+                ));
+            }
+        }
+        // The panel scores what survived verification (and the consultant's scores), and its
+        // verdict is known before the summary is written.
+        if let Some(p) = pos.get(&Role::Panel) {
+            let after = pos.get(&Role::Consultant).unwrap_or(&pos[&Role::Verifier]);
+            if p < after || p > &pos[&Role::Synthesizer] {
+                return Err(invalid(
+                    path,
+                    "stages",
+                    "the panel stage runs after the verifier (and the consultant) and before the synthesizer",
                 ));
             }
         }
@@ -813,8 +876,28 @@ impl Flow {
         out
     }
 
-    /// Check the personas the flow names against a catalog: each must exist and be a reviewer.
+    /// Check the personas the flow names against a catalog: each must exist and be a reviewer;
+    /// a panel flow needs a judge for each of its axes and a meta-judge.
     pub fn check_personas(&self, catalog: &Catalog) -> Result<(), FlowError> {
+        if self.has(Role::Panel) {
+            let panel = catalog.judge_panel();
+            for (i, a) in self.parameters.panel_axes.iter().enumerate() {
+                if panel.axes.get(a.as_str()).is_none_or(|j| j.is_empty()) {
+                    return Err(invalid(
+                        &self.source,
+                        format!("parameters.panel_axes[{i}]"),
+                        format!("the catalog has no judge (kind: judge) with axis {a:?}"),
+                    ));
+                }
+            }
+            if panel.meta.is_empty() {
+                return Err(invalid(
+                    &self.source,
+                    "stages",
+                    "a panel stage needs a meta-judge (kind: meta_judge) in the catalog",
+                ));
+            }
+        }
         for (field, name) in self.named_personas() {
             match catalog.personas.get(name) {
                 None => {
@@ -1013,6 +1096,79 @@ stages:
             .unwrap_err()
             .to_string()
             .contains("conformance_batch"));
+    }
+
+    #[test]
+    fn a_panel_is_optional_single_after_verification_and_bounded() {
+        let f = parse(GOOD).unwrap();
+        assert!(!f.has(Role::Panel));
+        assert_eq!(f.parameters.panel_axes.len(), 4);
+        assert_eq!(f.parameters.panel_judges, 3);
+        let with = GOOD.replace(
+            "  - { id: synth, role: synthesizer, needs: [verify], instructions: \"sum\" }",
+            "  - { id: judge, role: panel, needs: [verify], instructions: \"score\" }\n  \
+             - { id: synth, role: synthesizer, needs: [judge], instructions: \"sum\" }",
+        );
+        assert!(parse(&with).unwrap().has(Role::Panel));
+        let late = with
+            .replace(
+                "role: panel, needs: [verify]",
+                "role: panel, needs: [synth]",
+            )
+            .replace(
+                "needs: [judge], instructions",
+                "needs: [verify], instructions",
+            );
+        let e = parse(&late).unwrap_err().to_string();
+        assert!(e.contains("the panel stage runs after the verifier"), "{e}");
+        let early = with
+            .replace("role: panel, needs: [verify]", "role: panel, needs: [plan]")
+            .replace(
+                "role: specialist, needs: [plan]",
+                "role: specialist, needs: [judge]",
+            )
+            .replace(
+                "role: synthesizer, needs: [judge]",
+                "role: synthesizer, needs: [verify]",
+            );
+        let e = parse(&early).unwrap_err().to_string();
+        assert!(e.contains("the panel stage runs after the verifier"), "{e}");
+        let two = with.replace(
+            "  - { id: synth,",
+            "  - { id: judge2, role: panel, needs: [verify], instructions: \"score\" }\n  - { id: synth,",
+        );
+        let e = parse(&two).unwrap_err().to_string();
+        assert!(e.contains("at most one panel stage, found 2"), "{e}");
+        let silent = with.replace("instructions: \"score\"", "instructions: \"\"");
+        assert!(parse(&silent)
+            .unwrap_err()
+            .to_string()
+            .contains("the panel stage needs instructions"));
+        for (params, field) in [
+            ("{ panel_judges: 0 }", "parameters.panel_judges"),
+            ("{ panel_judges: 4 }", "parameters.panel_judges"),
+            ("{ panel_axes: [] }", "parameters.panel_axes"),
+            (
+                "{ panel_axes: [grounding, style] }",
+                "parameters.panel_axes[1]",
+            ),
+            (
+                "{ panel_axes: [coverage, coverage] }",
+                "parameters.panel_axes[1]",
+            ),
+        ] {
+            let e = parse(&with.replace("{ max_concurrent: 2 }", params))
+                .expect_err(params)
+                .to_string();
+            assert!(e.contains(field), "{params}: {e}");
+        }
+        let p = parse(&with.replace(
+            "{ max_concurrent: 2 }",
+            "{ panel_axes: [coverage, grounding], panel_judges: 2 }",
+        ))
+        .unwrap();
+        assert_eq!(p.parameters.panel_axes, ["coverage", "grounding"]);
+        assert_eq!(p.parameters.panel_judges, 2);
     }
 
     #[test]

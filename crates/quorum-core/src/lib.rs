@@ -23,6 +23,7 @@ pub mod flow;
 pub mod grounding;
 pub mod models;
 pub mod pack;
+pub mod panel;
 pub mod parse;
 pub mod repo_config;
 pub mod report;

@@ -254,6 +254,10 @@ pub struct Report {
     /// new (they match no prior finding's anchor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adjudication: Option<crate::adjudication::Adjudication>,
+    /// Panel flows: each judge's scores of the surviving findings by axis, the aggregates, the
+    /// judges that gave no score, and the verdict (the meta-judge's, or the rule's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub panel: Option<crate::panel::PanelReport>,
     /// The deterministic analyzers of the catalog: each one's name, whether it ran, why not,
     /// and how many hits it gave (its findings credit it as reporter `analyzer:<name>`).
     /// Absent when none was configured or they were turned off.
@@ -294,6 +298,7 @@ impl Report {
         md_summary(self, &mut out);
         md_conformance(self, &mut out);
         md_adjudication(self, &mut out);
+        md_panel(self, &mut out);
         md_team_announcement(self, &mut out);
         md_findings(self, &mut out);
         md_residual(self, &mut out);
@@ -1238,6 +1243,59 @@ fn md_conformance(r: &Report, out: &mut String) {
     out.push('\n');
 }
 
+/// The judge panel: one row per axis, then the judges that gave no score.
+fn md_panel(r: &Report, out: &mut String) {
+    let Some(p) = &r.panel else {
+        return;
+    };
+    out.push_str("## Judge panel\n\n");
+    match (p.verdict, p.overall) {
+        (Some(v), Some(o)) => {
+            let by = match p.verdict_by {
+                Some(crate::panel::VerdictBy::MetaJudge) => "the meta-judge",
+                _ => "rule",
+            };
+            let _ = writeln!(
+                out,
+                "Verdict: **{}** (by {by}), overall {o} of 10. {}\n",
+                v.as_str(),
+                one_line(&p.summary)
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "No verdict: {}.\n", one_line(&p.note));
+        }
+    }
+    if !p.axes.is_empty() {
+        out.push_str("| Axis | Mean | Min | Max | Spread | Judges | Disagreement |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+        for a in &p.axes {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                cell(&a.axis),
+                a.mean,
+                a.min,
+                a.max,
+                a.spread,
+                a.scores.len(),
+                if a.disagreement { "yes" } else { "no" }
+            );
+        }
+        out.push('\n');
+    }
+    if !p.failed.is_empty() {
+        let _ = writeln!(
+            out,
+            "Not counted (gave no score): {}\n",
+            p.failed
+                .iter()
+                .map(|f| format!("{} ({})", f.judge, one_line(&f.error)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+}
+
 fn md_adjudication(r: &Report, out: &mut String) {
     let Some(a) = &r.adjudication else {
         return;
@@ -1830,6 +1888,7 @@ mod tests {
             safe_fixes: Vec::new(),
             conformance: None,
             adjudication: None,
+            panel: None,
             analyzers: Vec::new(),
         }
     }
@@ -2141,6 +2200,55 @@ mod tests {
             Some("gl-code-quality-report.json")
         );
         assert_eq!(report_format_names(), "md, json, sarif, rdjson, gitlab");
+    }
+
+    #[test]
+    fn the_judge_panel_is_a_short_table_and_absent_without_one() {
+        use crate::panel::{JudgeFailure, JudgeScore, PanelReport};
+        let mut r = report();
+        assert!(!r.to_markdown().contains("Judge panel"));
+        assert!(
+            r.to_json().find("\"panel\"").is_none(),
+            "skipped when absent"
+        );
+        let judge = |name: &str, overall: f64| JudgeScore {
+            judge: name.into(),
+            axis: "grounding".into(),
+            perspective: "skeptic".into(),
+            model: "m".into(),
+            overall,
+            reason: "r".into(),
+            items: Vec::new(),
+        };
+        r.panel = Some(PanelReport::build(
+            &["grounding".to_string()],
+            3,
+            &[judge("a", 2.0), judge("b", 9.0)],
+            vec![JudgeFailure {
+                judge: "c".into(),
+                error: "malformed output | prose".into(),
+            }],
+            None,
+        ));
+        let md = r.to_markdown();
+        assert!(md.contains("## Judge panel"), "{md}");
+        assert!(
+            md.contains("Verdict: **revise** (by rule), overall 5.5 of 10."),
+            "{md}"
+        );
+        assert!(
+            md.contains("| grounding | 5.5 | 2 | 9 | 7 | 2 | yes |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("Not counted (gave no score): c (malformed output | prose)"),
+            "{md}"
+        );
+        let v: Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["panel"]["verdict_by"], "rule");
+        assert_eq!(v["panel"]["axes"][0]["spread"], 7.0);
+        assert_eq!(v["panel"]["failed"][0]["judge"], "c");
     }
 
     #[test]

@@ -221,6 +221,31 @@ fn a_flow_naming_a_judge_or_an_unknown_persona_is_refused_by_field() {
 }
 
 #[test]
+fn a_panel_flow_needs_a_judge_on_each_of_its_axes_and_a_meta_judge() {
+    let catalog = shipped();
+    let flow =
+        quorum_core::flow::Flow::load(&repo_root().join("flows/comprehensive.yaml")).unwrap();
+    assert!(flow.has(quorum_core::flow::Role::Panel));
+    assert_eq!(flow.parameters.panel_axes, JUDGE_AXES);
+    flow.check_personas(&catalog).unwrap();
+    let mut no_coverage = catalog.clone();
+    no_coverage
+        .personas
+        .retain(|_, p| p.axis.as_deref() != Some("coverage"));
+    let e = flow.check_personas(&no_coverage).unwrap_err().to_string();
+    assert!(
+        e.contains("parameters.panel_axes[1]") && e.contains("no judge"),
+        "{e}"
+    );
+    let mut no_meta = catalog.clone();
+    no_meta
+        .personas
+        .retain(|_, p| p.kind != PersonaKind::MetaJudge);
+    let e = flow.check_personas(&no_meta).unwrap_err().to_string();
+    assert!(e.contains("meta-judge"), "{e}");
+}
+
+#[test]
 fn every_domain_has_a_persona() {
     let catalog = shipped();
     let used: BTreeSet<&str> = catalog

@@ -10,6 +10,7 @@
 //! specialists → verifier → synthesizer) and what each stage's result means live in
 //! [`phases`].
 
+mod panel;
 mod phases;
 mod rounds;
 
@@ -101,6 +102,8 @@ enum Phase {
     Conformance,
     /// Finish reviews, after verification (and conformance): the prior findings' rulings.
     Adjudicate,
+    /// Panel flows, last before the synthesizer: the judges, then the meta-judge.
+    Panel,
     Synthesize,
     Done,
 }
@@ -178,6 +181,15 @@ pub struct ConductorState {
     adjudged: std::collections::BTreeMap<String, quorum_core::adjudication::Adjudged>,
     adjudication: Option<phases::AdjudicationRound>,
     adjudication_done: bool,
+    /// Panel flows: each judge's recorded scores and, for those that gave none, why; the
+    /// verdict once given; the judge or meta-judge runs in flight; whether the panel is over.
+    panel_scores: std::collections::BTreeMap<String, quorum_core::panel::JudgeScore>,
+    panel_failed: std::collections::BTreeMap<String, String>,
+    panel_decision: Option<quorum_core::panel::Decision>,
+    panel: Option<panel::PanelRound>,
+    panel_done: bool,
+    /// Attempts recorded before a resume, by run id, so the panel's numbering continues.
+    resumed_attempts: std::collections::BTreeMap<String, u32>,
 }
 
 impl ConductorState {
@@ -533,6 +545,11 @@ impl FlowConductor {
             Self::spawn_worker(myself, state, attempt, Job::Adjudicate { findings }).await?;
             return Ok(None);
         }
+        if let Some(job) = Self::panel_job(state, key) {
+            // Panel calls stay here too: they score this node's gated findings.
+            Self::spawn_worker(myself, state, attempt, job).await?;
+            return Ok(None);
+        }
         let prior_error = state.runs[key].last_error.clone();
         let Some(mut task) = state.runs[key].task.clone() else {
             // A stage run: the job is the current phase's, here or on the chosen peer.
@@ -790,6 +807,12 @@ impl FlowConductor {
             Self::adjudication_gave_up(state, key, message);
             return Ok(());
         }
+        if terminal.is_some() && state.panel.as_ref().is_some_and(|r| r.has(key)) {
+            // The panel fails open: a judge that gave no score is listed and not counted, a
+            // meta-judge that gave no verdict leaves it to the rule; the review goes on.
+            Self::panel_gave_up(state, key, message).await;
+            return Ok(());
+        }
         if terminal.is_some() && !is_specialist && !state.sched.stopped() {
             return Self::after_final_failure(myself, state, message.to_string()).await;
         }
@@ -823,6 +846,9 @@ impl FlowConductor {
             && state.sched.all_terminal(false)
         {
             return Box::pin(Self::adjudication_finished(myself, state)).await;
+        }
+        if state.phase == Phase::Panel && state.panel.is_some() && state.sched.all_terminal(false) {
+            return Box::pin(Self::panel_step(myself, state)).await;
         }
         Ok(())
     }
@@ -1000,6 +1026,12 @@ impl Actor for FlowConductor {
             adjudged: std::collections::BTreeMap::new(),
             adjudication: None,
             adjudication_done: false,
+            panel_scores: std::collections::BTreeMap::new(),
+            panel_failed: std::collections::BTreeMap::new(),
+            panel_decision: None,
+            panel: None,
+            panel_done: false,
+            resumed_attempts: std::collections::BTreeMap::new(),
         })
     }
 

@@ -179,6 +179,8 @@ pub struct RunFacts {
     pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
     /// Two-tier selection's decisions, when the flow selects its roster.
     pub selection: Option<quorum_core::selection::SelectionRecord>,
+    /// Panel flows: the judge panel as far as it got (it never changes the status).
+    pub panel: Option<quorum_core::panel::PanelReport>,
 }
 
 /// Derive status and build the report.
@@ -401,6 +403,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         safe_fixes: Vec::new(),
         conformance,
         adjudication,
+        panel: facts.panel,
         analyzers: ctx.scope.analyzers.runs.clone(),
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,

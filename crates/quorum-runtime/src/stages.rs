@@ -20,8 +20,10 @@ use std::fmt::Write as _;
 
 pub mod adjudication;
 pub mod conformance;
+pub mod panel;
 pub use adjudication::AdjudicationOutput;
 pub use conformance::ConformanceOutput;
+pub use panel::{JudgeOutput, MetaOutput};
 
 impl ReviewContext {
     /// Every call carries the window it was built for: Ollama receives it as `num_ctx`, and the

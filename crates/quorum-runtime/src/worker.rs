@@ -49,6 +49,17 @@ pub enum Job {
     Adjudicate {
         findings: Vec<quorum_core::adjudication::PriorFinding>,
     },
+    /// One panel judge scores the surviving findings (`judge` is its catalog name).
+    Judge {
+        judge: String,
+        findings: Vec<quorum_core::finding::Finding>,
+    },
+    /// The meta-judge turns the panel's aggregates into a verdict.
+    MetaJudge {
+        meta: String,
+        axes: Vec<quorum_core::panel::AxisReport>,
+        overall: Option<f64>,
+    },
 }
 
 /// The verifier stage's result: every finding judged, never an error (a failed model call
@@ -72,6 +83,8 @@ pub enum JobOutcome {
     Criteria(Result<(Vec<quorum_core::conformance::Criterion>, StageStats), AttemptError>),
     Conformance(Result<stages::ConformanceOutput, AttemptError>),
     Adjudicate(Result<stages::AdjudicationOutput, AttemptError>),
+    Judge(Result<stages::JudgeOutput, AttemptError>),
+    MetaJudge(Result<stages::MetaOutput, AttemptError>),
 }
 
 impl JobOutcome {
@@ -84,7 +97,9 @@ impl JobOutcome {
             | JobOutcome::Synthesize(Err(e))
             | JobOutcome::Criteria(Err(e))
             | JobOutcome::Conformance(Err(e))
-            | JobOutcome::Adjudicate(Err(e)) => Some(e),
+            | JobOutcome::Adjudicate(Err(e))
+            | JobOutcome::Judge(Err(e))
+            | JobOutcome::MetaJudge(Err(e)) => Some(e),
             _ => None,
         }
     }
@@ -162,6 +177,8 @@ fn deadline_outcome(job: &Job, secs: u64) -> JobOutcome {
         Job::Criteria => JobOutcome::Criteria(Err(e)),
         Job::Conformance { .. } => JobOutcome::Conformance(Err(e)),
         Job::Adjudicate { .. } => JobOutcome::Adjudicate(Err(e)),
+        Job::Judge { .. } => JobOutcome::Judge(Err(e)),
+        Job::MetaJudge { .. } => JobOutcome::MetaJudge(Err(e)),
     }
 }
 
@@ -190,6 +207,14 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
         Job::Adjudicate { findings } => {
             JobOutcome::Adjudicate(stages::adjudication::adjudicate(ctx, &findings).await)
         }
+        Job::Judge { judge, findings } => {
+            JobOutcome::Judge(stages::panel::judge(ctx, &judge, &findings).await)
+        }
+        Job::MetaJudge {
+            meta,
+            axes,
+            overall,
+        } => JobOutcome::MetaJudge(stages::panel::meta_judge(ctx, &meta, &axes, overall).await),
     }
 }
 

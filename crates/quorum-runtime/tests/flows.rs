@@ -101,6 +101,20 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
                 .reply(Reply::json(&json!({"severity": "P1", "confidence": 0.8,
                     "reason": "the search term is formatted into the SQL string"}))),
         )
+        .rule(
+            Rule::new("judges")
+                .when_system(["a judge on the review panel"])
+                .reply(Reply::json(&json!({
+                    "items": [{"finding": "F001", "score": 8, "reason": "the quote shows it"}],
+                    "overall": 8, "reason": "grounded and actionable"}))),
+        )
+        .rule(
+            Rule::new("meta-judge")
+                .when_system(["the meta-judge of the review panel"])
+                .reply(Reply::json(
+                    &json!({"verdict": "accept", "summary": "The one finding holds on every axis."}),
+                )),
+        )
         .rule(synthesizer_rule());
     let server = ScriptedServer::start(script).await.unwrap();
     let report = review(context(&server, &fixture("code_project"), "comprehensive")).await;
@@ -227,6 +241,54 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
     );
     assert_eq!(json["findings"][0]["rescored"]["original_severity"], "P0");
     assert!(report.verification_ledger[0].rescored.is_some());
+
+    // The flow's judge panel: 4 axes x 3 judges, one call each, after the consultant (its
+    // scores are what the judges see), then the meta-judge.
+    let judges: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.system.contains("a judge on the review panel"))
+        .collect();
+    assert_eq!(judges.len(), 12);
+    for r in &judges {
+        assert!(r.last_user.contains("<<<BEGIN UNTRUSTED finding F001>>>"));
+        assert!(
+            r.last_user.contains("severity: P1\nconfidence: 0.80\n"),
+            "{}",
+            r.last_user
+        );
+    }
+    let metas = reqs
+        .iter()
+        .filter(|r| r.system.contains("the meta-judge of the review panel"))
+        .count();
+    assert_eq!(metas, 1);
+    let panel = report
+        .panel
+        .as_ref()
+        .expect("the comprehensive flow has a panel");
+    let axes: Vec<(&str, usize, f64)> = panel
+        .axes
+        .iter()
+        .map(|a| (a.axis.as_str(), a.scores.len(), a.mean))
+        .collect();
+    assert_eq!(
+        axes,
+        [
+            ("grounding", 3, 8.0),
+            ("coverage", 3, 8.0),
+            ("actionability", 3, 8.0),
+            ("calibration", 3, 8.0)
+        ]
+    );
+    assert!(panel.complete);
+    assert_eq!(
+        (panel.verdict, panel.verdict_by),
+        (
+            Some(quorum_core::panel::Verdict::Accept),
+            Some(quorum_core::panel::VerdictBy::MetaJudge)
+        )
+    );
+    assert!(md.contains("## Judge panel"), "{md}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

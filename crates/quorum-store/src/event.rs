@@ -108,6 +108,21 @@ pub enum Event {
     PriorAdjudicated {
         rulings: Vec<quorum_core::adjudication::Adjudged>,
     },
+    /// A panel judge's scores of the review's findings, as it answered: a resume never asks
+    /// that judge again.
+    PanelScored {
+        score: quorum_core::panel::JudgeScore,
+    },
+    /// A panel judge gave no score (its attempts ran out). Not final: a resume asks it again
+    /// unless the panel's verdict was recorded.
+    PanelJudgeFailed {
+        judge: String,
+        error: String,
+    },
+    /// The panel's verdict (the meta-judge's, or the rule's): a resume runs no panel call.
+    PanelDecided {
+        decision: quorum_core::panel::Decision,
+    },
 }
 
 /// One finding's verdict, keyed by what survives a resume: the reporting task and the
@@ -146,6 +161,8 @@ pub struct StoredEvent {
 /// - criteria: the first extraction recorded wins (the judgments belong to it); a criterion's
 ///   judgment: the first one recorded (a late batch that was fenced changes nothing);
 /// - a prior finding's ruling: the first one recorded;
+/// - a panel judge's scores: the first recorded; its failure: the latest; the panel's verdict:
+///   the first recorded;
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
 /// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
 /// - rounds: the first record of each round; its next tasks are appended to the plan;
@@ -177,6 +194,12 @@ pub struct Replay {
     pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
     /// Prior findings ruled on (finish review), by prior finding id.
     pub adjudicated: BTreeMap<String, quorum_core::adjudication::Adjudged>,
+    /// Panel judges that answered, by judge name.
+    pub panel_scores: BTreeMap<String, quorum_core::panel::JudgeScore>,
+    /// Panel judges that gave no score, by judge name, with why.
+    pub panel_failed: BTreeMap<String, String>,
+    /// The panel's verdict, once given.
+    pub panel_decision: Option<quorum_core::panel::Decision>,
 }
 
 impl Replay {
@@ -265,6 +288,22 @@ impl Replay {
                         r.adjudicated
                             .entry(a.id.clone())
                             .or_insert_with(|| a.clone());
+                    }
+                }
+                Event::PanelScored { score } => {
+                    r.panel_failed.remove(&score.judge);
+                    r.panel_scores
+                        .entry(score.judge.clone())
+                        .or_insert_with(|| score.clone());
+                }
+                Event::PanelJudgeFailed { judge, error } => {
+                    if !r.panel_scores.contains_key(judge) {
+                        r.panel_failed.insert(judge.clone(), error.clone());
+                    }
+                }
+                Event::PanelDecided { decision } => {
+                    if r.panel_decision.is_none() {
+                        r.panel_decision = Some(decision.clone());
                     }
                 }
                 Event::CriteriaJudged { judgments } => {

@@ -734,3 +734,59 @@ fn prior_rulings_replay_the_first_ruling_per_finding() {
     assert_eq!(r.adjudicated["F001"].status, Status::StillPresent);
     assert_eq!(r.adjudicated["F002"].status, Status::Fixed);
 }
+
+#[test]
+fn panel_facts_replay_first_scores_latest_failures_and_first_verdict() {
+    use quorum_core::panel::{Decision, JudgeScore, Verdict, VerdictBy};
+    let (_tmp, data) = data_dir();
+    let store = data.create_flow(&meta("j", "/repo", 1)).unwrap();
+    let scored = |judge: &str, overall: f64| Event::PanelScored {
+        score: JudgeScore {
+            judge: judge.into(),
+            axis: "grounding".into(),
+            perspective: "skeptic".into(),
+            model: "m".into(),
+            overall,
+            reason: "r".into(),
+            items: Vec::new(),
+        },
+    };
+    let failed = |judge: &str, error: &str| Event::PanelJudgeFailed {
+        judge: judge.into(),
+        error: error.into(),
+    };
+    let decided = |verdict, by| Event::PanelDecided {
+        decision: Decision {
+            verdict,
+            by,
+            summary: "s".into(),
+        },
+    };
+    for e in [
+        scored("a", 2.0),
+        failed("b", "prose"),
+        // A late answer of a judge already counted changes nothing.
+        scored("a", 9.0),
+        // A judge that failed once and answered on a later try counts.
+        failed("c", "http 500"),
+        scored("c", 7.0),
+        failed("b", "prose again"),
+        failed("a", "fenced late failure"),
+        decided(Verdict::Revise, VerdictBy::Rule),
+        decided(Verdict::Accept, VerdictBy::MetaJudge),
+    ] {
+        store.append(&e).unwrap();
+    }
+    drop(store);
+    let r = data.open_flow("j").unwrap().replay().unwrap();
+    let scores: Vec<(&str, f64)> = r
+        .panel_scores
+        .values()
+        .map(|s| (s.judge.as_str(), s.overall))
+        .collect();
+    assert_eq!(scores, [("a", 2.0), ("c", 7.0)]);
+    assert_eq!(r.panel_failed.len(), 1);
+    assert_eq!(r.panel_failed["b"], "prose again");
+    let d = r.panel_decision.unwrap();
+    assert_eq!((d.verdict, d.by), (Verdict::Revise, VerdictBy::Rule));
+}

@@ -212,6 +212,7 @@ pub fn realistic_report() -> Report {
         safe_fixes: Vec::new(),
         conformance: None,
         adjudication: None,
+        panel: None,
         analyzers: Vec::new(),
     }
 }

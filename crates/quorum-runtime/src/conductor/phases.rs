@@ -15,6 +15,12 @@
 //! a flow has both): the pre-check rules on the findings whose file is gone, adjudicator
 //! batches of `adjudication_batch` findings rule on the rest, and each ruling is settled
 //! against the tree before it counts and is recorded.
+//!
+//! A panel flow scores the surviving findings last before the synthesizer: one run per judge
+//! the flow's axes and `panel_judges` pick from the catalog, each blind to the others, then one
+//! meta-judge run over the aggregates. Every answer and the verdict are recorded as they come,
+//! so a resume asks no judge twice. The panel fails open: judges that gave no score are listed
+//! and not counted, a missing verdict is the rule's, and the review's status never changes.
 
 use super::{attempt_record, ConductorMsg, ConductorState, FlowConductor, Phase};
 use crate::agent::CallStats;
@@ -27,6 +33,7 @@ use quorum_core::adjudication::{self, Adjudged, Adjudication, PriorFinding};
 use quorum_core::conformance::{self, ground_judgment, Criterion, Judgment, MergeReadiness};
 use quorum_core::dedup::Gated;
 use quorum_core::finding::{Judged, Reported, Reporter};
+use quorum_core::flow::Role;
 use quorum_core::schedule::{Input, TaskKey};
 use quorum_store::Event;
 use ractor::{ActorProcessingErr, ActorRef};
@@ -70,10 +77,15 @@ impl FlowConductor {
             Phase::Synthesize if state.ctx.flow.uses_prior() && !state.adjudication_done => {
                 return Box::pin(Self::start_adjudication(myself, state)).await;
             }
-            Phase::Synthesize => "synthesizer",
-            Phase::Specialists | Phase::Conformance | Phase::Adjudicate | Phase::Done => {
-                return Ok(())
+            Phase::Synthesize if state.ctx.flow.has(Role::Panel) && !state.panel_done => {
+                return Box::pin(Self::start_panel(myself, state)).await;
             }
+            Phase::Synthesize => "synthesizer",
+            Phase::Specialists
+            | Phase::Conformance
+            | Phase::Adjudicate
+            | Phase::Panel
+            | Phase::Done => return Ok(()),
         };
         state.emit(Progress::Stage {
             stage: name.to_string(),
@@ -358,6 +370,46 @@ impl FlowConductor {
                     .collect();
                 Self::record_rulings(state, rulings).await;
             }
+            JobOutcome::Judge(Ok(out)) if state.panel.as_ref().is_some_and(|r| r.has(run)) => {
+                state.runs[run].complete(&out.stage.model, &out.stage.stats);
+                Self::record_success(
+                    state,
+                    run,
+                    &out.stage.model,
+                    &out.stage.stats,
+                    1,
+                    Vec::new(),
+                )
+                .await;
+                state.usage.merge(&out.stage.stats);
+                // Durable as it arrives: a resume never asks this judge again.
+                state
+                    .ctx
+                    .facts
+                    .event(Event::PanelScored {
+                        score: out.score.clone(),
+                    })
+                    .await;
+                state.panel_failed.remove(&out.score.judge);
+                state
+                    .panel_scores
+                    .entry(out.score.judge.clone())
+                    .or_insert(out.score);
+            }
+            JobOutcome::MetaJudge(Ok(out)) if state.panel.as_ref().is_some_and(|r| r.has(run)) => {
+                state.runs[run].complete(&out.stage.model, &out.stage.stats);
+                Self::record_success(
+                    state,
+                    run,
+                    &out.stage.model,
+                    &out.stage.stats,
+                    1,
+                    Vec::new(),
+                )
+                .await;
+                state.usage.merge(&out.stage.stats);
+                Self::record_decision(state, out.decision).await;
+            }
             JobOutcome::Synthesize(Ok((s, st))) => {
                 state.runs[run].complete(&st.model, &st.stats);
                 Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
@@ -481,7 +533,7 @@ impl FlowConductor {
                 state.conformance_done = true;
                 Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await
             }
-            Phase::Specialists | Phase::Adjudicate | Phase::Done => Ok(()),
+            Phase::Specialists | Phase::Adjudicate | Phase::Panel | Phase::Done => Ok(()),
         }
     }
 
@@ -543,7 +595,11 @@ impl FlowConductor {
             }
             Phase::Specialists => Self::start_phase(myself, state, Phase::Verify).await,
             // A cut verifier: grounding alone decides, then the deterministic summary.
-            Phase::Verify | Phase::Conformance | Phase::Adjudicate | Phase::Synthesize => {
+            Phase::Verify
+            | Phase::Conformance
+            | Phase::Adjudicate
+            | Phase::Panel
+            | Phase::Synthesize => {
                 if state.gated.is_none() {
                     state.gated = Some(Self::ground_only(state));
                 }
@@ -573,6 +629,11 @@ impl FlowConductor {
         // Prior findings ruled on are kept: no adjudicator batch repeats.
         state.adjudged = replay.adjudicated.clone();
         state.selection = replay.selection.clone();
+        // Judges that answered and the panel's verdict are kept: none is asked again.
+        state.panel_scores = replay.panel_scores.clone();
+        state.panel_failed = replay.panel_failed.clone();
+        state.panel_decision = replay.panel_decision.clone();
+        state.resumed_attempts = replay.attempts.clone();
         state
             .ctx
             .facts
@@ -687,6 +748,8 @@ impl FlowConductor {
                 state.gated = Some(Self::gate(state, judged));
                 state.verifier_model = succeeded("verifier").map(|a| a.model.clone());
                 if let Some((summary, action_items, fallback)) = replay.synthesis.clone() {
+                    // The panel runs before the summary: whatever it recorded is all it did.
+                    state.panel_done = true;
                     state.add_run(stage_run("synthesizer", !fallback));
                     state.synthesis = Some(Synthesis {
                         summary,
@@ -740,7 +803,7 @@ impl FlowConductor {
     }
 
     /// `add_tasks`, choosing whether the runs may go to peers.
-    async fn add_tasks_placed(
+    pub(super) async fn add_tasks_placed(
         myself: &ActorRef<ConductorMsg>,
         state: &mut ConductorState,
         keys: Vec<TaskKey>,
@@ -995,7 +1058,9 @@ impl FlowConductor {
             synthesis.summary.push_str(&gate_sentence(gate));
         }
         let adjudication = Self::adjudication_of(state);
+        let panel = Self::panel_of(state, &gated);
         let facts = RunFacts {
+            panel,
             adjudication,
             selection: state.selection.take(),
             conformance,
