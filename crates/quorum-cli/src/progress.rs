@@ -67,19 +67,9 @@ fn human(n: u64) -> String {
 }
 
 fn is_stage(task: &str) -> bool {
-    [
-        "scout",
-        "planner",
-        "verifier",
-        "synthesizer",
-        "criteria",
-        "conformance",
-    ]
-    .contains(&task)
-        || task.starts_with("verifier-")
-        || task.starts_with("conformance-")
-        // The judge panel's runs (one per judge, then the meta-judge's).
-        || task.starts_with("panel:")
+    // Scout, planner, verifier and judge batches, the panel's judges...: every run that is not
+    // a specialist task.
+    quorum_runtime::obs::role_of(task) != "specialist"
 }
 
 impl View {

@@ -364,7 +364,12 @@ pub fn add_fresh_eyes(
 
 /// Mark the findings (and residual concerns) that only fresh-eyes tasks reported: no report
 /// from another task shares their anchor. `fresh` names the fresh-eyes tasks.
+///
+/// "The same finding" is what the flow's synthesis merged: the code anchor for the standard
+/// synthesis; file, section and normalised title for document synthesis (whose anchors are
+/// sections, not code lines).
 pub fn mark_fresh_eyes(
+    flow: &Flow,
     findings: &mut [Finding],
     judged: &[crate::finding::Judged],
     fresh: &BTreeSet<String>,
@@ -372,6 +377,14 @@ pub fn mark_fresh_eyes(
     if fresh.is_empty() {
         return;
     }
+    let document = flow.synthesis == crate::flow::SynthesisMode::Document;
+    let report_key = |j: &crate::finding::Judged| {
+        if document {
+            crate::docreview::report_key(j)
+        } else {
+            crate::dedup::anchor(&j.reported.finding)
+        }
+    };
     let mut by_fresh = BTreeSet::new();
     let mut by_others = BTreeSet::new();
     // A report grounding or the verifiers refuted corroborates nothing.
@@ -379,7 +392,7 @@ pub fn mark_fresh_eyes(
         .iter()
         .filter(|j| j.verdict != crate::finding::Verdict::Hallucinated)
     {
-        let a = crate::dedup::anchor(&j.reported.finding);
+        let a = report_key(j);
         if fresh.contains(&j.reported.task_id) {
             by_fresh.insert(a);
         } else {
@@ -387,7 +400,12 @@ pub fn mark_fresh_eyes(
         }
     }
     for f in findings {
-        f.fresh_eyes = by_fresh.contains(&f.anchor) && !by_others.contains(&f.anchor);
+        let k = if document {
+            crate::docreview::finding_key(f)
+        } else {
+            f.anchor.clone()
+        };
+        f.fresh_eyes = by_fresh.contains(&k) && !by_others.contains(&k);
     }
 }
 

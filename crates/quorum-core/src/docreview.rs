@@ -382,6 +382,22 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
     })
 }
 
+/// The key document synthesis merges a report under, as [`corroboration_key`] needs it: the
+/// same for a report and for the finding it merged into (`anchor` then the title).
+pub fn report_key(j: &Judged) -> String {
+    format!(
+        "{}#{}|{}",
+        file_key(j.reported.finding.file.as_deref()),
+        section_of(j),
+        normalize(&j.reported.finding.title)
+    )
+}
+
+/// [`report_key`] of a finding document synthesis produced.
+pub fn finding_key(f: &crate::finding::Finding) -> String {
+    format!("{}|{}", f.anchor, normalize(&f.title))
+}
+
 fn dedup_by_fingerprint(judged: Vec<Judged>) -> (Vec<Merged>, usize) {
     let mut groups: Vec<(String, Vec<Judged>)> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();

@@ -1715,7 +1715,9 @@ mod tests {
             .unwrap()
             .contains("raise pack.max_pack_bytes"));
         assert_eq!(reason_for(&pack, ".env"), Some("secret"));
-        assert!(reason_for(&pack, "a_big.txt").unwrap().starts_with("too large"));
+        assert!(reason_for(&pack, "a_big.txt")
+            .unwrap()
+            .starts_with("too large"));
         let survey = ContextPack::survey(dir.path(), &opts).unwrap();
         assert_eq!(
             survey

@@ -954,7 +954,7 @@ impl FlowConductor {
                 &mut gated.residual,
                 &mut gated.pre_existing,
             ] {
-                quorum_core::coverage::mark_fresh_eyes(list, &all, &fresh);
+                quorum_core::coverage::mark_fresh_eyes(&state.ctx.flow, list, &all, &fresh);
             }
         }
         state.ledger = quorum_core::vote::ledger(

@@ -89,15 +89,22 @@ fn spans() -> &'static Mutex<HashMap<String, ReviewSpans>> {
 /// The role a task id stands for: stage runs are named after their role, the rest are
 /// specialists.
 pub fn role_of(task: &str) -> &'static str {
-    match task {
-        "scout" => "scout",
-        "planner" => "planner",
-        "verifier" => "verifier",
-        "synthesizer" => "synthesizer",
-        "criteria" => "criteria",
-        t if t == "conformance" || t.starts_with("conformance-") => "conformance",
-        _ => "specialist",
-    }
+    // Stage runs are named after their role, batches `role-k`, panel judges `panel:persona`.
+    const STAGES: [&str; 8] = [
+        "scout",
+        "planner",
+        "verifier",
+        "synthesizer",
+        "criteria",
+        "conformance",
+        "adjudicator",
+        "panel",
+    ];
+    let base = task.split(['-', ':']).next().unwrap_or(task);
+    STAGES
+        .into_iter()
+        .find(|s| *s == base && (task == *s || task[s.len()..].starts_with(['-', ':'])))
+        .unwrap_or("specialist")
 }
 
 /// A review starts (or resumes) running in this process.
@@ -231,4 +238,30 @@ pub fn finding_events(findings: &[Finding]) -> Vec<Progress> {
             evidence: f.evidence.chars().take(400).collect(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod role_tests {
+    use super::role_of;
+
+    #[test]
+    fn every_stage_run_has_its_role_and_tasks_are_specialists() {
+        for (run, role) in [
+            ("scout", "scout"),
+            ("planner", "planner"),
+            ("verifier", "verifier"),
+            ("verifier-3", "verifier"),
+            ("conformance-2", "conformance"),
+            ("adjudicator", "adjudicator"),
+            ("adjudicator-1", "adjudicator"),
+            ("panel:judge_grounding_skeptic", "panel"),
+            ("synthesizer", "synthesizer"),
+            ("t1", "specialist"),
+            ("sec-1", "specialist"),
+            ("scouting", "specialist"),
+            ("panelist-1", "specialist"),
+        ] {
+            assert_eq!(role_of(run), role, "{run}");
+        }
+    }
 }

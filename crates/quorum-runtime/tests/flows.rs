@@ -734,3 +734,68 @@ async fn targeted_selection_prefilters_polls_each_survivor_alone_and_fails_open(
     assert!(md.contains("### Selection"), "{md}");
     assert!(md.contains("| performance_engineer | trigger "), "{md}");
 }
+
+/// A document flow's fresh-eyes lane: "the same finding" is what document synthesis merges
+/// (file, section, normalised title), not a code anchor — so the lane's unique finding is
+/// marked and the one coherence also reported is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_flow_s_fresh_eyes_lane_marks_what_only_it_found() {
+    let lane = json!({"findings": [
+        {"title": "Rollout has no rollback step", "severity": "P2", "confidence": 0.8,
+         "category": "document", "file": PLAN_DOC, "line_start": 89, "line_end": 89,
+         "symbol": "7. Milestones",
+         "evidence": "| M4 | Rollout | after M3 | 10% of Northern region technicians, then 50%, then 100% over two weeks |",
+         "why_it_matters": "a bad release reaches everyone", "suggested_fix": "add a rollback gate",
+         "autofix_class": "manual", "owner": "human", "stance": "add"},
+        {"title": "New sync-gateway service contradicts the non-goals", "severity": "P1",
+         "confidence": 0.8, "category": "document", "file": PLAN_DOC, "line_start": 65,
+         "line_end": 65, "symbol": "6.3 Sync",
+         "evidence": "go through a new sync-gateway service that batches operations from many devices, deduplicates them",
+         "why_it_matters": "scope creep", "suggested_fix": "reuse the job queue",
+         "autofix_class": "manual", "owner": "human", "stance": "change"}
+    ]});
+    let mut script = Script::new().models([MODEL]).rule(
+        Rule::new("fresh")
+            .when_system(["You are principal_engineer"])
+            .reply(Reply::json(&lane)),
+    );
+    for rule in doc_review_script().rules {
+        script = script.rule(rule);
+    }
+    let server = ScriptedServer::start(script).await.unwrap();
+    let ctx = context(&server, &fixture("plan_doc"), "document-review");
+    let mut ctx = Arc::try_unwrap(ctx).unwrap();
+    ctx.flow.fresh_eyes = Some(quorum_core::flow::FreshEyes {
+        persona: "principal_engineer".into(),
+        mandate: "Read this plan as a newcomer and report what is wrong with it.".into(),
+        kinds: vec!["doc".into()],
+    });
+    let report = review(Arc::new(ctx)).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let all: Vec<&quorum_core::finding::Finding> = report
+        .findings
+        .iter()
+        .chain(&report.residual_concerns)
+        .collect();
+    let by_title = |t: &str| {
+        all.iter().find(|f| f.title == t).unwrap_or_else(|| {
+            panic!(
+                "{t} in {:?}",
+                all.iter().map(|f| &f.title).collect::<Vec<_>>()
+            )
+        })
+    };
+    assert!(by_title("Rollout has no rollback step").fresh_eyes);
+    let shared = by_title("New sync-gateway service contradicts the non-goals");
+    assert!(!shared.fresh_eyes, "coherence reported it too");
+    assert!(shared
+        .reporters
+        .iter()
+        .any(|r| r.persona == "principal_engineer"));
+    assert_eq!(all.iter().filter(|f| f.fresh_eyes).count(), 1);
+}
