@@ -331,10 +331,23 @@ pub struct Selection {
     /// Output-token bound of one poll.
     #[serde(default = "poll_tokens")]
     pub max_output_tokens: u32,
+    /// Selection instead of the planner (seed 002 §4.2's bottom-up triage): no planner call;
+    /// every selected persona gets one task on the files whose own signals meet its triggers
+    /// (`selection::slice_for`), with its own mandate. False: the planner chooses among the
+    /// selected.
+    #[serde(default)]
+    pub instead_of_planner: bool,
+    /// Most files in one such task (path order), 1-500.
+    #[serde(default = "slice_files")]
+    pub max_files_per_task: usize,
 }
 
 fn poll_tokens() -> u32 {
     128
+}
+
+fn slice_files() -> usize {
+    40
 }
 
 /// How the findings of a run are synthesised before the report.
@@ -772,6 +785,13 @@ impl Flow {
                     path,
                     "selection.instructions",
                     "the interest poll needs its question",
+                ));
+            }
+            if !(1..=500).contains(&sel.max_files_per_task) {
+                return Err(invalid(
+                    path,
+                    "selection.max_files_per_task",
+                    "must be between 1 and 500",
                 ));
             }
             if sel.max_output_tokens < 16 {

@@ -172,6 +172,95 @@ pub fn prefilter(
     out
 }
 
+/// The signal text of one file: its path words and language, and for a document its text (up
+/// to a bound), lowercase — what [`slice_for`] matches a persona's triggers against.
+fn file_signals(f: &crate::pack::PackFile) -> String {
+    let mut s = f.path.replace(['/', '.', '-'], " ");
+    s.push(' ');
+    s.push_str(&f.language);
+    if f.kind == FileKind::Doc {
+        s.push('\n');
+        s.extend(f.content.chars().take(MAX_SIGNAL_CHARS / 8));
+    }
+    s.to_lowercase()
+}
+
+/// The files a selected persona reviews when selection replaces the planner (seed 002 §4.2:
+/// a file reaches a discretionary specialist only when the file's own signals meet the
+/// specialist's): those in whose signals one of its triggers occurs. Every file — a member
+/// the flow named, a persona without triggers, or one whose triggers met only the review-wide
+/// signals (the scout's classification) — when no file is singled out. At most `max_files`,
+/// in path order.
+pub fn slice_for(
+    persona: &crate::catalog::Persona,
+    floor: bool,
+    pack: &ContextPack,
+    max_files: usize,
+) -> Vec<String> {
+    let triggers: Vec<String> = persona
+        .triggers
+        .iter()
+        .map(|t| t.trim().to_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let matched: Vec<String> = if floor || triggers.is_empty() {
+        Vec::new()
+    } else {
+        pack.files
+            .values()
+            .filter(|f| {
+                let text = file_signals(f);
+                triggers.iter().any(|t| contains_phrase(&text, t))
+            })
+            .map(|f| f.path.clone())
+            .collect()
+    };
+    let files = if matched.is_empty() {
+        pack.files.keys().cloned().collect()
+    } else {
+        matched
+    };
+    files.into_iter().take(max_files.max(1)).collect()
+}
+
+/// The plan when selection replaces the planner: one task per selected persona (catalog
+/// order), on its [`slice_for`], with its own mandate; built through the planner's validation
+/// so tools and files are checked the same way. A persona the catalog cannot seat is returned
+/// as rejected, with why.
+pub fn tasks_from_selection(
+    record: &SelectionRecord,
+    catalog: &Catalog,
+    pack: &ContextPack,
+    stage_tools: &[String],
+    max_files: usize,
+) -> (Vec<crate::task::Task>, Vec<crate::task::RejectedTask>) {
+    let mut tasks = Vec::new();
+    let mut rejected = Vec::new();
+    for d in record.decisions.iter().filter(|d| d.poll.keeps()) {
+        let Ok(p) = catalog.get(&d.persona) else {
+            continue;
+        };
+        let files = slice_for(p, d.poll == PollOutcome::Floor, pack, max_files);
+        let scope = crate::coverage::Scope {
+            catalog,
+            pack,
+            stage_tools,
+        };
+        match crate::coverage::engine_task(
+            scope,
+            format!("s{}", tasks.len() + 1),
+            &p.name,
+            &files,
+            p.mandate.trim(),
+            format!("selection: {}", d.prefilter),
+        ) {
+            Ok(t) => tasks.push(t),
+            Err(r) => rejected.push(r),
+        }
+    }
+    (tasks, rejected)
+}
+
 /// How many personas the planner sees described; the rest are named in one line. A small
 /// model reading a long catalog picks from its top, so the top must be what fits the material.
 pub const PLANNER_CATALOG_DESCRIBED: usize = 16;
@@ -236,6 +325,66 @@ pub fn planner_catalog(ranked: &[&crate::catalog::Persona]) -> String {
 mod tests {
     use super::*;
     use std::path::Path;
+
+    #[test]
+    fn without_a_planner_each_selected_persona_reviews_the_files_its_triggers_meet() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let catalog = Catalog::load(&repo.join("personas")).unwrap();
+        let pack = ContextPack::from_files(
+            "/r".into(),
+            None,
+            vec![
+                ("src/db.py".into(), "def q(): pass\n".into()),
+                ("src/auth.py".into(), "def login(): pass\n".into()),
+                ("docs/guide.md".into(), "# Guide\nHow to log in.\n".into()),
+            ],
+        );
+        let mut p = catalog.get("software_developer").unwrap().clone();
+        p.triggers = vec!["auth".into(), "Guide".into()];
+        assert_eq!(
+            slice_for(&p, false, &pack, 40),
+            ["docs/guide.md", "src/auth.py"],
+            "a path word, a document's text; not db.py"
+        );
+        assert_eq!(
+            slice_for(&p, true, &pack, 40).len(),
+            3,
+            "a floor member sees all"
+        );
+        p.triggers = vec!["kubernetes".into()];
+        assert_eq!(
+            slice_for(&p, false, &pack, 2),
+            ["docs/guide.md", "src/auth.py"],
+            "no file singled out: all, bounded"
+        );
+        let record = SelectionRecord::new(
+            &catalog,
+            vec![
+                SelectionDecision {
+                    persona: "software_developer".into(),
+                    prefilter: "named by the flow".into(),
+                    poll: PollOutcome::Floor,
+                    reason: None,
+                },
+                SelectionDecision {
+                    persona: "security_sentinel".into(),
+                    prefilter: "trigger \"auth\"".into(),
+                    poll: PollOutcome::Declined,
+                    reason: None,
+                },
+            ],
+        );
+        let tools = vec!["file_read".to_string()];
+        let (tasks, rejected) = tasks_from_selection(&record, &catalog, &pack, &tools, 40);
+        assert!(rejected.is_empty(), "{rejected:?}");
+        assert_eq!(tasks.len(), 1, "the declined persona gets no task");
+        assert_eq!(tasks[0].persona, "software_developer");
+        assert_eq!(tasks[0].files.len(), 3);
+        assert_eq!(
+            tasks[0].origin.as_deref(),
+            Some("selection: named by the flow")
+        );
+    }
 
     #[test]
     fn a_selection_record_keeps_all_but_the_declined_and_names_what_the_prefilter_ruled_out() {

@@ -158,9 +158,18 @@ fn every_shipped_flow_loads_and_names_only_catalog_reviewers() {
         "security-audit",
         "document-review",
         "targeted",
+        "bottom-up",
     ] {
         assert!(names.contains(expected), "flow {expected} is not shipped");
     }
+    let bottom_up = quorum_core::flow::Flow::load(&dir.join("bottom-up.yaml")).unwrap();
+    assert!(
+        bottom_up
+            .selection
+            .as_ref()
+            .is_some_and(|s| s.instead_of_planner && s.interest_poll),
+        "bottom-up selects instead of planning"
+    );
     let comprehensive = quorum_core::flow::Flow::load(&dir.join("comprehensive.yaml")).unwrap();
     let dims: Vec<&str> = comprehensive
         .dimensions

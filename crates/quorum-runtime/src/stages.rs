@@ -528,12 +528,45 @@ fn apply_flow_rules(
     refused
 }
 
+/// Selection instead of the planner: every selected persona gets its own task, on the files
+/// its triggers meet, with no model call; then the flow's deterministic rules, as after any
+/// plan. An empty roster is a plan of the flow's rules alone.
+fn plan_from_selection(ctx: &ReviewContext, record: &SelectionRecord, max_files: usize) -> Plan {
+    let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
+    let (mut tasks, mut rejected) = quorum_core::selection::tasks_from_selection(
+        record,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        max_files,
+    );
+    rejected.extend(apply_flow_rules(ctx, stage_tools, &mut tasks));
+    tracing::info!(
+        tasks = tasks.len(),
+        "plan from selection: one task per selected persona, no planner call"
+    );
+    Plan {
+        tasks,
+        rejected,
+        selection: Some(record.clone()),
+        stage: StageStats {
+            model: String::new(),
+            stats: CallStats::default(),
+        },
+    }
+}
+
 /// Plan, and re-plan with the rejection reasons when no task survives validation.
 pub async fn plan(
     ctx: &ReviewContext,
     classification: &Classification,
 ) -> Result<Plan, AttemptError> {
     let selection = select_personas(ctx, classification).await;
+    if let (Some(sel), Some(record)) = (ctx.flow.selection.as_ref(), selection.as_ref()) {
+        if sel.instead_of_planner {
+            return Ok(plan_from_selection(ctx, record, sel.max_files_per_task));
+        }
+    }
     let roster = selection.as_ref().map(|s| s.selected.as_slice());
     let (probe_system, probe_user) = planner_prompt(ctx, classification, &[], roster);
     let (client, model) = ctx.pick("planner", &probe_system, &probe_user, None)?;

@@ -799,3 +799,94 @@ async fn a_document_flow_s_fresh_eyes_lane_marks_what_only_it_found() {
         .any(|r| r.persona == "principal_engineer"));
     assert_eq!(all.iter().filter(|f| f.fresh_eyes).count(), 1);
 }
+
+/// Selection instead of the planner (seed 002 §4.2, bottom-up triage): no planner call; each
+/// persona the poll kept reviews the files its own triggers meet, with its own mandate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selection_instead_of_the_planner_gives_each_selected_persona_its_slice() {
+    const POLL: &str = "You are one candidate specialist";
+    let script = Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(
+            Rule::new("poll-security")
+                .when_system([POLL])
+                .when_last_user(["## Candidate\nsecurity_sentinel:"])
+                .reply(Reply::json(
+                    &json!({"interested": true, "reason": "auth code"}),
+                )),
+        )
+        .rule(
+            Rule::new("poll-others")
+                .when_system([POLL])
+                .reply(Reply::json(
+                    &json!({"interested": false, "reason": "not mine"}),
+                )),
+        )
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::status(500)),
+        )
+        .rule(no_findings_rule())
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule());
+    let server = ScriptedServer::start(script).await.unwrap();
+    let ctx = context(&server, &fixture("code_project"), "targeted");
+    let mut ctx = Arc::try_unwrap(ctx).unwrap();
+    ctx.flow.selection.as_mut().unwrap().instead_of_planner = true;
+    let report = review(Arc::new(ctx)).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let reqs = server.requests();
+    assert!(
+        !reqs
+            .iter()
+            .any(|r| r.system.contains("You are the planner")),
+        "no planner call"
+    );
+    let sel = report.selection.as_ref().expect("selection reported");
+    let tasks: Vec<&quorum_core::report::TaskReport> = report
+        .tasks
+        .iter()
+        .filter(|t| {
+            t.id.strip_prefix('s')
+                .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()))
+        })
+        .collect();
+    let personas: Vec<&str> = tasks.iter().map(|t| t.persona.as_str()).collect();
+    assert_eq!(
+        personas,
+        sel.selected.iter().map(String::as_str).collect::<Vec<_>>(),
+        "one task per selected persona, in catalog order"
+    );
+    assert!(personas.contains(&"security_sentinel"));
+    // The sentinel's slice: files whose own signals meet its triggers (auth.py by its path),
+    // not every file.
+    let asked = reqs
+        .iter()
+        .find(|r| r.system.contains("You are security_sentinel"))
+        .expect("the sentinel ran");
+    assert!(asked.text.contains("<<<BEGIN UNTRUSTED src/auth.py>>>"));
+    assert!(
+        !asked.text.contains("<<<BEGIN UNTRUSTED src/utils.py>>>"),
+        "utils.py carries none of its triggers"
+    );
+    let sentinel = catalog_mandate("security_sentinel");
+    assert!(asked
+        .last_user
+        .contains(sentinel.trim().lines().next().unwrap()));
+}
+
+fn catalog_mandate(persona: &str) -> String {
+    Catalog::load(&repo_root().join("personas"))
+        .unwrap()
+        .get(persona)
+        .unwrap()
+        .mandate
+        .clone()
+}
