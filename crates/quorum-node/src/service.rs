@@ -62,7 +62,7 @@ const FINISHED_REPORTS_KEPT: usize = 16;
 /// Finished reviews this node keeps any entry for; past that the oldest are forgotten whole.
 /// Watch, GetReport, Cancel and ListReviews answer for them from their stores (or the
 /// replicated facts), so the map of reviews is bounded however long the node runs.
-const FINISHED_ENTRIES_KEPT: usize = 1024;
+const FINISHED_ENTRIES_KEPT: usize = 256;
 
 /// Mark `id` finished, shrink the event logs of all but the newest `kept.events` finished
 /// reviews, drop the reports of all but the newest `kept.reports` and forget all but the
@@ -76,6 +76,10 @@ fn release_finished(flows: &mut HashMap<String, FlowState>, id: &str, kept: Kept
     let next = flows.values().map(|s| s.finished_order).max().unwrap_or(0) + 1;
     if let Some(s) = flows.get_mut(id) {
         s.finished_order = next;
+        // The live channel's ring (1024 slots, and the events in them) is only for watchers
+        // of a running review: a finished one is served from its log. Watchers already
+        // subscribed have the end event and then see the channel close.
+        s.live = broadcast::channel(1).0;
     }
     let newest_first = |keep: fn(&FlowState) -> bool| {
         let mut finished: Vec<(u64, String)> = flows
@@ -246,7 +250,7 @@ impl NodeService {
         }
     }
 
-    /// How many finished reviews keep any entry in memory (default 1024); the others are
+    /// How many finished reviews keep any entry in memory (default 256); the others are
     /// answered for from their stores.
     pub fn set_entries_kept(&self, n: usize) {
         self.entries_kept

@@ -123,6 +123,13 @@ impl ScriptedServer {
         self.shared.lock().requests.clone()
     }
 
+    /// Every chat request so far, removed from the server's record (which a long benchmark
+    /// would otherwise grow by every prompt). Sequence numbers keep counting, so after a take
+    /// a request's `seq` is no longer its index in [`ScriptedServer::requests`].
+    pub fn take_requests(&self) -> Vec<RecordedRequest> {
+        std::mem::take(&mut self.shared.lock().requests)
+    }
+
     /// Waits until at least `n` chat requests have arrived (whether or not they were answered
     /// yet), then returns them all. Lets a test know a hanging request reached the server without
     /// sleeping.
