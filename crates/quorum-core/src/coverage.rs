@@ -786,6 +786,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("parameters.coverage"), "{e}");
+        // A flow may make full its default; the exhaustive flow always is.
+        let text = std::fs::read_to_string(repo().join("flows/review.yaml"))
+            .unwrap()
+            .replacen("parameters:\n", "parameters:\n  coverage: full\n", 1);
+        let flow = Flow::parse(&text, Path::new("r.yaml")).unwrap();
+        assert_eq!(flow.coverage_mode(), CoverageMode::Full);
+        let flow = Flow::load(&repo().join("flows/exhaustive.yaml")).unwrap();
+        assert_eq!(flow.coverage_mode(), CoverageMode::Full);
         assert_eq!(CoverageMode::parse(" FULL "), Some(CoverageMode::Full));
         assert!(CoverageMode::parse_for("most", "--coverage")
             .unwrap_err()
