@@ -196,6 +196,9 @@ struct RunParams {
     apply_safe_fixes: Option<PathBuf>,
     /// `--verifiers` / `--verify-threshold`, applied over the stored flow again on resume.
     verification: quorum_core::vote::Overrides,
+    /// `--coverage` (or the config's `coverage`), applied over the stored flow again on
+    /// resume; `None` = the flow's own mode.
+    coverage: Option<quorum_core::coverage::CoverageMode>,
 }
 
 pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
@@ -339,6 +342,10 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
     let mut flow =
         Flow::parse(&flow_yaml, &flow_path).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
     verification.apply(&mut flow.parameters);
+    let coverage = settings.coverage_mode(args.coverage.as_deref())?;
+    if let Some(mode) = coverage {
+        flow.set_coverage(mode).map_err(|e| anyhow::anyhow!(e))?;
+    }
     flow.check_personas(&catalog)
         .map_err(|e| anyhow::anyhow!("invalid flow: {e}; see `quorum personas list`"))?;
     let spec = crate::target::read_spec(&flow, args.spec.as_deref())?;
@@ -415,6 +422,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         submitted: false,
         apply_safe_fixes: args.apply_safe_fixes.clone(),
         verification,
+        coverage,
     };
     let node = node_name(&settings);
     let backends = if pack.is_empty() {
@@ -698,6 +706,10 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
     let mut flow = Flow::parse(&meta.flow_yaml, path)
         .map_err(|e| anyhow::anyhow!("stored flow is invalid: {e}"))?;
     params.verification.apply(&mut flow.parameters);
+    if let Some(mode) = params.coverage {
+        flow.set_coverage(mode)
+            .map_err(|e| anyhow::anyhow!("cannot resume {}: {e}", meta.flow_id))?;
+    }
     let catalog = load_catalog(&params.personas_dir)?;
     // The snapshot taken when the review started: what is reviewed does not change, even if
     // the directory has.

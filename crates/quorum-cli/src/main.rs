@@ -337,6 +337,11 @@ pub struct ReviewArgs {
     /// `verify_threshold`.
     #[arg(long, value_name = "T")]
     pub verify_threshold: Option<String>,
+    /// How much of the tree a planned review reads: sampled (the planner's tasks) | full (the
+    /// planner's tasks, then directory batches for every file they leave out). Overrides the
+    /// config's `coverage` and the flow's `parameters.coverage`.
+    #[arg(long, value_name = "MODE")]
+    pub coverage: Option<String>,
     /// Persona catalog directory.
     #[arg(long)]
     pub personas: Option<PathBuf>,

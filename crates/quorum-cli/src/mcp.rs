@@ -263,6 +263,7 @@ impl QuorumMcp {
             max_concurrent: None,
             verifiers: None,
             verify_threshold: None,
+            coverage: None,
             personas: None,
             cluster: Vec::new(),
             token_file: None,

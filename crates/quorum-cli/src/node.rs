@@ -742,6 +742,8 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
     let verification =
         quorum_core::vote::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Checked here so a bad value is refused before the upload; the node checks the flow.
+    let coverage = settings.coverage_mode(args.coverage.as_deref())?;
     let target = &args.path;
     if !target.is_dir() {
         bail!(
@@ -803,6 +805,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
                 .verify_threshold
                 .map(|t| t.as_str().to_string())
                 .unwrap_or_default(),
+            coverage: coverage.map(|m| m.as_str().to_string()).unwrap_or_default(),
         }),
     };
     let token = api_token(args.token_file.as_deref())?;

@@ -41,6 +41,10 @@ pub struct Settings {
     /// `--profile` win over it).
     #[serde(default)]
     pub profile: String,
+    /// Coverage mode: full | sampled; empty = the flow's `parameters.coverage`, else sampled
+    /// (`--coverage` wins over both).
+    #[serde(default)]
+    pub coverage: String,
     /// Operator (agentic) model cards, by model name: `[models."qwen2.5-coder:14b"]`.
     #[serde(default)]
     pub models: std::collections::BTreeMap<String, quorum_core::models::AgenticCard>,
@@ -144,8 +148,29 @@ impl Settings {
             .context("invalid configuration (check the field named above)")?;
         s.fail_on_severity()?;
         crate::target::parse_profile(&s.profile, "configuration: profile")?;
+        s.coverage_mode(None)?;
         check_formats(&s.formats, "configuration `formats`")?;
         Ok(s)
+    }
+
+    /// The coverage mode chosen by `--coverage` (`flag`), else by this configuration; `None`
+    /// leaves the flow's own.
+    pub fn coverage_mode(
+        &self,
+        flag: Option<&str>,
+    ) -> Result<Option<quorum_core::coverage::CoverageMode>> {
+        use quorum_core::coverage::CoverageMode;
+        if let Some(f) = flag {
+            return CoverageMode::parse_for(f, "--coverage")
+                .map(Some)
+                .map_err(|e| anyhow::anyhow!(e));
+        }
+        if self.coverage.trim().is_empty() {
+            return Ok(None);
+        }
+        CoverageMode::parse_for(&self.coverage, "configuration `coverage`")
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!(e))
     }
 
     /// `None` means "never fail on findings".

@@ -48,6 +48,43 @@ pub struct AddedTask {
 /// The most paths `coverage.never_reviewed` lists; `never_reviewed_count` has them all.
 pub const MAX_NEVER_REVIEWED: usize = 50;
 
+/// How much of the pack a planned review reads (`--coverage`, config `coverage`, a flow's
+/// `parameters.coverage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CoverageMode {
+    /// The planner's tasks only: the files it judged worth a specialist.
+    #[default]
+    Sampled,
+    /// The planner's tasks, then directory-batched tasks for every file none of them covers.
+    Full,
+}
+
+impl CoverageMode {
+    pub fn parse(s: &str) -> Option<CoverageMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "sampled" => Some(CoverageMode::Sampled),
+            "full" => Some(CoverageMode::Full),
+            _ => None,
+        }
+    }
+
+    /// Parse a user's value; the error names `what` (the flag or key) and the accepted values.
+    pub fn parse_for(s: &str, what: &str) -> Result<CoverageMode, String> {
+        CoverageMode::parse(s).ok_or_else(|| format!("{what} must be full or sampled (got {s:?})"))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CoverageMode::Sampled => "sampled",
+            CoverageMode::Full => "full",
+        }
+    }
+}
+
+/// The prefix of the origin of every task `--coverage full` added.
+pub const FULL_ORIGIN_PREFIX: &str = "coverage: full";
+
 /// `report.json` `coverage` (additive): present in every report. The dimension and directory
 /// parts are filled for flows that declare those rules; the file counts for every flow.
 ///
@@ -57,6 +94,10 @@ pub const MAX_NEVER_REVIEWED: usize = 50;
 /// batches so that every body fits.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CoverageReport {
+    /// Which coverage mode ran: `sampled` (the planner's tasks) or `full` (every file in some
+    /// task); the exhaustive flow is always `full`.
+    #[serde(default)]
+    pub mode: CoverageMode,
     #[serde(default)]
     pub dimensions: Vec<DimensionCoverage>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -313,6 +354,72 @@ pub fn complete_plan(
     refused
 }
 
+/// `--coverage full`: after the flow's other rules, batch every file of the pack that no task
+/// is given by directory (the flow's [`crate::flow::FullCoverage`] bounds) into tasks for the
+/// flow's full-coverage persona, so every included file is in some task. Does nothing in
+/// sampled mode. Returns the refusals (a persona the catalog cannot give a task).
+pub fn add_full_coverage(
+    flow: &Flow,
+    catalog: &Catalog,
+    pack: &ContextPack,
+    stage_tools: &[String],
+    tasks: &mut Vec<Task>,
+) -> Vec<RejectedTask> {
+    if flow.coverage_mode() != CoverageMode::Full || flow.exhaustive.is_some() {
+        return Vec::new();
+    }
+    let Some(rule) = flow.full_coverage_rule() else {
+        // Flow validation and the flag's check refuse this before a review starts.
+        return Vec::new();
+    };
+    let covered: BTreeSet<&str> = tasks
+        .iter()
+        .flat_map(|t| t.files.iter().map(String::as_str))
+        .collect();
+    let missing: Vec<String> = pack
+        .files
+        .keys()
+        .filter(|p| !covered.contains(p.as_str()))
+        .cloned()
+        .collect();
+    if missing.is_empty() {
+        return Vec::new();
+    }
+    let scope = Scope {
+        catalog,
+        pack,
+        stage_tools,
+    };
+    let (max_files, max_tokens) = flow.full_coverage_bounds(&rule);
+    let batches = crate::rounds::batch_files(pack, &missing, max_files, max_tokens);
+    let mut refused = Vec::new();
+    for (i, batch) in batches.iter().enumerate() {
+        let dirs: BTreeSet<&str> = batch.iter().map(|p| dir_of(p)).collect();
+        let shown: Vec<&str> = dirs.into_iter().collect();
+        let mandate = format!(
+            "{} Files: {} file(s) under {}.",
+            rule.mandate.trim(),
+            batch.len(),
+            shown.join(", ")
+        );
+        let origin = format!(
+            "{FULL_ORIGIN_PREFIX}: no planned task covered these files (batch {} of {})",
+            i + 1,
+            batches.len()
+        );
+        let id = next_id(tasks, "c");
+        match engine_task(scope, id, &rule.persona, batch, &mandate, origin) {
+            Ok(t) => tasks.push(t),
+            Err(r) => {
+                refused.push(r);
+                // The same persona is refused for every batch: say so once.
+                break;
+            }
+        }
+    }
+    refused
+}
+
 /// The origin of the fresh-eyes task; findings only such tasks reported are `fresh_eyes`.
 pub const FRESH_EYES_ORIGIN: &str = "fresh eyes: sees only the material, not the plan's mandates";
 
@@ -419,6 +526,7 @@ pub fn report(
     findings: &[Finding],
 ) -> CoverageReport {
     let mut out = rules_report(flow, pack, tasks, findings);
+    out.mode = flow.coverage_mode();
     out.count_files(pack, completed);
     out
 }
@@ -619,5 +727,94 @@ mod tests {
         assert_eq!(c.never_reviewed_count, MAX_NEVER_REVIEWED + 5);
         assert_eq!(c.never_reviewed.len(), MAX_NEVER_REVIEWED);
         assert_eq!(c.never_reviewed[0], "z/f000.py");
+    }
+
+    #[test]
+    fn full_coverage_batches_every_file_no_task_covers_and_sampled_adds_nothing() {
+        let mut flow = Flow::load(&repo().join("flows/review.yaml")).unwrap();
+        let catalog = Catalog::load(&repo().join("personas")).unwrap();
+        flow.check_personas(&catalog).unwrap();
+        let pack = pack(&[
+            ("src/a.py", "x = 1\n"),
+            ("src/b.py", "y = 2\n"),
+            ("lib/c.py", "z = 3\n"),
+            ("docs/guide.md", "# guide\n"),
+        ]);
+        let planned = vec![task("t1", "security_sentinel", &["src/a.py"])];
+        let tools = vec!["file_read".to_string()];
+        // Sampled (the flow's default): the plan stands as it is.
+        assert_eq!(flow.coverage_mode(), CoverageMode::Sampled);
+        let mut tasks = planned.clone();
+        assert!(add_full_coverage(&flow, &catalog, &pack, &tools, &mut tasks).is_empty());
+        assert_eq!(tasks, planned);
+        // Full: the planner's task is kept and every other file is in exactly one added task.
+        flow.set_coverage(CoverageMode::Full).unwrap();
+        let mut tasks = planned.clone();
+        let refused = add_full_coverage(&flow, &catalog, &pack, &tools, &mut tasks);
+        assert!(refused.is_empty(), "{refused:?}");
+        assert_eq!(tasks[0], planned[0]);
+        let added: Vec<Task> = tasks[1..].to_vec();
+        assert!(!added.is_empty());
+        let mut files: Vec<&str> = added
+            .iter()
+            .flat_map(|t| t.files.iter().map(String::as_str))
+            .collect();
+        files.sort();
+        assert_eq!(files, ["docs/guide.md", "lib/c.py", "src/b.py"]);
+        let rule = flow.full_coverage_rule().unwrap();
+        for t in &added {
+            assert_eq!(
+                t.persona, rule.persona,
+                "the flow's persona, not the engine's"
+            );
+            assert!(t.origin.as_deref().unwrap().starts_with(FULL_ORIGIN_PREFIX));
+            assert!(t.id.starts_with('c'));
+        }
+        // Applied twice (a re-plan of a recorded plan), nothing more is added.
+        let before = tasks.len();
+        assert!(add_full_coverage(&flow, &catalog, &pack, &tools, &mut tasks).is_empty());
+        assert_eq!(tasks.len(), before);
+        // The report states the mode and lists the added tasks.
+        let all: Vec<&Task> = tasks.iter().collect();
+        let r = report(&flow, &pack, &tasks, &all, &[]);
+        assert_eq!(r.mode, CoverageMode::Full);
+        assert_eq!((r.files_reviewed, r.files_total), (4, 4));
+        assert_eq!(r.added.len(), added.len());
+    }
+
+    #[test]
+    fn full_coverage_is_refused_for_a_flow_that_names_no_persona_for_it() {
+        let mut flow = Flow::load(&repo().join("flows/quick.yaml")).unwrap();
+        assert!(flow.full_coverage.is_none() && flow.directory_coverage.is_none());
+        let e = flow.set_coverage(CoverageMode::Full).unwrap_err();
+        assert!(e.contains("full_coverage"), "{e}");
+        flow.set_coverage(CoverageMode::Sampled).unwrap();
+        // A flow with only directory_coverage uses its persona.
+        let mut flow = Flow::load(&repo().join("flows/comprehensive.yaml")).unwrap();
+        flow.set_coverage(CoverageMode::Full).unwrap();
+        assert_eq!(
+            flow.full_coverage_rule().unwrap().persona,
+            flow.directory_coverage.as_ref().unwrap().persona
+        );
+        // And a flow file asking for full coverage with no persona is invalid.
+        let text = std::fs::read_to_string(repo().join("flows/quick.yaml"))
+            .unwrap()
+            .replacen("parameters:\n", "parameters:\n  coverage: full\n", 1);
+        let e = Flow::parse(&text, Path::new("q.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("parameters.coverage"), "{e}");
+        // A flow may make full its default; the exhaustive flow always is.
+        let text = std::fs::read_to_string(repo().join("flows/review.yaml"))
+            .unwrap()
+            .replacen("parameters:\n", "parameters:\n  coverage: full\n", 1);
+        let flow = Flow::parse(&text, Path::new("r.yaml")).unwrap();
+        assert_eq!(flow.coverage_mode(), CoverageMode::Full);
+        let flow = Flow::load(&repo().join("flows/exhaustive.yaml")).unwrap();
+        assert_eq!(flow.coverage_mode(), CoverageMode::Full);
+        assert_eq!(CoverageMode::parse(" FULL "), Some(CoverageMode::Full));
+        assert!(CoverageMode::parse_for("most", "--coverage")
+            .unwrap_err()
+            .contains("--coverage must be full or sampled"));
     }
 }

@@ -132,6 +132,11 @@ pub struct FlowParams {
     pub max_tokens: u64,
     /// Flow budget: wall-clock seconds, same effect. 0 = unlimited.
     pub max_wall_secs: u64,
+    /// The flow's coverage mode (`full` needs a persona: `full_coverage` or
+    /// `directory_coverage`); absent = the configured `coverage`, else sampled.
+    /// `quorum review --coverage` overrides it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<crate::coverage::CoverageMode>,
 }
 
 impl Default for FlowParams {
@@ -163,6 +168,7 @@ impl Default for FlowParams {
             call_timeout_secs: 300,
             max_tokens: 0,
             max_wall_secs: 0,
+            coverage: None,
         }
     }
 }
@@ -257,6 +263,20 @@ fn yes() -> bool {
 pub struct DirectoryCoverage {
     pub persona: String,
     pub mandate: String,
+}
+
+/// Who reads the files no planned task covers when the review runs with `--coverage full`, and
+/// in how large directory batches (absent bounds: the flow's `exhaustive` block's, else 40
+/// files and a fifth of `context_tokens` of file bodies per task, so every body fits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FullCoverage {
+    pub persona: String,
+    pub mandate: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_files_per_task: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens_per_task: Option<u32>,
 }
 
 /// Content signals that call a conditional team member: counted deterministically over the
@@ -378,6 +398,10 @@ pub struct Flow {
     /// Source-directory coverage rule (absent: not enforced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directory_coverage: Option<DirectoryCoverage>,
+    /// Who `--coverage full` gives the files no planned task covers (absent: the
+    /// `directory_coverage` persona and mandate, if any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_coverage: Option<FullCoverage>,
     /// Team members set by the flow rather than the planner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub team: Option<TeamRules>,
@@ -717,6 +741,60 @@ impl Flow {
         Ok(())
     }
 
+    /// The coverage mode in force: the flow's (with any override applied), sampled when unset;
+    /// the exhaustive flow reads every file, so it is always full.
+    pub fn coverage_mode(&self) -> crate::coverage::CoverageMode {
+        if self.exhaustive.is_some() {
+            return crate::coverage::CoverageMode::Full;
+        }
+        self.parameters.coverage.unwrap_or_default()
+    }
+
+    /// The rule `--coverage full` applies: `full_coverage`, else one made from
+    /// `directory_coverage`; `None` when the flow names no persona for it.
+    pub fn full_coverage_rule(&self) -> Option<FullCoverage> {
+        self.full_coverage.clone().or_else(|| {
+            self.directory_coverage.as_ref().map(|d| FullCoverage {
+                persona: d.persona.clone(),
+                mandate: d.mandate.clone(),
+                max_files_per_task: None,
+                max_tokens_per_task: None,
+            })
+        })
+    }
+
+    /// The batch bounds of `rule`: its own, else the exhaustive block's, else defaults sized to
+    /// the flow's window.
+    pub fn full_coverage_bounds(&self, rule: &FullCoverage) -> (usize, u32) {
+        let files = rule
+            .max_files_per_task
+            .or(self.exhaustive.as_ref().map(|x| x.max_files_per_task))
+            .unwrap_or(40);
+        let tokens = rule
+            .max_tokens_per_task
+            .or(self.exhaustive.as_ref().map(|x| x.max_tokens_per_task))
+            .unwrap_or(self.parameters.context_tokens / 5);
+        (files.max(1), tokens.max(1))
+    }
+
+    /// Set the coverage mode from a flag or configuration, refusing `full` for a flow that
+    /// names no persona to read the uncovered files; the error is one line for the user.
+    pub fn set_coverage(&mut self, mode: crate::coverage::CoverageMode) -> Result<(), String> {
+        if mode == crate::coverage::CoverageMode::Full
+            && self.exhaustive.is_none()
+            && self.full_coverage_rule().is_none()
+        {
+            return Err(format!(
+                "flow {:?} cannot run with --coverage full: it names no persona for the files \
+                 the plan leaves out; add a full_coverage block (persona, mandate) to the flow, \
+                 or use --coverage sampled",
+                self.name
+            ));
+        }
+        self.parameters.coverage = Some(mode);
+        Ok(())
+    }
+
     /// Whether the flow has a stage of `role` (the optional roles may be absent).
     pub fn has(&self, role: Role) -> bool {
         self.stages.iter().any(|s| s.role == role)
@@ -734,6 +812,28 @@ impl Flow {
 
     fn validate_capability_rules(&self) -> Result<(), FlowError> {
         let path = self.source.as_path();
+        if let Some(c) = &self.full_coverage {
+            if c.mandate.trim().is_empty() {
+                return Err(invalid(path, "full_coverage.mandate", "must not be empty"));
+            }
+            if c.max_files_per_task == Some(0) || c.max_tokens_per_task == Some(0) {
+                return Err(invalid(
+                    path,
+                    "full_coverage",
+                    "max_files_per_task and max_tokens_per_task must be at least 1",
+                ));
+            }
+        }
+        if self.parameters.coverage == Some(crate::coverage::CoverageMode::Full)
+            && self.exhaustive.is_none()
+            && self.full_coverage_rule().is_none()
+        {
+            return Err(invalid(
+                path,
+                "parameters.coverage",
+                "full needs a full_coverage (or directory_coverage) block naming the persona",
+            ));
+        }
         if let Some(x) = &self.exhaustive {
             if x.personas.is_empty() {
                 return Err(invalid(
@@ -876,6 +976,9 @@ impl Flow {
         }
         if let Some(c) = &self.directory_coverage {
             out.push(("directory_coverage.persona".to_string(), c.persona.as_str()));
+        }
+        if let Some(c) = &self.full_coverage {
+            out.push(("full_coverage.persona".to_string(), c.persona.as_str()));
         }
         if let Some(f) = &self.fresh_eyes {
             out.push(("fresh_eyes.persona".to_string(), f.persona.as_str()));

@@ -1390,13 +1390,18 @@ fn md_rounds(rounds: &[crate::rounds::RoundMetrics], out: &mut String) {
     }
     out.push_str("### Rounds\n\n");
     out.push_str(
-        "| Round | Persona | Tasks | Completed | Files | Findings | New | Previous total | Tokens in/out | Decision |\n\
-         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+        "| Round | Persona | Tasks | Completed | Files | Findings | New | Previous total | Tokens in/out | Decision | Next files chosen by |\n\
+         | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n",
     );
     for m in rounds {
+        let chosen = match (m.selected_by.as_str(), m.selector.as_str()) {
+            ("", _) => "—".to_string(),
+            (by, "") => by.to_string(),
+            (by, note) => format!("{by}: {note}"),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} |",
             m.round,
             cell(&m.persona),
             m.tasks,
@@ -1407,7 +1412,8 @@ fn md_rounds(rounds: &[crate::rounds::RoundMetrics], out: &mut String) {
             m.previous_total,
             m.tokens_in,
             m.tokens_out,
-            cell(&m.decision)
+            cell(&m.decision),
+            cell(&chosen)
         );
     }
     out.push('\n');
@@ -1485,6 +1491,16 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
         );
     }
     if c.files_total > 0 {
+        let _ = writeln!(
+            out,
+            "- **Coverage mode:** {}{}",
+            c.mode.as_str(),
+            match c.mode {
+                crate::coverage::CoverageMode::Full =>
+                    " (every included file was given to some task)",
+                crate::coverage::CoverageMode::Sampled => " (the planner's choice of files)",
+            }
+        );
         let _ = writeln!(
             out,
             "- **Files reviewed:** {} of {} (a file counts when a specialist task that completed was given it)",

@@ -413,6 +413,13 @@ impl NodeService {
         {
             o.apply(&mut flow.parameters);
         }
+        // So is the coverage mode: a re-plan after a takeover adds the same tasks.
+        if let Some(mode) = meta.params.get("coverage").and_then(|v| {
+            serde_json::from_value::<quorum_core::coverage::CoverageMode>(v.clone()).ok()
+        }) {
+            flow.set_coverage(mode)
+                .map_err(|e| ApiError::InvalidArgument(format!("stored review: {e}")))?;
+        }
         let catalog = Catalog::load(&setup.personas_dir).map_err(|e| {
             ApiError::Unavailable(format!("this node's persona catalog is invalid: {e}"))
         })?;
@@ -771,6 +778,16 @@ impl ReviewApi for NodeService {
         .map_err(ApiError::InvalidArgument)?;
         let mut flow = flow;
         verification.apply(&mut flow.parameters);
+        let coverage = match opts.coverage.trim() {
+            "" => None,
+            c => Some(
+                quorum_core::coverage::CoverageMode::parse_for(c, "coverage")
+                    .map_err(ApiError::InvalidArgument)?,
+            ),
+        };
+        if let Some(mode) = coverage {
+            flow.set_coverage(mode).map_err(ApiError::InvalidArgument)?;
+        }
         // The node's own `sensitive` is a floor: a client may tighten it, never lower it.
         backends.sensitive = setup.backends.sensitive || opts.sensitive;
         let flow_id = format!(
@@ -790,6 +807,7 @@ impl ReviewApi for NodeService {
                 "fail_on": opts.fail_on,
                 "verifier_model": opts.verifier_model,
                 "verification": verification,
+                "coverage": coverage,
             }),
             target_path: req.target_name.clone(),
             head_sha: req.head_sha.clone(),

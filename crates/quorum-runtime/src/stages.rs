@@ -497,7 +497,8 @@ async fn select_personas(
 }
 
 /// The flow's deterministic rules on a plan: gaps in its coverage become tasks, its team's
-/// always-on and signalled members are seated, unsignalled conditional members are refused.
+/// always-on and signalled members are seated, unsignalled conditional members are refused,
+/// and with `--coverage full` every file still in no task is batched into tasks.
 fn apply_flow_rules(
     ctx: &ReviewContext,
     stage_tools: &[String],
@@ -511,6 +512,14 @@ fn apply_flow_rules(
         tasks,
     );
     refused.extend(quorum_core::docreview::complete_team(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        tasks,
+    ));
+    // `--coverage full`: every file the tasks so far leave out, in directory batches.
+    refused.extend(quorum_core::coverage::add_full_coverage(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
@@ -671,6 +680,54 @@ pub async fn plan(
         "the planner produced no valid task ({})",
         errors.join("; ")
     )))
+}
+
+/// The exhaustive flow's model-guided selection (`select: model`): one short planner-tier call
+/// that names the files the next round re-reads. Returns the named paths (unchecked: the
+/// caller validates them against the pack) or why there are none, and the call's cost.
+pub async fn select_round_files(
+    ctx: &ReviewContext,
+    rule: &quorum_core::rounds::Exhaustive,
+    round: u32,
+    new: &[quorum_core::rounds::NewFinding<'_>],
+) -> (Result<Vec<String>, String>, CallStats) {
+    let mut stats = CallStats::default();
+    let (system, user) = quorum_core::rounds::selector_prompt(rule, &ctx.pack, round, new);
+    let (client, model) = match ctx.pick("planner", &system, &user, None) {
+        Ok(p) => p,
+        Err(e) => return (Err(format!("no model for the selector: {e}")), stats),
+    };
+    let spec = CallSpec {
+        // A list of paths: a short answer.
+        max_tokens: ctx.flow.parameters.max_output_tokens.min(1024),
+        ..ctx.call_spec(ctx.budget_for(&client, &model), &model)
+    };
+    let timeout = std::time::Duration::from_secs(ctx.flow.parameters.call_timeout_secs.max(1));
+    let call = agent::json_call(
+        &client,
+        &spec,
+        &system,
+        &user,
+        quorum_core::rounds::selector_schema(rule),
+        Expect::Object,
+        &mut stats,
+    );
+    let answer = match tokio::time::timeout(timeout, call).await {
+        Err(_) => Err(format!(
+            "no answer within {}s",
+            ctx.flow.parameters.call_timeout_secs
+        )),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok((Parsed::Object(v), _))) => match v.get("files").and_then(|f| f.as_array()) {
+            Some(list) => Ok(list
+                .iter()
+                .filter_map(|p| p.as_str().map(str::to_string))
+                .collect()),
+            None => Err("the answer had no files list".to_string()),
+        },
+        Ok(Ok(_)) => Err("the answer was not one JSON object".to_string()),
+    };
+    (answer, stats)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -89,7 +89,16 @@ fn meta(id: &str) -> FlowMeta {
 }
 
 fn context(server: &ScriptedServer, target: &std::path::Path, facts: FactLog) -> ReviewContext {
-    let mut flow = Flow::load(&repo_root().join("flows/exhaustive.yaml")).unwrap();
+    let flow = Flow::load(&repo_root().join("flows/exhaustive.yaml")).unwrap();
+    context_with(server, target, facts, flow)
+}
+
+fn context_with(
+    server: &ScriptedServer,
+    target: &std::path::Path,
+    facts: FactLog,
+    mut flow: Flow,
+) -> ReviewContext {
     flow.parameters.call_timeout_secs = 5;
     let catalog = Catalog::load(&repo_root().join("personas")).unwrap();
     flow.check_personas(&catalog).unwrap();
@@ -300,4 +309,223 @@ async fn a_resume_after_a_round_runs_the_recorded_next_round_and_never_repeats_t
         .filter(|e| matches!(e.event, Event::RoundCompleted { .. }))
         .count();
     assert_eq!(recorded, 2, "round 1 was not evaluated again");
+}
+
+// ---- model-guided round selection (`select: model`) ----
+
+const SELECTOR: &str = "You steer an exhaustive review";
+
+/// The shipped exhaustive flow with the model naming the next round's files (at most 3).
+fn model_guided_flow() -> Flow {
+    let text = std::fs::read_to_string(repo_root().join("flows/exhaustive.yaml")).unwrap();
+    let text = text
+        .replacen("  select: hot\n", "  select: model\n", 1)
+        .replacen("  select_max_files: 40\n", "  select_max_files: 3\n", 1);
+    assert!(text.contains("select: model") && text.contains("select_max_files: 3"));
+    let flow = Flow::parse(&text, std::path::Path::new("exhaustive-model.yaml")).unwrap();
+    assert_eq!(
+        flow.exhaustive.as_ref().unwrap().select,
+        quorum_core::rounds::Select::Model
+    );
+    flow
+}
+
+/// `script()` with the selector answering `reply` (the first rule, so nothing else takes it).
+fn guided_script(reply: Reply) -> Script {
+    let mut s = Script::new().rule(Rule::new("selector").when_system([SELECTOR]).reply(reply));
+    for r in script().rules {
+        s = s.rule(r);
+    }
+    s.models([MODEL])
+}
+
+async fn guided_review(reply: Reply) -> (ScriptedServer, Report, Vec<Event>) {
+    let target = tempfile::tempdir().unwrap();
+    generate_tree(target.path());
+    let server = ScriptedServer::start(guided_script(reply)).await.unwrap();
+    let data_dir = tempfile::tempdir().unwrap();
+    let store = DataDir::new(data_dir.path())
+        .create_flow(&meta("guided"))
+        .unwrap();
+    let ctx = context_with(
+        &server,
+        target.path(),
+        FactLog::new(store.clone()),
+        model_guided_flow(),
+    );
+    let report = review(ctx, None).await;
+    assert_eq!(
+        report.status,
+        ReviewStatus::Completed,
+        "{}",
+        report.status_reason
+    );
+    let events = store
+        .events()
+        .unwrap()
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    (server, report, events)
+}
+
+fn lane2_files(server: &ScriptedServer) -> BTreeSet<String> {
+    let mut files = BTreeSet::new();
+    for r in server
+        .requests()
+        .iter()
+        .filter(|r| r.system.contains("You are security_sentinel,"))
+    {
+        for part in r.text.split("<<<BEGIN UNTRUSTED ").skip(1) {
+            if let Some(label) = part.split(">>>").next() {
+                if label.ends_with(".py") {
+                    files.insert(label.to_string());
+                }
+            }
+        }
+    }
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_guided_round_re_reads_exactly_the_valid_files_the_selector_named() {
+    let answer = json!({"files": ["pkg07/m01.py", "no/such/file.py", "../../etc/passwd",
+        "pkg03/m05.py", "pkg07/m01.py"], "reason": "callers of the flagged handlers"});
+    let (server, report, events) = guided_review(Reply::json(&answer)).await;
+    let reqs = server.requests();
+    // One selector call, after round 1 only (round 2 converged), on the planner's tier.
+    let sel: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.system.contains(SELECTOR))
+        .collect();
+    assert_eq!(sel.len(), 1, "one selection per round that continues");
+    assert!(sel[0].json_schema, "a structured call");
+    // Its prompt carries round 1's new findings and the directory summary, both delimited.
+    let findings = sel[0]
+        .text
+        .split("<<<BEGIN UNTRUSTED new findings>>>")
+        .nth(1)
+        .and_then(|r| r.split("<<<END UNTRUSTED new findings>>>").next())
+        .expect("the findings are delimited");
+    assert!(
+        findings.contains("pkg00/m00.py:2: Unchecked input in handler_0"),
+        "{findings}"
+    );
+    assert!(findings.contains("pkg00/m01.py:2: Unchecked input in handler_1"));
+    assert!(sel[0]
+        .text
+        .contains("<<<BEGIN UNTRUSTED directory summary>>>"));
+    assert!(sel[0].text.contains("- pkg49/ (40 files)"));
+    // Round 2 re-read exactly the named files of the pack: not the hot batch (pkg00/), not the
+    // unknown path, not the one outside the pack.
+    let read = lane2_files(&server);
+    let want: BTreeSet<String> = ["pkg03/m05.py", "pkg07/m01.py"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(read, want);
+    let r1 = &report.rounds[0];
+    assert_eq!(r1.selected_by, "model", "{}", r1.selector);
+    assert!(
+        r1.selector.contains("2 not in the review dropped"),
+        "{}",
+        r1.selector
+    );
+    assert!(
+        r1.decision.contains("re-reads 2 file(s)"),
+        "{}",
+        r1.decision
+    );
+    assert_eq!(report.rounds[1].files, 2);
+    assert!(report
+        .to_markdown()
+        .contains("model: selector named 5 path(s)"));
+    // The choice was recorded with round 1 (its next tasks) before round 2 ran.
+    let (metrics, next) = events
+        .iter()
+        .find_map(|e| match e {
+            Event::RoundCompleted { metrics, next } if metrics.round == 1 => Some((metrics, next)),
+            _ => None,
+        })
+        .expect("round 1 recorded");
+    assert_eq!(metrics.selected_by, "model");
+    let planned: BTreeSet<String> = next.iter().flat_map(|t| t.files.clone()).collect();
+    assert_eq!(planned, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_that_fails_or_answers_prose_leaves_the_choice_to_the_hot_files() {
+    for (what, reply) in [
+        ("500", Reply::status(500)),
+        (
+            "prose",
+            Reply::text("You should look at pkg03 next, it seems risky."),
+        ),
+        (
+            "nothing valid",
+            Reply::json(&json!({"files": ["elsewhere/x.py"]})),
+        ),
+    ] {
+        let (server, report, _) = guided_review(reply).await;
+        assert!(
+            server
+                .requests()
+                .iter()
+                .any(|r| r.system.contains(SELECTOR)),
+            "{what}: the selector was asked"
+        );
+        // The hot rule: round 2 re-reads round 1's finding batch, pkg00/, and only it.
+        let read = lane2_files(&server);
+        assert_eq!(read.len(), PER_DIR, "{what}: {read:?}");
+        assert!(read.iter().all(|f| f.starts_with("pkg00/")), "{what}");
+        let r1 = &report.rounds[0];
+        assert_eq!(r1.selected_by, "hot", "{what}");
+        assert!(
+            r1.selector.contains("the hot-file rule decided"),
+            "{what}: {}",
+            r1.selector
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_after_a_model_guided_round_runs_the_recorded_choice_without_asking_again() {
+    let answer = json!({"files": ["pkg03/m05.py"]});
+    let (_, whole, events) = guided_review(Reply::json(&answer)).await;
+    let cut_at = events
+        .iter()
+        .position(|e| matches!(e, Event::RoundCompleted { .. }))
+        .expect("round 1 is recorded");
+    let target = tempfile::tempdir().unwrap();
+    generate_tree(target.path());
+    let data_dir = tempfile::tempdir().unwrap();
+    let cut = DataDir::new(data_dir.path())
+        .create_flow(&meta("cut"))
+        .unwrap();
+    for e in &events[..=cut_at] {
+        cut.append(e).unwrap();
+    }
+    let resume = Resume::load(&cut).unwrap();
+    // A selector that would now name another file: it must not be asked.
+    let other = json!({"files": ["pkg09/m09.py"]});
+    let second = ScriptedServer::start(guided_script(Reply::json(&other)))
+        .await
+        .unwrap();
+    let ctx = context_with(
+        &second,
+        target.path(),
+        FactLog::new(cut.clone()),
+        model_guided_flow(),
+    );
+    let resumed = review(ctx, Some(resume)).await;
+    assert_eq!(resumed.status, ReviewStatus::Completed);
+    assert!(!second
+        .requests()
+        .iter()
+        .any(|r| r.system.contains(SELECTOR)));
+    assert_eq!(
+        lane2_files(&second),
+        ["pkg03/m05.py".to_string()].into_iter().collect()
+    );
+    assert_eq!(resumed.rounds, whole.rounds);
 }

@@ -1,7 +1,8 @@
 //! The exhaustive flow in the conductor: the engine's plan (round 1 over every file) in place
 //! of the planner, and after each round the evaluation that either adds the next round's
 //! tasks or lets verification start. Round decisions are recorded (`RoundCompleted`) before
-//! they are acted on, so a resumed review runs the recorded next round and never re-decides.
+//! they are acted on, so a resumed review runs the recorded next round and never re-decides
+//! (nor asks a model-guided selector again: its choice is in the recorded next round).
 
 use super::{ConductorMsg, ConductorState, FlowConductor};
 use crate::report::{TaskRun, TaskState};
@@ -106,7 +107,43 @@ impl FlowConductor {
             // This round was evaluated before (a resume) or never had a task.
             return Ok(false);
         }
-        let (mut metrics, hot) = rounds::evaluate(rule, round, &outcomes, &earlier);
+        let (mut metrics, mut hot) = rounds::evaluate(rule, round, &outcomes, &earlier);
+        if metrics.next && rule.select == rounds::Select::Model {
+            // The new findings of this round, as the selector sees them (first report of each
+            // anchor, in report order).
+            let this_ids: BTreeSet<&str> = this.iter().map(|r| r.id.as_str()).collect();
+            let mut seen: BTreeSet<String> = BTreeSet::new();
+            let mut severities: Vec<String> = Vec::new();
+            let mut fresh: Vec<&quorum_core::finding::RawFinding> = Vec::new();
+            for r in &state.reported {
+                let a = quorum_core::dedup::anchor(&r.finding);
+                if this_ids.contains(r.task_id.as_str()) && !earlier.contains(&a) && seen.insert(a)
+                {
+                    severities.push(format!("{:?}", r.finding.severity));
+                    fresh.push(&r.finding);
+                }
+            }
+            let new: Vec<rounds::NewFinding<'_>> = fresh
+                .iter()
+                .zip(&severities)
+                .map(|(f, sev)| rounds::NewFinding {
+                    severity: sev.as_str(),
+                    title: f.title.as_str(),
+                    file: f.file.as_deref(),
+                    line: f.line_start,
+                })
+                .collect();
+            // At a round's end no specialist is running: the conductor waits on this one
+            // short call (bounded by call_timeout_secs) rather than scheduling it.
+            let (answer, stats) = crate::stages::select_round_files(&ctx, rule, round, &new).await;
+            if let Err(why) = &answer {
+                tracing::warn!(round, error = %why, "round selector failed; the hot-file rule decides");
+            }
+            state.usage.merge(&stats);
+            metrics.tokens_in += stats.tokens_in;
+            metrics.tokens_out += stats.tokens_out;
+            hot = rounds::choose_files(rule, &ctx.pack, &mut metrics, hot, answer);
+        }
         let scope = Scope {
             catalog: &ctx.catalog,
             pack: &ctx.pack,
