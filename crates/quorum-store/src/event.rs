@@ -108,6 +108,12 @@ pub enum Event {
     PriorAdjudicated {
         rulings: Vec<quorum_core::adjudication::Adjudged>,
     },
+    /// The teammates' insights a specialist task's prompt carries, decided by the conductor
+    /// when the task's first attempt started: every later attempt, and a resume, offers these.
+    InsightsOffered {
+        task_id: String,
+        insights: Vec<quorum_core::memory::Offered>,
+    },
 }
 
 /// One finding's verdict, keyed by what survives a resume: the reporting task and the
@@ -146,6 +152,7 @@ pub struct StoredEvent {
 /// - criteria: the first extraction recorded wins (the judgments belong to it); a criterion's
 ///   judgment: the first one recorded (a late batch that was fenced changes nothing);
 /// - a prior finding's ruling: the first one recorded;
+/// - a task's offered insights: the first record;
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
 /// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
 /// - rounds: the first record of each round; its next tasks are appended to the plan;
@@ -177,6 +184,8 @@ pub struct Replay {
     pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
     /// Prior findings ruled on (finish review), by prior finding id.
     pub adjudicated: BTreeMap<String, quorum_core::adjudication::Adjudged>,
+    /// The insights offered to each specialist task, by task id.
+    pub offered: BTreeMap<String, Vec<quorum_core::memory::Offered>>,
 }
 
 impl Replay {
@@ -266,6 +275,11 @@ impl Replay {
                             .entry(a.id.clone())
                             .or_insert_with(|| a.clone());
                     }
+                }
+                Event::InsightsOffered { task_id, insights } => {
+                    r.offered
+                        .entry(task_id.clone())
+                        .or_insert_with(|| insights.clone());
                 }
                 Event::CriteriaJudged { judgments } => {
                     for j in judgments {

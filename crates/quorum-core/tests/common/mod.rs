@@ -213,5 +213,6 @@ pub fn realistic_report() -> Report {
         conformance: None,
         adjudication: None,
         analyzers: Vec::new(),
+        insights: None,
     }
 }

@@ -220,6 +220,7 @@ impl FlowConductor {
                     tokens_in: out.stage.stats.tokens_in,
                     tokens_out: out.stage.stats.tokens_out,
                 });
+                Self::learn(state, &task_id, &persona, &out.findings);
                 let reporter = Reporter {
                     persona,
                     model: out.stage.model.clone(),
@@ -573,6 +574,8 @@ impl FlowConductor {
         // Prior findings ruled on are kept: no adjudicator batch repeats.
         state.adjudged = replay.adjudicated.clone();
         state.selection = replay.selection.clone();
+        // What each task was offered stays what it was offered.
+        state.offered = replay.offered.clone();
         state
             .ctx
             .facts
@@ -649,6 +652,7 @@ impl FlowConductor {
                 r.model = model.clone();
                 r.node = node.clone();
                 r.findings = findings.len();
+                Self::learn(state, &t.id, &t.persona, findings);
                 let reporter = Reporter {
                     persona: t.persona.clone(),
                     model,
