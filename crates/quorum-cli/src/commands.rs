@@ -637,8 +637,12 @@ async fn drive_with(
         // The same distillation the report counted in `insights.recorded`.
         let now = quorum_runtime::facts::now_ms();
         let learned = quorum_core::memory::distill_report(&report, &memory.repository, now);
-        if !learned.is_empty() {
+        let n = learned.len();
+        if n > 0 {
             match ns.record_insights(&memory.repository, learned, now, memory.base_rate) {
+                Ok(_) if !quiet => {
+                    eprintln!("quorum: kept {n} insights for the next review of this target")
+                }
                 Ok(_) => {}
                 Err(e) => eprintln!("quorum: warning: this review's insights not kept ({e})"),
             }
