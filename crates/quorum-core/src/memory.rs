@@ -291,12 +291,14 @@ fn severity_rank(s: Severity) -> u8 {
 
 /// Within a review: the insights a completed specialist task leaves its teammates. Each of the
 /// task's findings is grounded against the pack here; one that does not ground (file, lines
-/// or quoted evidence not in the pack) is never remembered. At most [`PER_TASK`], the most
-/// severe (then most confident) first.
+/// or quoted evidence not in the pack) is never remembered, nor one the review already
+/// knows (an issue in `known`, reported again). At most [`PER_TASK`], the most severe (then
+/// most confident) first.
 pub fn distill_task(
     findings: &[RawFinding],
     pack: &ContextPack,
     provenance: &Provenance,
+    known: &[Insight],
 ) -> Vec<Insight> {
     let mut grounded: Vec<(usize, RawFinding)> = findings
         .iter()
@@ -311,6 +313,10 @@ pub fn distill_task(
                 Some((n, f))
             }
             crate::grounding::Grounding::Decided { .. } => None,
+        })
+        .filter(|(_, f)| {
+            let id = insight_id(&provenance.target, f);
+            !known.iter().any(|k| k.id == id)
         })
         .collect();
     grounded.sort_by(|(na, a), (nb, b)| {
@@ -649,7 +655,12 @@ mod tests {
         );
         let invented = raw("Hardcoded password", "src/db.py", 1, "password = 'hunter2'");
         let elsewhere = raw("Missing file", "src/nope.py", 1, "x");
-        let out = distill_task(&[invented, real, elsewhere], &pack(), &prov("t1", 7));
+        let out = distill_task(
+            &[invented, real.clone(), elsewhere],
+            &pack(),
+            &prov("t1", 7),
+            &[],
+        );
         assert_eq!(out.len(), 1, "{out:?}");
         let i = &out[0];
         assert_eq!(i.title, "SQL built by concatenation");
@@ -664,6 +675,8 @@ mod tests {
         assert!(i.tags.contains(&"python".to_string()));
         assert!(i.tags.contains(&"src".to_string()));
         assert!((i.importance - 0.8 * 0.9).abs() < 1e-12);
+        // Reported again by a later task: known, not learned twice.
+        assert!(distill_task(&[real], &pack(), &prov("t2", 8), &out).is_empty());
     }
 
     #[test]
@@ -676,7 +689,7 @@ mod tests {
                 f
             })
             .collect();
-        let out = distill_task(&many, &pack(), &prov("t1", 0));
+        let out = distill_task(&many, &pack(), &prov("t1", 0), &[]);
         assert_eq!(out.len(), PER_TASK);
         for i in &out {
             assert!(i.title.chars().count() <= MAX_TITLE_CHARS);

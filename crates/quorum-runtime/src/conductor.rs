@@ -702,11 +702,16 @@ impl FlowConductor {
             created_ms: now_ms(),
         };
         let room = quorum_core::memory::PER_REVIEW - state.insights.len();
-        let learned: Vec<_> =
-            quorum_core::memory::distill_task(findings, &state.ctx.pack, &provenance)
-                .into_iter()
-                .take(room)
-                .collect();
+        // The same issue reported again (a later round re-reading the files) is known already.
+        let learned: Vec<_> = quorum_core::memory::distill_task(
+            findings,
+            &state.ctx.pack,
+            &provenance,
+            &state.insights,
+        )
+        .into_iter()
+        .take(room)
+        .collect();
         if let Some(board) = &state.ctx.board {
             for i in &learned {
                 let body = format!("{}: {}", i.title, i.content);

@@ -244,6 +244,15 @@ async fn an_exhaustive_round_two_task_carries_round_ones_insights() {
     // Round 1 reports two problems (delta 2, the threshold): round 2 re-reads with the next
     // lane, which reports them again and the rounds end.
     let two = json!({"findings": [finding("pkg/m0.py", 0), finding("pkg/m1.py", 1)]});
+    // Round 2 reports those two again and two new ones (delta 2 again): a third lane reads.
+    let first_line = |file: &str, n: usize| {
+        json!({"title": format!("Untyped parameter in handler_{n}"), "severity": "P3",
+            "confidence": 0.8, "category": "maintainability/typing", "file": file,
+            "line_start": 1, "line_end": 1, "evidence": format!("def handler_{n}(x):"),
+            "why_it_matters": "callers cannot tell", "suggested_fix": "annotate x"})
+    };
+    let round2 = json!({"findings": [finding("pkg/m0.py", 0), finding("pkg/m1.py", 1),
+        first_line("pkg/m0.py", 0), first_line("pkg/m1.py", 1)]});
     let script = Script::new()
         .models([MODEL])
         .rule(scout_rule())
@@ -255,7 +264,7 @@ async fn an_exhaustive_round_two_task_carries_round_ones_insights() {
         .rule(
             Rule::new("round2")
                 .when_system(["You are security_sentinel,"])
-                .reply(Reply::json(&two)),
+                .reply(Reply::json(&round2)),
         )
         .rule(no_findings_rule())
         .rule(verifier_confirms())
@@ -275,7 +284,7 @@ async fn an_exhaustive_round_two_task_carries_round_ones_insights() {
         "{}",
         report.status_reason
     );
-    assert!(report.rounds.len() >= 2, "{:?}", report.rounds);
+    assert_eq!(report.rounds.len(), 3, "{:?}", report.rounds);
     let reqs = server.requests();
     let round1 = first_prompt(&reqs, "software_developer,");
     assert!(!round1.text.contains(HEADING));
@@ -295,6 +304,34 @@ async fn an_exhaustive_round_two_task_carries_round_ones_insights() {
         "{section}"
     );
     assert!(section.contains("software_developer found correctness/validation in pkg/m0.py:2"));
+    assert_eq!(
+        section.matches("<<<BEGIN UNTRUSTED insight").count(),
+        2,
+        "{section}"
+    );
+
+    // Round 3 gets round 1's two and round 2's two new ones; the two round 2 reported again
+    // are known already and not listed twice.
+    let round3 = first_prompt(&reqs, "principal_engineer,");
+    let section = round3
+        .last_user
+        .split(HEADING)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no insights in round 3:\n{}", round3.last_user));
+    assert_eq!(
+        section.matches("<<<BEGIN UNTRUSTED insight").count(),
+        4,
+        "{section}"
+    );
+    assert_eq!(
+        section.matches("Unchecked input in handler_0\n").count(),
+        1,
+        "{section}"
+    );
+    assert!(
+        section.contains("Untyped parameter in handler_1"),
+        "{section}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
