@@ -47,6 +47,8 @@ pub async fn quality(args: QualityArgs) -> Result<crate::ExitCode> {
         fail_on: Some("none".into()),
         max_concurrent: args.max_concurrent,
         quiet: args.quiet,
+        // A score must not depend on what earlier runs on this machine remembered.
+        no_memory: true,
         ..ReviewArgs::default()
     };
     let local = match prepare_review(&review).await? {

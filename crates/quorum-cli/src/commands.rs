@@ -440,7 +440,12 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         .await?
     };
 
-    let scope = run_analyzers(analyzers.as_ref(), args.quiet, &pack, scope).await;
+    let mut scope = run_analyzers(analyzers.as_ref(), args.quiet, &pack, scope).await;
+    if settings.memory.enabled && !args.no_memory && !pack.is_empty() {
+        scope.memory = Some(Box::new(
+            offer_memory(&data, &settings.memory, &root, args.quiet).await,
+        ));
+    }
     let started_at = chrono::Utc::now().to_rfc3339();
     let meta = FlowMeta {
         flow_id: flow_id.clone(),
@@ -484,6 +489,50 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         scope,
     });
     Ok(Prepared::Run(LocalReview { data, ctx, params }))
+}
+
+/// The identity a target's insights are kept under: its canonical path. It is the same for
+/// every review of that checkout on this machine (whole-tree or `--diff`, any branch or
+/// commit), and the data dir is this machine's anyway; a checkout moved or cloned elsewhere
+/// starts with no memory rather than borrowing another tree's.
+pub(crate) fn repository_identity(root: &Path) -> String {
+    format!("path:{}", root.display())
+}
+
+/// The memory a review starts with: its parameters and the earlier reviews' top-k insights
+/// for the planner (each offer counted as an access). An unreadable store costs the offer,
+/// never the review.
+async fn offer_memory(
+    data: &DataDir,
+    memory: &settings::MemorySettings,
+    root: &Path,
+    quiet: bool,
+) -> quorum_core::scope::MemoryScope {
+    let repository = repository_identity(root);
+    let (d, repo, k, rate) = (data.clone(), repository.clone(), memory.k, memory.base_rate);
+    let offered = tokio::task::spawn_blocking(move || {
+        d.open_node()
+            .and_then(|ns| ns.offer_insights(&repo, quorum_runtime::facts::now_ms(), k, rate))
+    })
+    .await
+    .map_err(|e| e.to_string())
+    .and_then(|r| r.map_err(|e| e.to_string()))
+    .unwrap_or_else(|e| {
+        eprintln!("quorum: warning: earlier reviews' insights not offered ({e})");
+        Vec::new()
+    });
+    if !quiet && !offered.is_empty() {
+        eprintln!(
+            "quorum: offering the planner {} insights from earlier reviews of this target",
+            offered.len()
+        );
+    }
+    quorum_core::scope::MemoryScope {
+        repository,
+        k,
+        base_rate: rate,
+        offered,
+    }
 }
 
 /// The analyzers' leads, decided once before the review starts and recorded with its scope
@@ -545,6 +594,7 @@ async fn drive_with(
         }
     }
     let backends = ctx.backends.clone();
+    let ctx_memory = ctx.scope.memory.clone();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let draw = !quiet && std::io::stderr().is_terminal();
     let pack = params.apply_safe_fixes.as_ref().map(|_| ctx.pack.clone());
@@ -591,6 +641,21 @@ async fn drive_with(
         }
     }
     let mut report = report.map_err(|e| incomplete(format!("review could not run: {e}")))?;
+    if let (Some(memory), Some(ns)) = (&ctx_memory, &node_store) {
+        // The same distillation the report counted in `insights.recorded`.
+        let now = quorum_runtime::facts::now_ms();
+        let learned = quorum_core::memory::distill_report(&report, &memory.repository, now);
+        let n = learned.len();
+        if n > 0 {
+            match ns.record_insights(&memory.repository, learned, now, memory.base_rate) {
+                Ok(_) if !quiet => {
+                    eprintln!("quorum: kept {n} insights for the next review of this target")
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("quorum: warning: this review's insights not kept ({e})"),
+            }
+        }
+    }
     let out_dir = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| params.out_dir.clone());
@@ -909,6 +974,21 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0))
             .saturating_sub(older_than.saturating_mul(86_400_000));
+            // Insights older than DAYS, or faded below [memory] prune_below, go as well.
+            let now = quorum_runtime::facts::now_ms();
+            match data.open_node().and_then(|ns| {
+                ns.prune_insights(
+                    now,
+                    settings.memory.base_rate,
+                    settings.memory.prune_below,
+                    Some(older_than.saturating_mul(86_400_000)),
+                )
+            }) {
+                Ok(n) => println!("pruned {n} insights"),
+                Err(e) => eprintln!(
+                    "warning: insights not pruned ({e}); stop the process that holds the data dir and run gc again"
+                ),
+            }
             match quorum_cluster::prune_replica(&data.root().join("cluster"), &deleted, cutoff) {
                 Ok(0) => {}
                 Ok(n) => println!("pruned {n} blackboard notes"),

@@ -391,6 +391,10 @@ pub struct ReviewArgs {
     /// before the review, even where they are on PATH.
     #[arg(long)]
     pub no_analyzers: bool,
+    /// Neither offer earlier reviews' insights nor keep this review's, and give specialists
+    /// no teammates' insights (`[memory] enabled = false` for this run).
+    #[arg(long)]
+    pub no_memory: bool,
 }
 
 /// What must be flushed before the process exits.

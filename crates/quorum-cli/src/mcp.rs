@@ -277,6 +277,7 @@ impl QuorumMcp {
             prior: p.prior.map(PathBuf::from),
             dispositions: p.dispositions.map(PathBuf::from),
             no_analyzers: false,
+            no_memory: false,
         };
         let local = match prepare_review(&args)
             .await

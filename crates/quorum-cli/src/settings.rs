@@ -51,6 +51,50 @@ pub struct Settings {
     /// The deterministic analyzers run before the scout (`[analyzers]`).
     #[serde(default)]
     pub analyzers: AnalyzerSettings,
+    /// Working memory within and across reviews (`[memory]`).
+    #[serde(default)]
+    pub memory: MemorySettings,
+}
+
+/// `[memory]`: teammates' insights within a review, earlier reviews' insights for the planner.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct MemorySettings {
+    pub enabled: bool,
+    /// Insights offered per prompt.
+    pub k: usize,
+    /// Decay per hour (seed 001 §6.1), slowed by importance.
+    pub base_rate: f64,
+    /// `quorum flows gc` drops insights scoring below this.
+    pub prune_below: f64,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        MemorySettings {
+            enabled: true,
+            k: 5,
+            base_rate: quorum_core::memory::BASE_RATE,
+            prune_below: 0.05,
+        }
+    }
+}
+
+impl MemorySettings {
+    fn check(&self) -> Result<()> {
+        if !(self.base_rate.is_finite() && self.base_rate >= 0.0) {
+            anyhow::bail!(
+                "configuration: memory.base_rate must be a number >= 0 (the seed's is 0.001)"
+            );
+        }
+        if !self.prune_below.is_finite() {
+            anyhow::bail!("configuration: memory.prune_below must be a number (e.g. 0.05)");
+        }
+        if self.k > 50 {
+            anyhow::bail!("configuration: memory.k must be at most 50 (insights per prompt)");
+        }
+        Ok(())
+    }
 }
 
 /// `[analyzers]`: whether the catalog's tools run, how long each may take, which catalog.
@@ -150,6 +194,7 @@ impl Settings {
         crate::target::parse_profile(&s.profile, "configuration: profile")?;
         s.coverage_mode(None)?;
         check_formats(&s.formats, "configuration `formats`")?;
+        s.memory.check()?;
         Ok(s)
     }
 
@@ -249,6 +294,26 @@ mod tests {
         assert_eq!(s.fail_on_severity().unwrap(), Some(Severity::P1));
         assert_eq!(s.pack.max_file_bytes, 1024 * 1024);
         assert_eq!(s.backends.len(), 1);
+        assert!(s.memory.enabled);
+        assert_eq!(s.memory.k, 5);
+        assert_eq!(s.memory.base_rate, 0.001);
+    }
+
+    #[test]
+    fn memory_settings_layer_and_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("quorum.toml"),
+            "[memory]\nenabled = false\nk = 2\n",
+        )
+        .unwrap();
+        let s = Settings::load(None, dir.path()).unwrap();
+        assert!(!s.memory.enabled);
+        assert_eq!(s.memory.k, 2);
+        assert_eq!(s.memory.prune_below, 0.05, "untouched keys keep defaults");
+        std::fs::write(dir.path().join("quorum.toml"), "[memory]\nbase_rate = -1\n").unwrap();
+        let e = Settings::load(None, dir.path()).unwrap_err().to_string();
+        assert!(e.contains("memory.base_rate"), "{e}");
     }
 
     #[test]

@@ -94,6 +94,7 @@ pub fn snapshot(
             spec: None,
             prior: None,
             analyzers: Default::default(),
+            memory: None,
         },
     ))
 }

@@ -21,6 +21,7 @@ pub mod error;
 pub mod finding;
 pub mod flow;
 pub mod grounding;
+pub mod memory;
 pub mod models;
 pub mod pack;
 pub mod panel;

@@ -263,6 +263,29 @@ pub struct Report {
     /// Absent when none was configured or they were turned off.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub analyzers: Vec<crate::analyzer::AnalyzerRun>,
+    /// Memory across reviews: the insights of earlier reviews of this target offered to the
+    /// planner, and how many this review leaves for the next. Absent when both are empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insights: Option<InsightsReport>,
+}
+
+/// report.json `insights`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InsightsReport {
+    pub offered: Vec<OfferedInsight>,
+    /// Insights distilled from this review's verified findings for later reviews.
+    pub recorded: usize,
+}
+
+/// One insight an earlier review left, as offered to this review's planner.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OfferedInsight {
+    pub id: String,
+    pub title: String,
+    /// The review it was learned in.
+    pub from_flow: String,
+    /// Its decayed score when it was offered.
+    pub score: f64,
 }
 
 impl Report {
@@ -1644,6 +1667,25 @@ fn md_methodology(r: &Report, out: &mut String) {
         out.push('\n');
     }
 
+    if let Some(i) = &r.insights {
+        out.push_str("### Memory\n\n");
+        if !i.offered.is_empty() {
+            let froms: std::collections::BTreeSet<&str> =
+                i.offered.iter().map(|o| o.from_flow.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "- The planner was offered {} insights from earlier reviews ({}).",
+                i.offered.len(),
+                froms.into_iter().collect::<Vec<_>>().join(", ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "- {} insights from this review's verified findings were kept for the next review.\n",
+            i.recorded
+        );
+    }
+
     out.push_str("### Team\n\n");
     if r.team.is_empty() {
         out.push_str("No specialists were assigned.\n\n");
@@ -1906,6 +1948,7 @@ mod tests {
             adjudication: None,
             panel: None,
             analyzers: Vec::new(),
+            insights: None,
         }
     }
 

@@ -229,6 +229,25 @@ pub struct ReviewScope {
     /// specialists and candidate findings for the verifier.
     #[serde(default, skip_serializing_if = "crate::analyzer::Leads::is_empty")]
     pub analyzers: crate::analyzer::Leads,
+    /// Working memory (`[memory]`): its parameters, the target's identity and the insights
+    /// of earlier reviews offered to the planner — decided once and recorded, so a resume
+    /// offers the same. Absent when memory is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Box<MemoryScope>>,
+}
+
+/// What a review's working memory is: see [`crate::memory`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryScope {
+    /// The target's identity: earlier reviews' insights are kept under it.
+    pub repository: String,
+    /// Insights offered per prompt.
+    pub k: usize,
+    pub base_rate: f64,
+    /// The earlier reviews' insights offered to the planner (top-k by decayed score, oldest
+    /// first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offered: Vec<crate::memory::Offered>,
 }
 
 fn default_profile() -> Profile {
@@ -244,6 +263,7 @@ impl Default for ReviewScope {
             spec: None,
             prior: None,
             analyzers: Default::default(),
+            memory: None,
         }
     }
 }
@@ -261,6 +281,11 @@ impl ReviewScope {
         scope.spec = None;
         scope.prior = None;
         scope.analyzers = self.analyzers.for_files(files);
+        // Earlier reviews' insights are the planner's; a task gets its teammates' with its
+        // attempt. The parameters travel (they are not content).
+        if let Some(m) = &mut scope.memory {
+            m.offered.clear();
+        }
         if let Some(change) = &mut scope.change {
             if !files.is_empty() {
                 for f in &mut change.files {

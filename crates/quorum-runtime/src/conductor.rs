@@ -120,6 +120,9 @@ impl OutcomeSink for Sink {
     }
 }
 
+/// The team board topic the conductor publishes teammates' insights under.
+pub const INSIGHTS_TOPIC: &str = "insights";
+
 /// How long a peer that could not be reached, or refused, is left out of placement.
 const SUSPECT_FOR: Duration = Duration::from_secs(3);
 
@@ -190,6 +193,11 @@ pub struct ConductorState {
     panel_done: bool,
     /// Attempts recorded before a resume, by run id, so the panel's numbering continues.
     resumed_attempts: std::collections::BTreeMap<String, u32>,
+    /// Working memory within the review: the insights completed tasks left (from grounded
+    /// findings only), and what each task was offered, by task id (the first offer is
+    /// recorded and kept, so retries and resumes build the same prompt).
+    insights: Vec<quorum_core::memory::Insight>,
+    offered: std::collections::BTreeMap<String, Vec<quorum_core::memory::Offered>>,
 }
 
 impl ConductorState {
@@ -551,6 +559,7 @@ impl FlowConductor {
             return Ok(None);
         }
         let prior_error = state.runs[key].last_error.clone();
+        let insights = Self::insights_for(state, key).await;
         let Some(mut task) = state.runs[key].task.clone() else {
             // A stage run: the job is the current phase's, here or on the chosen peer.
             let job = Self::stage_job(state);
@@ -595,7 +604,10 @@ impl FlowConductor {
                 &state.ctx.remote,
                 RemoteAttempt::build(&state.ctx, attempt, &task, prior_error, lease),
             ) {
-                (Some(remote), Ok(req)) => remote.dispatch(peer, req).await,
+                (Some(remote), Ok(mut req)) => {
+                    req.insights = insights;
+                    remote.dispatch(peer, req).await
+                }
                 (None, _) => Err("no remote executor".to_string()),
                 (_, Err(e)) => {
                     return Ok(Some(Input::Outcome {
@@ -637,10 +649,95 @@ impl FlowConductor {
             myself,
             state,
             attempt,
-            Job::Specialist { task, prior_error },
+            Job::Specialist {
+                task,
+                prior_error,
+                insights,
+            },
         )
         .await?;
         Ok(None)
+    }
+
+    /// The teammates' insights a specialist task's prompt carries: what it was offered
+    /// before, else the review's top-k so far from other tasks, recorded before use. None
+    /// for stage runs, with memory off, or while no other task left any.
+    async fn insights_for(
+        state: &mut ConductorState,
+        key: TaskKey,
+    ) -> Vec<quorum_core::memory::Offered> {
+        let (Some(task), Some(memory)) = (&state.runs[key].task, &state.ctx.scope.memory) else {
+            return Vec::new();
+        };
+        if let Some(offered) = state.offered.get(&task.id) {
+            return offered.clone();
+        }
+        let others: Vec<quorum_core::memory::Insight> = state
+            .insights
+            .iter()
+            .filter(|i| i.provenance.task_id != task.id)
+            .cloned()
+            .collect();
+        let offered = quorum_core::memory::top_k(&others, now_ms(), memory.k, memory.base_rate);
+        if offered.is_empty() {
+            return offered;
+        }
+        let task_id = task.id.clone();
+        state
+            .ctx
+            .facts
+            .event(Event::InsightsOffered {
+                task_id: task_id.clone(),
+                insights: offered.clone(),
+            })
+            .await;
+        state.offered.insert(task_id, offered.clone());
+        offered
+    }
+
+    /// A completed specialist task's grounded findings become insights for the tasks that
+    /// start after it, and notes on the team board's `insights` topic, so a teammate on
+    /// another node can read them with `team_bb_read` too.
+    fn learn(
+        state: &mut ConductorState,
+        task_id: &str,
+        persona: &str,
+        findings: &[quorum_core::finding::RawFinding],
+    ) {
+        let Some(memory) = &state.ctx.scope.memory else {
+            return;
+        };
+        if findings.is_empty() || state.insights.len() >= quorum_core::memory::PER_REVIEW {
+            return;
+        }
+        let provenance = quorum_core::memory::Provenance {
+            flow_id: state.ctx.flow_id.clone(),
+            task_id: task_id.to_string(),
+            persona: persona.to_string(),
+            findings: Vec::new(),
+            target: memory.repository.clone(),
+            created_ms: now_ms(),
+        };
+        let room = quorum_core::memory::PER_REVIEW - state.insights.len();
+        // The same issue reported again (a later round re-reading the files) is known already.
+        let learned: Vec<_> = quorum_core::memory::distill_task(
+            findings,
+            &state.ctx.pack,
+            &provenance,
+            &state.insights,
+        )
+        .into_iter()
+        .take(room)
+        .collect();
+        if let Some(board) = &state.ctx.board {
+            for i in &learned {
+                let body = format!("{}: {}", i.title, i.content);
+                if let Err(e) = board.publish(&state.ctx.flow_id, persona, INSIGHTS_TOPIC, &body) {
+                    tracing::debug!(error = %e, "insight not published on the team board");
+                }
+            }
+        }
+        state.insights.extend(learned);
     }
 
     async fn spawn_worker(
@@ -1032,6 +1129,8 @@ impl Actor for FlowConductor {
             panel: None,
             panel_done: false,
             resumed_attempts: std::collections::BTreeMap::new(),
+            insights: Vec::new(),
+            offered: std::collections::BTreeMap::new(),
         })
     }
 

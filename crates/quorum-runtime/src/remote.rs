@@ -77,6 +77,9 @@ pub struct RemoteAttempt {
     /// join the review's trace.
     #[serde(default)]
     pub trace: Option<std::collections::BTreeMap<String, String>>,
+    /// A specialist task's teammates' insights, as the conductor chose and recorded them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub insights: Vec<quorum_core::memory::Offered>,
 }
 
 /// A stage shipped to another node, with what it needs beyond the pack.
@@ -155,6 +158,7 @@ impl RemoteAttempt {
             verify: Some(reported),
             trace: crate::obs::trace_context(&ctx.flow_id, id),
             stage: None,
+            insights: Vec::new(),
         }
     }
 
@@ -194,6 +198,7 @@ impl RemoteAttempt {
             verify: None,
             trace: crate::obs::trace_context(&ctx.flow_id, &task.id),
             stage: None,
+            insights: Vec::new(),
         })
     }
 }
@@ -434,7 +439,7 @@ pub async fn run_attempt(
     );
     let span = crate::obs::remote_attempt_span(req.trace.as_ref(), &req.flow_id, &task.id, node);
     let run = tracing::Instrument::instrument(
-        stages::specialist(&ctx, &task, req.prior_error.as_deref()),
+        stages::specialist(&ctx, &task, req.prior_error.as_deref(), &req.insights),
         span,
     );
     match tokio::time::timeout(deadline, run).await {

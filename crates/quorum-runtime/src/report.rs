@@ -358,7 +358,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             reasons.entry(t.persona.as_str()).or_insert(why);
         }
     }
-    Report {
+    let mut report = Report {
         schema_version: SCHEMA_VERSION,
         flow_id: ctx.flow_id.clone(),
         flow: ctx.flow.name.clone(),
@@ -416,5 +416,33 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
             tokens_out: facts.usage.tokens_out,
             wall_ms: facts.wall_ms,
         },
-    }
+        insights: None,
+    };
+    report.insights = insights_of(ctx, &report);
+    report
+}
+
+/// report.json `insights`: what earlier reviews offered the planner and how many insights
+/// this review leaves (the caller that keeps them distils the same report the same way).
+/// None with memory off or when both are empty.
+fn insights_of(
+    ctx: &ReviewContext,
+    report: &Report,
+) -> Option<quorum_core::report::InsightsReport> {
+    let memory = ctx.scope.memory.as_ref()?;
+    let offered: Vec<quorum_core::report::OfferedInsight> = memory
+        .offered
+        .iter()
+        .map(|o| quorum_core::report::OfferedInsight {
+            id: o.insight.id.clone(),
+            title: o.insight.title.clone(),
+            from_flow: o.insight.provenance.flow_id.clone(),
+            score: (o.score * 1000.0).round() / 1000.0,
+        })
+        .collect();
+    let recorded =
+        quorum_core::memory::distill_report(report, &memory.repository, crate::facts::now_ms())
+            .len();
+    (recorded > 0 || !offered.is_empty())
+        .then_some(quorum_core::report::InsightsReport { offered, recorded })
 }

@@ -334,7 +334,19 @@ pub fn planner_prompt_in(
         "## Classification\n{class}\n\n## Persona catalog\n{}\n{files_heading}\n{}\n{dimensions}{models}{errors}",
         fitted[0], fitted[1]
     );
-    (system, user + &planner_scope_section(ctx))
+    let memory = ctx
+        .scope
+        .memory
+        .as_ref()
+        .map(|m| {
+            quorum_core::memory::section(
+                EARLIER_INSIGHTS,
+                &m.offered,
+                (budget.input_tokens() / 10).min(2_000),
+            )
+        })
+        .unwrap_or_default();
+    (system, user + &planner_scope_section(ctx) + &memory)
 }
 
 fn kind_str(k: quorum_core::pack::FileKind) -> &'static str {
@@ -738,14 +750,20 @@ pub fn specialist_prompt(
     task: &Task,
     prior_error: Option<&str>,
 ) -> Result<(String, String), AttemptError> {
-    specialist_prompt_in(ctx, task, prior_error, ctx.budget())
+    specialist_prompt_in(ctx, task, prior_error, &[], ctx.budget())
 }
 
-/// [`specialist_prompt`] fitted to `budget`.
+/// The heading of a specialist's section of its teammates' insights.
+pub const TEAMMATE_INSIGHTS: &str = "Insights from teammates";
+/// The heading of the planner's section of earlier reviews' insights.
+pub const EARLIER_INSIGHTS: &str = "Insights from earlier reviews";
+
+/// [`specialist_prompt`] with the teammates' insights chosen for the task, fitted to `budget`.
 pub fn specialist_prompt_in(
     ctx: &ReviewContext,
     task: &Task,
     prior_error: Option<&str>,
+    insights: &[quorum_core::memory::Offered],
     budget: ContextBudget,
 ) -> Result<(String, String), AttemptError> {
     let persona = ctx
@@ -809,6 +827,13 @@ pub fn specialist_prompt_in(
         .saturating_sub(weaver::estimate_tokens(&fixed));
     head.push_str(&specialist_scope_sections_in(ctx, task, room));
     head.push_str(&analyzer_leads_section(ctx, task));
+    // Teammates' insights are a hint, never the bulk of the prompt: a quarter of the room at
+    // most (the files keep the rest).
+    head.push_str(&quorum_core::memory::section(
+        TEAMMATE_INSIGHTS,
+        insights,
+        (room / 4).min(1_500),
+    ));
     if task.files.is_empty() {
         head.push_str(
             "\nNo files were assigned: use the tools to find what your mandate covers.\n",
@@ -862,14 +887,15 @@ pub async fn specialist(
     ctx: &ReviewContext,
     task: &Task,
     prior_error: Option<&str>,
+    insights: &[quorum_core::memory::Offered],
 ) -> Result<SpecialistOutput, AttemptError> {
-    let (system, user) = specialist_prompt(ctx, task, prior_error)?;
+    let (system, user) = specialist_prompt_in(ctx, task, prior_error, insights, ctx.budget())?;
     let (client, model) = ctx.pick(&task.persona, &system, &user, task.model.as_deref())?;
     let budget = ctx.budget_for(&client, &model);
     let (system, user) = if budget == ctx.budget() {
         (system, user)
     } else {
-        specialist_prompt_in(ctx, task, prior_error, budget)?
+        specialist_prompt_in(ctx, task, prior_error, insights, budget)?
     };
     // The system prompt is never cut: when it and the tool definitions alone exceed the
     // model's window, no request can succeed, and the operator has to give the model a larger

@@ -27,6 +27,8 @@ pub enum Job {
     Specialist {
         task: Task,
         prior_error: Option<String>,
+        /// Teammates' insights the conductor chose (and recorded) for this task.
+        insights: Vec<quorum_core::memory::Offered>,
     },
     /// Verify the reports; `grounding_only` when the flow budget is spent (no model calls).
     Verify {
@@ -186,9 +188,13 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
     match job {
         Job::Scout => JobOutcome::Scout(stages::scout(ctx).await),
         Job::Plan(c) => JobOutcome::Plan(stages::plan(ctx, &c).await),
-        Job::Specialist { task, prior_error } => {
-            JobOutcome::Specialist(stages::specialist(ctx, &task, prior_error.as_deref()).await)
-        }
+        Job::Specialist {
+            task,
+            prior_error,
+            insights,
+        } => JobOutcome::Specialist(
+            stages::specialist(ctx, &task, prior_error.as_deref(), &insights).await,
+        ),
         Job::Verify {
             reported,
             grounding_only,

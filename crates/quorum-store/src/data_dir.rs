@@ -347,8 +347,8 @@ impl DataDir {
 /// Node-level facts (model runtime statistics and the like), as JSON values under string keys.
 #[derive(Clone)]
 pub struct NodeStore {
-    db: sled::Db,
-    path: Arc<PathBuf>,
+    pub(crate) db: sled::Db,
+    pub(crate) path: Arc<PathBuf>,
 }
 
 impl std::fmt::Debug for NodeStore {

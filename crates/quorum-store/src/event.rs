@@ -123,6 +123,12 @@ pub enum Event {
     PanelDecided {
         decision: quorum_core::panel::Decision,
     },
+    /// The teammates' insights a specialist task's prompt carries, decided by the conductor
+    /// when the task's first attempt started: every later attempt, and a resume, offers these.
+    InsightsOffered {
+        task_id: String,
+        insights: Vec<quorum_core::memory::Offered>,
+    },
 }
 
 /// One finding's verdict, keyed by what survives a resume: the reporting task and the
@@ -163,6 +169,7 @@ pub struct StoredEvent {
 /// - a prior finding's ruling: the first one recorded;
 /// - a panel judge's scores: the first recorded; its failure: the latest; the panel's verdict:
 ///   the first recorded;
+/// - a task's offered insights: the first record;
 /// - `finished`: set by `FlowFinished`, cleared by a later `Resumed` (the flow runs again);
 /// - `cancelled`: set by `Cancelled`; a cancelled review is not resumed;
 /// - rounds: the first record of each round; its next tasks are appended to the plan;
@@ -200,6 +207,8 @@ pub struct Replay {
     pub panel_failed: BTreeMap<String, String>,
     /// The panel's verdict, once given.
     pub panel_decision: Option<quorum_core::panel::Decision>,
+    /// The insights offered to each specialist task, by task id.
+    pub offered: BTreeMap<String, Vec<quorum_core::memory::Offered>>,
 }
 
 impl Replay {
@@ -305,6 +314,11 @@ impl Replay {
                     if r.panel_decision.is_none() {
                         r.panel_decision = Some(decision.clone());
                     }
+                }
+                Event::InsightsOffered { task_id, insights } => {
+                    r.offered
+                        .entry(task_id.clone())
+                        .or_insert_with(|| insights.clone());
                 }
                 Event::CriteriaJudged { judgments } => {
                     for j in judgments {

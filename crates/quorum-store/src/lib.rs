@@ -14,6 +14,7 @@ pub mod data_dir;
 pub mod error;
 pub mod event;
 pub mod flow_store;
+pub mod insights;
 pub mod status;
 pub mod trace;
 

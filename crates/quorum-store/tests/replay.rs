@@ -257,3 +257,45 @@ fn the_first_recorded_selection_wins_and_survives_a_round_trip() {
     let back: Vec<StoredEvent> = serde_json::from_str(&json).unwrap();
     assert_eq!(Replay::from_events(&back).selection, Some(first));
 }
+
+#[test]
+fn a_tasks_first_offered_insights_win_and_survive_a_round_trip() {
+    use quorum_core::memory::{Insight, Kind, Offered, Provenance};
+    let offered = |id: &str| Offered {
+        insight: Insight {
+            id: id.into(),
+            title: "SQL built by concatenation".into(),
+            content: "finder found injection in db.py:2 (P1, grounded)".into(),
+            tags: vec!["injection".into()],
+            confidence: 0.9,
+            kind: Kind::Insight,
+            importance: 0.72,
+            provenance: Provenance {
+                flow_id: "f".into(),
+                task_id: "t1".into(),
+                persona: "finder".into(),
+                findings: vec!["t1#0".into()],
+                target: "path:/r".into(),
+                created_ms: 5,
+            },
+            access_count: 0,
+        },
+        score: 0.72,
+    };
+    let events = log(vec![
+        Event::InsightsOffered {
+            task_id: "t2".into(),
+            insights: vec![offered("I-first")],
+        },
+        // A later attempt (or a resumed conductor) must offer what the first attempt got.
+        Event::InsightsOffered {
+            task_id: "t2".into(),
+            insights: vec![offered("I-second")],
+        },
+    ]);
+    let json = serde_json::to_string(&events).unwrap();
+    let back: Vec<StoredEvent> = serde_json::from_str(&json).unwrap();
+    let replay = Replay::from_events(&back);
+    assert_eq!(replay.offered.len(), 1);
+    assert_eq!(replay.offered["t2"][0].insight.id, "I-first");
+}

@@ -632,6 +632,7 @@ fn the_scope_of_a_review_survives_reopen_and_the_first_one_wins() {
         spec: None,
         prior: None,
         analyzers: Default::default(),
+        memory: None,
     };
     store
         .append(&Event::ScopeRecorded {

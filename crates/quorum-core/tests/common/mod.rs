@@ -214,5 +214,6 @@ pub fn realistic_report() -> Report {
         adjudication: None,
         panel: None,
         analyzers: Vec::new(),
+        insights: None,
     }
 }

@@ -232,6 +232,7 @@ impl FlowConductor {
                     tokens_in: out.stage.stats.tokens_in,
                     tokens_out: out.stage.stats.tokens_out,
                 });
+                Self::learn(state, &task_id, &persona, &out.findings);
                 let reporter = Reporter {
                     persona,
                     model: out.stage.model.clone(),
@@ -634,6 +635,8 @@ impl FlowConductor {
         state.panel_failed = replay.panel_failed.clone();
         state.panel_decision = replay.panel_decision.clone();
         state.resumed_attempts = replay.attempts.clone();
+        // What each task was offered stays what it was offered.
+        state.offered = replay.offered.clone();
         state
             .ctx
             .facts
@@ -710,6 +713,7 @@ impl FlowConductor {
                 r.model = model.clone();
                 r.node = node.clone();
                 r.findings = findings.len();
+                Self::learn(state, &t.id, &t.persona, findings);
                 let reporter = Reporter {
                     persona: t.persona.clone(),
                     model,

@@ -1,0 +1,212 @@
+//! Memory across reviews with the `quorum` binary: a review leaves its verified findings as
+//! insights in the data dir; the next review of the same target offers them to its planner,
+//! delimited and with their provenance, and says so in report.json; a review of another
+//! target is offered nothing; `quorum flows gc` prunes them and says how many.
+
+#[path = "../../../tests/support/mod.rs"]
+mod support;
+
+use quorum_testkit::ScriptedServer;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+use support::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_quorum");
+const EARLIER: &str = "## Insights from earlier reviews";
+
+/// Run the binary isolated from the user's config; the data dir lives under `cwd`, so every
+/// run from the same `cwd` shares it.
+async fn quorum(args: &[&str], cwd: &Path) -> Output {
+    let home = cwd.join(".home");
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(args)
+        .current_dir(cwd)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("QUORUM_HOME", repo_root())
+        .env_remove("QUORUM_DATA_DIR")
+        .env_remove("RUST_LOG")
+        .kill_on_drop(true);
+    tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .expect("quorum did not exit in time")
+        .expect("quorum ran")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Review `target` against a fresh scripted server; the planner's prompt and report.json.
+async fn review(work: &Path, target: &Path, out: &str) -> (String, Value) {
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let out = work.join(out);
+    let backend = format!("ollama={}", server.ollama_url());
+    let o = quorum(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        work,
+    )
+    .await;
+    assert_eq!(o.status.code(), Some(1), "findings at P1: {}", text(&o));
+    let planner = server
+        .requests()
+        .into_iter()
+        .find(|r| r.system.contains("You are the planner"))
+        .expect("a planner request")
+        .last_user;
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    (planner, json)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_review_of_a_target_offers_its_planner_the_earlier_insights() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    copy_dir(&fixture("code_project"), &target);
+    let other = work.path().join("other");
+    copy_dir(&fixture("code_project"), &other);
+
+    // First review: nothing to offer; its verified findings are kept.
+    let (planner, first) = review(work.path(), &target, "out1").await;
+    assert!(!planner.contains(EARLIER), "{planner}");
+    let first_flow = first["flow_id"].as_str().unwrap().to_string();
+    assert!(first["insights"]["offered"].as_array().unwrap().is_empty());
+    let recorded = first["insights"]["recorded"].as_u64().unwrap();
+    assert!(recorded > 0, "{}", first["insights"]);
+    let md = std::fs::read_to_string(work.path().join("out1/report.md")).unwrap();
+    assert!(md.contains(&format!(
+        "{recorded} insights from this review's verified findings"
+    )));
+
+    // Second review of the same target: the planner is offered them, delimited, with the
+    // first review as their provenance.
+    let (planner, second) = review(work.path(), &target, "out2").await;
+    let section = planner
+        .split(EARLIER)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no earlier insights in the planner's prompt:\n{planner}"));
+    assert!(
+        section.contains("<<<BEGIN UNTRUSTED insight I-"),
+        "{section}"
+    );
+    assert!(
+        section.contains("SQL injection in item search"),
+        "{section}"
+    );
+    assert!(
+        section.contains(&format!("from review {first_flow}")),
+        "{section}"
+    );
+    // The fabricated finding was dropped by grounding: never remembered.
+    assert!(
+        !section.contains("Command injection via os.system"),
+        "{section}"
+    );
+    let offered = second["insights"]["offered"].as_array().unwrap();
+    assert!(!offered.is_empty());
+    assert!(offered
+        .iter()
+        .all(|o| o["from_flow"] == first_flow.as_str()));
+    assert!(offered
+        .iter()
+        .any(|o| o["title"] == "SQL injection in item search" && o["score"].as_f64() > Some(0.5)));
+    let md = std::fs::read_to_string(work.path().join("out2/report.md")).unwrap();
+    assert!(
+        md.contains(&format!("insights from earlier reviews ({first_flow})")),
+        "{md}"
+    );
+
+    // Another target shares the data dir, not the memory.
+    let (planner, third) = review(work.path(), &other, "out3").await;
+    assert!(!planner.contains(EARLIER), "{planner}");
+    assert!(third["insights"]["offered"].as_array().unwrap().is_empty());
+
+    // gc prunes insights older than DAYS (0: all of them) and says how many.
+    let o = quorum(&["flows", "gc", "--older-than", "0"], work.path()).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let pruned: u64 = stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("pruned ")?
+                .strip_suffix(" insights")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no pruned count: {stdout}"));
+    assert!(pruned >= recorded, "{stdout}");
+    let (planner, _) = review(work.path(), &target, "out4").await;
+    assert!(
+        !planner.contains(EARLIER),
+        "pruned insights came back:\n{planner}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_memory_neither_keeps_nor_offers() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    copy_dir(&fixture("code_project"), &target);
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    for out in ["a", "b"] {
+        let out = work.path().join(out);
+        let o = quorum(
+            &[
+                "review",
+                target.to_str().unwrap(),
+                "--backend",
+                &backend,
+                "--model",
+                MODEL,
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+                "--no-memory",
+            ],
+            work.path(),
+        )
+        .await;
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let json: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        assert!(json.get("insights").is_none(), "{}", json["insights"]);
+    }
+    assert!(server
+        .requests()
+        .iter()
+        .all(|r| !r.text.contains("## Insights from")));
+}
