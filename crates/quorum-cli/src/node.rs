@@ -286,6 +286,15 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             remote: remote.clone(),
             packs: packs.clone(),
             analyzers: settings.analyzers.setup()?,
+            // The node keeps the insights of the reviews it conducts in its own database.
+            memory: node_store
+                .clone()
+                .filter(|_| settings.memory.enabled)
+                .map(|store| quorum_node::NodeMemory {
+                    store,
+                    k: settings.memory.k,
+                    base_rate: settings.memory.base_rate,
+                }),
         }));
         if let Some(c) = &control {
             svc.set_control(c.clone());
@@ -800,6 +809,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
             sensitive: args.sensitive || settings.sensitive,
             verifier_model: args.verifier_model.clone().unwrap_or_default(),
             no_analyzers: args.no_analyzers,
+            no_memory: args.no_memory,
             verifiers: verification.verifiers.unwrap_or(0) as u32,
             verify_threshold: verification
                 .verify_threshold

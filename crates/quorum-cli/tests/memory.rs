@@ -210,3 +210,132 @@ async fn no_memory_neither_keeps_nor_offers() {
         .iter()
         .all(|r| !r.text.contains("## Insights from")));
 }
+
+/// The reviews a node conducts remember too: a second `--cluster` review of the same target is
+/// offered the first one's insights on the node, and `--no-memory` travels with a submission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_offers_a_submitted_review_the_insights_of_the_last_one_of_its_target() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    copy_dir(&fixture("code_project"), &target);
+    let server = ScriptedServer::start(code_review_script()).await.unwrap();
+    let home = work.path().join(".home");
+    let mut node = tokio::process::Command::new(BIN)
+        .args([
+            "node",
+            "--api",
+            "127.0.0.1:0",
+            "--name",
+            "mem-node",
+            "--model",
+            MODEL,
+            "--backend",
+            &format!("ollama={}", server.ollama_url()),
+            "--data-dir",
+            work.path().join("node-data").to_str().unwrap(),
+        ])
+        .current_dir(work.path())
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
+        .env("QUORUM_HOME", repo_root())
+        .env("QUORUM_API_TOKEN", "s3cret")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let line = tokio::time::timeout(
+        Duration::from_secs(30),
+        BufReader::new(node.stdout.take().unwrap())
+            .lines()
+            .next_line(),
+    )
+    .await
+    .expect("node did not start")
+    .unwrap()
+    .expect("node printed nothing");
+    let api = line.split("api on ").nth(1).unwrap().trim().to_string();
+    let submit = |out: &str, extra: &[&str]| {
+        let mut args: Vec<String> = [
+            "review",
+            target.to_str().unwrap(),
+            "--cluster",
+            &api,
+            "--out",
+            work.path().join(out).to_str().unwrap(),
+            "--quiet",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let work = work.path().to_path_buf();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let mut cmd = tokio::process::Command::new(BIN);
+            cmd.args(&args)
+                .current_dir(&work)
+                .env("HOME", work.join(".home"))
+                .env("XDG_CONFIG_HOME", work.join(".home/config"))
+                .env("QUORUM_HOME", repo_root())
+                .env("QUORUM_API_TOKEN", "s3cret")
+                .env_remove("RUST_LOG")
+                .kill_on_drop(true);
+            let o = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+                .await
+                .expect("the client did not exit in time")
+                .unwrap();
+            assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+            let json: Value = serde_json::from_str(
+                &std::fs::read_to_string(work.join(out_name(&args)).join("report.json")).unwrap(),
+            )
+            .unwrap();
+            json
+        }
+    };
+    let planners = |server: &ScriptedServer| -> Vec<String> {
+        server
+            .requests()
+            .into_iter()
+            .filter(|r| r.system.contains("You are the planner"))
+            .map(|r| r.last_user)
+            .collect()
+    };
+    let first = submit("c1", &[]).await;
+    let first_flow = first["flow_id"].as_str().unwrap().to_string();
+    assert!(
+        first["insights"]["recorded"].as_u64().unwrap() > 0,
+        "{}",
+        first["insights"]
+    );
+    let second = submit("c2", &[]).await;
+    let p = planners(&server);
+    assert_eq!(p.len(), 2);
+    assert!(!p[0].contains(EARLIER), "{}", p[0]);
+    let section = p[1]
+        .split(EARLIER)
+        .nth(1)
+        .unwrap_or_else(|| panic!("the node offered nothing:\n{}", p[1]));
+    assert!(
+        section.contains(&format!("from review {first_flow}")),
+        "{section}"
+    );
+    assert!(second["insights"]["offered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|o| o["from_flow"] == first_flow.as_str()));
+    // --no-memory travels: nothing offered.
+    let third = submit("c3", &["--no-memory"]).await;
+    assert!(third.get("insights").is_none(), "{}", third["insights"]);
+    assert!(!planners(&server)[2].contains(EARLIER));
+    let _ = node.kill().await;
+}
+
+/// The `--out` directory of a review's arguments.
+fn out_name(args: &[&str]) -> String {
+    let i = args.iter().position(|a| *a == "--out").unwrap();
+    args[i + 1].to_string()
+}

@@ -54,6 +54,7 @@ async fn main() {
         remote: None,
         packs: packs.clone(),
         analyzers: None,
+        memory: None,
     });
     let root = fixture("code_project");
     let mut at_50 = 0;

@@ -16,4 +16,4 @@ pub use cluster::{
 };
 pub use control::{ControlSink, NodeControl};
 pub use error::NodeError;
-pub use service::{NodeService, NodeSetup};
+pub use service::{NodeMemory, NodeService, NodeSetup};

@@ -35,6 +35,83 @@ pub struct NodeSetup {
     /// The deterministic analyzers this node runs on the reviews it accepts (None = off).
     /// Their leads travel with each attempt, so workers need none of the tools.
     pub analyzers: Option<quorum_runtime::analyzers::AnalyzerSetup>,
+    /// Memory across the reviews this node conducts (None = off): where insights are kept and
+    /// how many are offered.
+    pub memory: Option<NodeMemory>,
+}
+
+/// A node's memory across reviews: the node database insights are kept in, and the `[memory]`
+/// parameters. A review submitted for a target is offered the insights of earlier reviews of
+/// the same target (the client's path), and its own surviving findings are kept when it ends.
+#[derive(Clone)]
+pub struct NodeMemory {
+    pub store: Arc<quorum_store::NodeStore>,
+    pub k: usize,
+    pub base_rate: f64,
+}
+
+impl std::fmt::Debug for NodeMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeMemory")
+            .field("k", &self.k)
+            .field("base_rate", &self.base_rate)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeMemory {
+    /// The memory a submitted review starts with; an unreadable store costs the offer, never
+    /// the review.
+    async fn offer(&self, target: &str) -> quorum_core::scope::MemoryScope {
+        let repository = format!("path:{target}");
+        let (store, repo, k, rate) = (
+            self.store.clone(),
+            repository.clone(),
+            self.k,
+            self.base_rate,
+        );
+        let offered = tokio::task::spawn_blocking(move || {
+            store.offer_insights(&repo, quorum_runtime::facts::now_ms(), k, rate)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "earlier reviews' insights not offered");
+            Vec::new()
+        });
+        quorum_core::scope::MemoryScope {
+            repository,
+            k,
+            base_rate: rate,
+            offered,
+        }
+    }
+
+    /// Keep a finished review's surviving findings as insights for the next review of its
+    /// target (the same distillation its report counted).
+    async fn keep(&self, memory: &quorum_core::scope::MemoryScope, report: &Report) {
+        let now = quorum_runtime::facts::now_ms();
+        let learned = quorum_core::memory::distill_report(report, &memory.repository, now);
+        if learned.is_empty() {
+            return;
+        }
+        let (store, repo, rate) = (
+            self.store.clone(),
+            memory.repository.clone(),
+            memory.base_rate,
+        );
+        let kept =
+            tokio::task::spawn_blocking(move || store.record_insights(&repo, learned, now, rate))
+                .await;
+        match kept {
+            Ok(Ok(n)) => {
+                tracing::info!(insights = n, repository = %memory.repository, "insights kept for the next review of this target")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "this review's insights not kept"),
+            Err(e) => tracing::warn!(error = %e, "this review's insights not kept"),
+        }
+    }
 }
 
 /// One review this node runs or ran.
@@ -525,9 +602,17 @@ impl NodeService {
             }
         });
         let packs = self.setup.packs.clone();
+        let node_memory = self.setup.memory.clone();
         let task = tokio::spawn(async move {
             let facts = ctx.facts.clone();
+            let review_memory = ctx.scope.memory.clone();
             let result = quorum_runtime::run_review_from(ctx, Some(tx), resume).await;
+            if let (Some(node), Some(memory), Ok(report)) = (&node_memory, &review_memory, &result)
+            {
+                if !facts.fenced() {
+                    node.keep(memory, report).await;
+                }
+            }
             // The review is over: its pack leaves memory (it stays in the review's store), so a
             // node's memory does not grow with every review it ever ran.
             packs.release(&id);
@@ -762,6 +847,13 @@ impl ReviewApi for NodeService {
         };
         // The node runs the tools it has, before it acknowledges the review (the client waits
         // at most the catalog's timeouts); the leads are recorded with the review's scope.
+        if let Some(m) = setup
+            .memory
+            .as_ref()
+            .filter(|_| !opts.no_memory && !pack.is_empty())
+        {
+            scope.memory = Some(Box::new(m.offer(&req.target_name).await));
+        }
         if let Some(a) = setup.analyzers.as_ref().filter(|_| !opts.no_analyzers) {
             if !pack.is_empty() {
                 scope.analyzers = a.run(&pack).await;
@@ -857,7 +949,10 @@ impl ReviewApi for NodeService {
             board: Some(self.board.clone()),
             scope,
         });
-        if !ctx.scope.analyzers.is_empty() || ctx.scope.spec.is_some() || ctx.scope.prior.is_some()
+        if !ctx.scope.analyzers.is_empty()
+            || ctx.scope.spec.is_some()
+            || ctx.scope.prior.is_some()
+            || ctx.scope.memory.is_some()
         {
             // Before the first stage, as a local review records it: a survivor that takes the
             // review over, or a resume, reuses the same leads, spec and prior review.
