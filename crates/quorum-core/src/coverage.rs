@@ -420,6 +420,68 @@ pub fn add_full_coverage(
     refused
 }
 
+/// Shard every planned task over the flow's per-task budget (`max_task_files`, and
+/// `max_task_tokens` of estimated body tokens) by module: its files, in path order, batched by
+/// directory ([`crate::rounds::batch_files`]: a directory is split only when it alone is over a
+/// bound), each batch a task of the same persona, mandate and tools — the first keeps the id,
+/// the others are `id.2`, `id.3`, … with `origin` "shard k/n of id". Shards past `max_tasks`
+/// are returned as rejected, with the files they would have read, so the report says what the
+/// plan could not cover (`--coverage full` adds them back in batches).
+pub fn shard_tasks(flow: &Flow, pack: &ContextPack, tasks: &mut Vec<Task>) -> Vec<RejectedTask> {
+    let p = &flow.parameters;
+    let max_files = p.max_task_files.max(1);
+    let max_tokens = if p.max_task_tokens == 0 {
+        u32::MAX
+    } else {
+        p.max_task_tokens
+    };
+    let tokens = |path: &str| {
+        pack.files.get(path).map_or(0u64, |f| {
+            u64::from(crate::weaver::estimate_tokens(&f.content))
+        })
+    };
+    let mut out: Vec<Task> = Vec::with_capacity(tasks.len());
+    let mut rejected = Vec::new();
+    let mut room = p.max_tasks.saturating_sub(tasks.len());
+    for t in tasks.drain(..) {
+        let total: u64 = t.files.iter().map(|f| tokens(f)).sum();
+        if t.files.len() <= max_files && total <= u64::from(max_tokens) {
+            out.push(t);
+            continue;
+        }
+        let mut files = t.files.clone();
+        files.sort();
+        let batches = crate::rounds::batch_files(pack, &files, max_files, max_tokens);
+        let n = batches.len();
+        for (k, batch) in batches.into_iter().enumerate() {
+            let mut shard = t.clone();
+            if k > 0 {
+                if room == 0 {
+                    rejected.push(RejectedTask {
+                        id: format!("{}.{}", t.id, k + 1),
+                        persona: t.persona.clone(),
+                        reason: format!(
+                            "shard {} of {n} of {} is over the flow's max_tasks ({}); its {} files were not assigned",
+                            k + 1,
+                            t.id,
+                            p.max_tasks,
+                            batch.len()
+                        ),
+                    });
+                    continue;
+                }
+                room -= 1;
+                shard.id = format!("{}.{}", t.id, k + 1);
+            }
+            shard.files = batch;
+            shard.origin = Some(format!("shard {}/{n} of {}", k + 1, t.id));
+            out.push(shard);
+        }
+    }
+    *tasks = out;
+    rejected
+}
+
 /// The origin of the fresh-eyes task; findings only such tasks reported are `fresh_eyes`.
 pub const FRESH_EYES_ORIGIN: &str = "fresh eyes: sees only the material, not the plan's mandates";
 
@@ -727,6 +789,65 @@ mod tests {
         assert_eq!(c.never_reviewed_count, MAX_NEVER_REVIEWED + 5);
         assert_eq!(c.never_reviewed.len(), MAX_NEVER_REVIEWED);
         assert_eq!(c.never_reviewed[0], "z/f000.py");
+    }
+
+    #[test]
+    fn a_task_over_the_per_task_budget_is_sharded_by_module_within_max_tasks() {
+        let mut flow = Flow::load(&repo().join("flows/review.yaml")).unwrap();
+        flow.parameters.max_task_files = 3;
+        flow.parameters.max_task_tokens = 0;
+        flow.parameters.max_tasks = 4;
+        let names: Vec<String> = (0..4)
+            .flat_map(|d| (0..3).map(move |f| format!("svc{d}/f{f}.py")))
+            .collect();
+        let files: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "x = 1\n")).collect();
+        let twelve = pack(&files);
+        let all: Vec<&str> = names.iter().map(String::as_str).collect();
+        let small = task("t2", "software_developer", &["svc0/f0.py"]);
+        let mut tasks = vec![task("t1", "security_sentinel", &all), small.clone()];
+        let rejected = shard_tasks(&flow, &twelve, &mut tasks);
+        // 12 files over 4 modules of 3: four shards wanted, but max_tasks 4 leaves room for
+        // three of them beside t2.
+        let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["t1", "t1.2", "t1.3", "t2"]);
+        assert_eq!(
+            tasks[0].files,
+            ["svc0/f0.py", "svc0/f1.py", "svc0/f2.py"],
+            "one module each"
+        );
+        assert_eq!(tasks[1].files[0], "svc1/f0.py");
+        assert_eq!(tasks[1].origin.as_deref(), Some("shard 2/4 of t1"));
+        assert!(tasks[..3]
+            .iter()
+            .all(|t| t.persona == "security_sentinel" && t.mandate == "m"));
+        assert_eq!(tasks[3], small, "a task within budget is untouched");
+        assert_eq!(rejected.len(), 1);
+        assert_eq!(rejected[0].id, "t1.4");
+        assert!(
+            rejected[0].reason.contains("max_tasks (4)"),
+            "{}",
+            rejected[0].reason
+        );
+        // A token budget shards as well: three files of ~50 tokens each under a 120 budget.
+        flow.parameters.max_task_files = 60;
+        flow.parameters.max_task_tokens = 120;
+        flow.parameters.max_tasks = 20;
+        let body = "word ".repeat(40);
+        let heavy = pack(&[("m/a.py", &body), ("m/b.py", &body), ("m/c.py", &body)]);
+        let mut tasks = vec![task(
+            "t1",
+            "security_sentinel",
+            &["m/a.py", "m/b.py", "m/c.py"],
+        )];
+        assert!(shard_tasks(&flow, &heavy, &mut tasks).is_empty());
+        assert!(tasks.len() >= 2, "{tasks:?}");
+        let mut covered: Vec<String> = tasks.iter().flat_map(|t| t.files.clone()).collect();
+        covered.sort();
+        assert_eq!(
+            covered,
+            ["m/a.py", "m/b.py", "m/c.py"],
+            "every file in exactly one shard"
+        );
     }
 
     #[test]

@@ -119,6 +119,12 @@ pub struct FlowParams {
     pub conformance_batch: usize,
     /// Prior findings per adjudicator call of a finish review.
     pub adjudication_batch: usize,
+    /// The per-task budget of a planned task: most files, and most estimated tokens of their
+    /// bodies. A task over either (a directory named whole, a long list) is sharded by module
+    /// into tasks of the same persona and mandate (`coverage::shard_tasks`), within
+    /// `max_tasks`. 0 tokens = no token bound.
+    pub max_task_files: usize,
+    pub max_task_tokens: u32,
     /// Panel flows: the axes the judges score, in report order (each one of
     /// [`crate::catalog::JUDGE_AXES`]).
     pub panel_axes: Vec<String>,
@@ -160,6 +166,8 @@ impl Default for FlowParams {
             verify_batch: 8,
             conformance_batch: 5,
             adjudication_batch: 5,
+            max_task_files: 60,
+            max_task_tokens: 24_000,
             panel_axes: crate::catalog::JUDGE_AXES
                 .iter()
                 .map(|a| a.to_string())
@@ -208,6 +216,8 @@ const PARAM_BOUNDS: &[ParamBound] = &[
     ("max_verifications", |p| p.max_verifications as u64, 100_000),
     ("conformance_batch", |p| p.conformance_batch as u64, 100),
     ("adjudication_batch", |p| p.adjudication_batch as u64, 100),
+    ("max_task_files", |p| p.max_task_files as u64, 10_000),
+    ("max_task_tokens", |p| p.max_task_tokens.into(), 1 << 24),
     ("call_timeout_secs", |p| p.call_timeout_secs, 86_400),
     ("max_wall_secs", |p| p.max_wall_secs, 30 * 86_400),
 ];

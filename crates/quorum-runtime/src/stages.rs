@@ -655,6 +655,10 @@ pub async fn plan(
         if !tasks.is_empty() {
             let mut tasks = tasks;
             all_rejected.extend(rejected);
+            // A task over the per-task budget (a directory named whole) becomes module shards.
+            all_rejected.extend(quorum_core::coverage::shard_tasks(
+                &ctx.flow, &ctx.pack, &mut tasks,
+            ));
             all_rejected.extend(apply_flow_rules(ctx, stage_tools, &mut tasks));
             return Ok(Plan {
                 tasks,

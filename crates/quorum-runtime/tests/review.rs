@@ -896,6 +896,18 @@ async fn a_large_pack_s_planner_sees_directories_and_a_directory_task_gets_its_f
         .iter()
         .find(|r| r.system.contains("You are security_sentinel"))
         .expect("a specialist request");
+    // svc1's 100 files are over the per-task budget (60 files): the task is sharded by module,
+    // and the shards past max_tasks (1 here) are reported, not silently dropped.
+    let t1 = report.tasks.iter().find(|t| t.id == "t1").expect("t1 ran");
+    assert_eq!(t1.persona, "security_sentinel");
+    let over: Vec<&str> = report
+        .methodology
+        .rejected_tasks
+        .iter()
+        .filter(|r| r.id.starts_with("t1.") && r.reason.contains("max_tasks"))
+        .map(|r| r.id.as_str())
+        .collect();
+    assert!(!over.is_empty(), "{:?}", report.methodology.rejected_tasks);
     // The task got svc1's files (bounded), and nothing of the other services.
     assert!(
         specialist.text.contains("svc1/mod1/f1.py"),

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 
 /// Beyond this many files the planner sees directories, not paths.
 pub const LIST_FILES_UP_TO: usize = 200;
-/// How many files one directory entry in a task expands to at most (the per-task budget: a
-/// specialist cannot read a thousand files in one conversation).
-pub const FILES_PER_DIRECTORY_ENTRY: usize = 60;
+/// How many files one directory entry in a task expands to at most. The per-task budget is
+/// not this: a task over the flow's `max_task_files`/`max_task_tokens` is sharded by module
+/// afterwards (`coverage::shard_tasks`); this only bounds what one entry can name.
+pub const FILES_PER_DIRECTORY_ENTRY: usize = 2000;
 
 #[derive(Default)]
 struct DirStats {
@@ -135,7 +136,11 @@ mod tests {
     fn a_directory_entry_expands_to_its_files_boundedly_and_never_climbs_out() {
         let p = pack(300);
         let got = expand_directory(&p, "svc1/");
-        assert_eq!(got.len(), FILES_PER_DIRECTORY_ENTRY);
+        assert_eq!(got.len(), 100, "every file under it");
+        assert_eq!(
+            expand_directory(&pack(6100), "svc1/").len(),
+            FILES_PER_DIRECTORY_ENTRY
+        );
         assert!(got.iter().all(|f| f.starts_with("svc1/")));
         let mut sorted = got.clone();
         sorted.sort();
