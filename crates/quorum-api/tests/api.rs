@@ -245,6 +245,7 @@ fn pack(flow: &str, files: Vec<pb::SourceFile>) -> pb::SubmitReviewRequest {
         }),
         spec: None,
         prior: None,
+        scope_json: None,
     }
 }
 

@@ -242,9 +242,6 @@ fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
 
 async fn review(args: ReviewArgs) -> Result<ExitCode> {
     if !args.cluster.is_empty() {
-        if args.diff.is_some() || args.profile.is_some() {
-            bail!("--diff and --profile are not supported with --cluster yet: review the change on this machine");
-        }
         if args.apply_safe_fixes.is_some() {
             bail!("--apply-safe-fixes needs the target on this machine: drop --cluster, or apply the fixes listed in the report by hand");
         }

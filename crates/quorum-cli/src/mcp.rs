@@ -10,7 +10,6 @@ use crate::commands::{prepare_review, write_reports, Prepared};
 use crate::{BackendArgs, ReviewArgs};
 use quorum_api::{pb, ApiClient};
 use quorum_core::finding::{Finding, Severity};
-use quorum_core::pack::ContextPack;
 use quorum_core::report::Report;
 use quorum_runtime::Progress;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -344,8 +343,12 @@ impl QuorumMcp {
         if !root.is_dir() {
             return Err(bad(format!("{} is not a directory", root.display())));
         }
-        let pack = ContextPack::snapshot(&root, &settings.pack)
-            .map_err(|e| bad(format!("cannot snapshot the target: {e}")))?;
+        // As `quorum review --cluster` does: the repository's excludes, guidance and profile.
+        let (pack, scope) = crate::target::snapshot(&root, &settings, None, None)
+            .map_err(|e| bad(format!("{e:#}")))?;
+        let client_scope = quorum_core::scope::ClientScope::of(&scope);
+        let scope_json = (!client_scope.is_default())
+            .then(|| serde_json::to_string(&client_scope).unwrap_or_default());
         let (spec, prior) = crate::node::review_inputs(
             p.spec.as_deref().map(std::path::Path::new),
             p.prior.as_deref().map(std::path::Path::new),
@@ -360,6 +363,7 @@ impl QuorumMcp {
             files: crate::node::source_files(&pack),
             spec,
             prior,
+            scope_json,
             flow: p.flow.unwrap_or_default(),
             flow_yaml: None,
             options: Some(pb::ReviewOptions {

@@ -763,20 +763,20 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
     let root = target
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", target.display()))?;
-    // The repository's excludes bind wherever the review runs; its instructions do not travel
-    // over the API yet.
-    let repo = crate::target::repo_config_on_disk(&root)?;
-    if repo.as_ref().is_some_and(|r| !r.guidance.is_empty()) {
-        eprintln!(
-            "quorum: note: the instructions in {} are not applied to reviews run with --cluster",
-            quorum_core::repo_config::FILE_NAME
-        );
-    }
-    let pack = ContextPack::snapshot(
+    // The same snapshot and scope as a local review: the directory, or with --diff the head
+    // tree and the change; the repository's excludes, guidance and profile. The scope travels
+    // with the pack; the node checks it.
+    let (pack, scope) = crate::target::snapshot(
         &root,
-        &crate::target::pack_options(&settings, repo.as_ref()),
-    )
-    .map_err(|e| anyhow::anyhow!("cannot snapshot the target: {e}"))?;
+        &settings,
+        args.diff.as_deref(),
+        args.profile.as_deref(),
+    )?;
+    let client_scope = quorum_core::scope::ClientScope::of(&scope);
+    let scope_json = (!client_scope.is_default())
+        .then(|| serde_json::to_string(&client_scope))
+        .transpose()
+        .context("cannot encode the review's scope")?;
     let flow_yaml = match &args.flow {
         Some(f) if std::path::Path::new(f).is_file() => {
             Some(std::fs::read_to_string(f).with_context(|| format!("cannot read flow {f}"))?)
@@ -796,6 +796,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         files: source_files(&pack),
         spec,
         prior,
+        scope_json,
         flow: args
             .flow
             .clone()

@@ -783,3 +783,138 @@ async fn a_resumed_change_review_reviews_the_recorded_change() {
         json["findings"]
     );
 }
+
+/// A change review sent to a node: the client snapshots the head tree and decides the change,
+/// the node reviews exactly that change (its planner sees the changed files, a specialist its
+/// file's hunks) and the report sets pre-existing findings apart as on one machine; the
+/// profile travels too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_review_sent_to_a_node_reviews_the_clients_change() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let repo = change_repo();
+    let tasks = json!([
+        {"id": "t1", "persona": "security_sentinel", "files": ["src/app.py"],
+         "mandate": "Review the query construction that changed."}
+    ]);
+    let changed_line = "query = \"SELECT * FROM t WHERE id = \" + user_id";
+    let untouched_line = "password = \"hunter2-old-default\"";
+    let server = ScriptedServer::start(script(
+        tasks,
+        &[(
+            "security_sentinel",
+            json!([
+                finding(
+                    "SQL built by concatenation",
+                    "P2",
+                    0.9,
+                    "src/app.py",
+                    10,
+                    changed_line
+                ),
+                finding(
+                    "Default password in source",
+                    "P0",
+                    0.9,
+                    "src/app.py",
+                    25,
+                    untouched_line
+                )
+            ]),
+        )],
+    ))
+    .await
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let home = work.path().join(".home");
+    let mut node = tokio::process::Command::new(BIN)
+        .args([
+            "node",
+            "--api",
+            "127.0.0.1:0",
+            "--name",
+            "diff-node",
+            "--model",
+            MODEL,
+            "--backend",
+            &format!("ollama={}", server.ollama_url()),
+            "--data-dir",
+            work.path().join("node-data").to_str().unwrap(),
+        ])
+        .current_dir(work.path())
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("QUORUM_ANALYZERS__ENABLED", "false")
+        .env("QUORUM_HOME", repo_root())
+        .env("QUORUM_API_TOKEN", "s3cret")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let line = tokio::time::timeout(
+        Duration::from_secs(30),
+        BufReader::new(node.stdout.take().unwrap())
+            .lines()
+            .next_line(),
+    )
+    .await
+    .expect("node did not start")
+    .unwrap()
+    .expect("node printed nothing");
+    let api = line.split("api on ").nth(1).unwrap().trim().to_string();
+    let out = work.path().join("out");
+    let o = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new(BIN)
+            .args([
+                "review",
+                repo.path().to_str().unwrap(),
+                "--diff",
+                "base..main",
+                "--profile",
+                "assertive",
+                "--cluster",
+                &api,
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+            ])
+            .current_dir(work.path())
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join("config"))
+            .env("QUORUM_HOME", repo_root())
+            .env("QUORUM_API_TOKEN", "s3cret")
+            .env_remove("RUST_LOG")
+            .output(),
+    )
+    .await
+    .expect("the client did not exit in time")
+    .unwrap();
+    let _ = node.kill().await;
+    // The P0 is pre-existing: only the change's P2 counts, below --fail-on P1.
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let reqs = server.requests();
+    let changed = delimited(&planner(&reqs).text, "changed files")
+        .expect("the node's planner sees the change");
+    assert!(
+        changed.contains("- src/app.py: modified (+1 -1)"),
+        "{changed}"
+    );
+    let sec = specialist(&reqs, "security_sentinel");
+    let hunks = delimited(&sec[0].text, "diff of src/app.py").expect("its file's hunks");
+    assert!(hunks.contains(&format!("+{changed_line}")), "{hunks}");
+    for r in &reqs {
+        assert!(
+            !r.text.contains("UNCOMMITTED_WORKTREE_EDIT"),
+            "the working tree is never reviewed"
+        );
+    }
+    let json = read_json(&out.join("report.json"));
+    assert_eq!(json["findings"][0]["title"], "SQL built by concatenation");
+    assert_eq!(
+        json["pre_existing"][0]["title"],
+        "Default password in source"
+    );
+    assert_eq!(json["target"]["diff"]["spec"], "base..main");
+    assert_eq!(json["methodology"]["profile"], "assertive");
+}

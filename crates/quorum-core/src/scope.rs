@@ -250,6 +250,72 @@ pub struct MemoryScope {
     pub offered: Vec<crate::memory::Offered>,
 }
 
+/// The part of a review's scope a client decides: the change under review (`--diff`), the
+/// repository's guidance (`.quorum.toml`) and the profile. It travels with a review submitted
+/// to a cluster (the node decides the rest: analyzers, memory, spec and prior checks);
+/// unknown fields are refused, so a client cannot slip anything else into the scope.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientScope {
+    #[serde(default)]
+    pub change: Option<ChangeSet>,
+    #[serde(default)]
+    pub guidance: Guidance,
+    #[serde(default = "default_profile")]
+    pub profile: Profile,
+}
+
+/// The most a submitted [`ClientScope`] may weigh (its change's hunks dominate it).
+pub const MAX_CLIENT_SCOPE_BYTES: usize = 16 << 20;
+
+impl ClientScope {
+    pub fn of(scope: &ReviewScope) -> ClientScope {
+        ClientScope {
+            change: scope.change.clone(),
+            guidance: scope.guidance.clone(),
+            profile: scope.profile,
+        }
+    }
+
+    /// Read one from its JSON, bounded; a change may only name the pack's files (it is the
+    /// head tree the client sent).
+    pub fn parse(json: &str, pack: &crate::pack::ContextPack) -> Result<ClientScope, String> {
+        if json.len() > MAX_CLIENT_SCOPE_BYTES {
+            return Err(format!(
+                "the review's scope is {} bytes, over the limit of {MAX_CLIENT_SCOPE_BYTES}",
+                json.len()
+            ));
+        }
+        let c: ClientScope = serde_json::from_str(json)
+            .map_err(|e| format!("the review's scope is invalid: {e}"))?;
+        if let Some(change) = &c.change {
+            if let Some(f) = change.files.iter().find(|f| {
+                f.kind != ChangeKind::Deleted && !f.hunks.is_empty() && pack.get(&f.path).is_none()
+            }) {
+                return Err(format!(
+                    "the change's file {} is not in the submitted files",
+                    f.path
+                ));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Put it into a scope the node builds.
+    pub fn apply_to(self, scope: &mut ReviewScope) {
+        scope.change = self.change;
+        scope.guidance = self.guidance;
+        scope.profile = self.profile;
+    }
+
+    /// Whether it says anything a default scope does not.
+    pub fn is_default(&self) -> bool {
+        self.change.is_none()
+            && self.guidance == Guidance::default()
+            && self.profile == Profile::Default
+    }
+}
+
 fn default_profile() -> Profile {
     Profile::Default
 }
@@ -359,6 +425,61 @@ impl ReviewScope {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_client_scope_travels_whole_and_nothing_else_gets_in() {
+        let pack = crate::pack::ContextPack::from_files(
+            "/r".into(),
+            None,
+            vec![("src/app.py".into(), "x = 1\n".into())],
+        );
+        let change = |path: &str, kind: ChangeKind| ChangeSet {
+            spec: "base..main".into(),
+            base: "a".repeat(40),
+            head: "b".repeat(40),
+            files: vec![FileChange {
+                path: path.into(),
+                kind,
+                old_path: None,
+                added: 1,
+                removed: 1,
+                touched: vec![(1, 1)],
+                hunks: "@@ -1 +1 @@\n-x = 0\n+x = 1\n".into(),
+            }],
+        };
+        let sent = ClientScope {
+            change: Some(change("src/app.py", ChangeKind::Modified)),
+            guidance: Guidance {
+                source: ".quorum.toml".into(),
+                instructions: "Focus on the API.".into(),
+                paths: Vec::new(),
+            },
+            profile: Profile::Chill,
+        };
+        let json = serde_json::to_string(&sent).unwrap();
+        let got = ClientScope::parse(&json, &pack).unwrap();
+        assert_eq!(got, sent);
+        let mut scope = ReviewScope::default();
+        got.apply_to(&mut scope);
+        assert_eq!(scope.profile, Profile::Chill);
+        assert!(scope.change.is_some() && scope.spec.is_none());
+        // A change naming a file the client did not send; a deleted file may be absent.
+        let ghost = ClientScope {
+            change: Some(change("src/ghost.py", ChangeKind::Modified)),
+            ..sent.clone()
+        };
+        let err = ClientScope::parse(&serde_json::to_string(&ghost).unwrap(), &pack).unwrap_err();
+        assert!(err.contains("src/ghost.py"), "{err}");
+        let gone = ClientScope {
+            change: Some(change("src/gone.py", ChangeKind::Deleted)),
+            ..sent
+        };
+        assert!(ClientScope::parse(&serde_json::to_string(&gone).unwrap(), &pack).is_ok());
+        // Anything else in the scope (a spec, analyzers' leads) is refused, not ignored.
+        let sneaky = r#"{"profile":"default","spec":{"path":"s","text":"t"}}"#;
+        assert!(ClientScope::parse(sneaky, &pack).unwrap_err().contains("unknown field"));
+        assert!(ClientScope::parse(&" ".repeat(MAX_CLIENT_SCOPE_BYTES + 1), &pack).is_err());
+    }
+
     use super::*;
     use crate::finding::Verdict;
 

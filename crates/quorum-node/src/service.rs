@@ -845,6 +845,17 @@ impl ReviewApi for NodeService {
             prior: Self::prior_of(&flow, &req)?.map(Box::new),
             ..Default::default()
         };
+        let client_scope = match req.scope_json.as_deref().filter(|j| !j.trim().is_empty()) {
+            Some(json) => Some(
+                quorum_core::scope::ClientScope::parse(json, &pack)
+                    .map_err(ApiError::InvalidArgument)?,
+            ),
+            None => None,
+        };
+        let scoped = client_scope.as_ref().is_some_and(|c| !c.is_default());
+        if let Some(c) = client_scope {
+            c.apply_to(&mut scope);
+        }
         // The node runs the tools it has, before it acknowledges the review (the client waits
         // at most the catalog's timeouts); the leads are recorded with the review's scope.
         if let Some(m) = setup
@@ -949,7 +960,8 @@ impl ReviewApi for NodeService {
             board: Some(self.board.clone()),
             scope,
         });
-        if !ctx.scope.analyzers.is_empty()
+        if scoped
+            || !ctx.scope.analyzers.is_empty()
             || ctx.scope.spec.is_some()
             || ctx.scope.prior.is_some()
             || ctx.scope.memory.is_some()
