@@ -33,6 +33,8 @@
 
 pub mod atlas;
 mod survey;
+pub mod text;
+pub use text::Text;
 
 pub use survey::{Exclusion, ExclusionReason, PackSurvey};
 
@@ -109,12 +111,13 @@ pub struct PackFile {
     pub language: String,
     pub kind: FileKind,
     #[serde(skip)]
-    pub content: Arc<str>,
+    pub content: Text,
 }
 
 impl PackFile {
     /// Build a file entry from its path and content: hash, size, line count, language and kind.
-    pub fn new(path: String, content: Arc<str>) -> PackFile {
+    pub fn new(path: String, content: impl Into<Text>) -> PackFile {
+        let content: Text = content.into();
         let (language, kind) = classify(&path, &content);
         PackFile {
             hash: blake3::hash(content.as_bytes()).to_hex().to_string(),
@@ -153,7 +156,19 @@ pub struct PackOptions {
     /// what it left out. 0 means no bound.
     #[serde(default = "default_max_pack_bytes")]
     pub max_pack_bytes: u64,
+    /// A pack whose content passes this many bytes is spilled: read in bounded groups and
+    /// written once to a private, unlinked spill file that is mapped read-only, so the
+    /// process holds a group at a time, not the tree (default 64 MiB; 0 = never spill).
+    #[serde(default = "default_spill_above_bytes")]
+    pub spill_above_bytes: u64,
 }
+
+fn default_spill_above_bytes() -> u64 {
+    64 * 1024 * 1024
+}
+
+/// Bytes of content read (and held) at once while a pack is spilled.
+const SPILL_GROUP_BYTES: u64 = 16 * 1024 * 1024;
 
 fn default_max_pack_bytes() -> u64 {
     256 * 1024 * 1024
@@ -167,6 +182,7 @@ impl Default for PackOptions {
             exclude_secrets: true,
             exclude: Vec::new(),
             max_pack_bytes: default_max_pack_bytes(),
+            spill_above_bytes: default_spill_above_bytes(),
         }
     }
 }
@@ -311,6 +327,8 @@ impl ContextPack {
         // sizes the walk saw (in walk order, before anything is read), so which files are over
         // the budget does not depend on timing.
         let mut budgeted: u64 = 0;
+        // Content the walk admitted, budget or not: past `spill_above_bytes` it is spilled.
+        let mut sizes: Vec<u64> = Vec::new();
         let mut links: Vec<(String, PathBuf)> = Vec::new();
         for item in builder.build() {
             let entry = match item {
@@ -378,6 +396,7 @@ impl ContextPack {
                         }
                         budgeted += meta.len();
                     }
+                    sizes.push(if counts { meta.len() } else { 0 });
                     regular.push((rel, entry.path().to_path_buf()));
                 }
                 Err(e) => skipped.push(Skipped {
@@ -386,12 +405,29 @@ impl ContextPack {
                 }),
             }
         }
-        for (rel, admitted) in admit_in_parallel(regular, &walked, opts) {
-            match admitted {
-                Ok(file) => {
-                    files.insert(rel, file);
+        let total: u64 = sizes.iter().sum();
+        if opts.spill_above_bytes > 0 && total > opts.spill_above_bytes {
+            let spilled =
+                admit_spilled(regular, &sizes, &walked, opts).map_err(|source| PackError::Io {
+                    path: std::env::temp_dir(),
+                    source,
+                })?;
+            for (rel, admitted) in spilled {
+                match admitted {
+                    Ok(file) => {
+                        files.insert(rel, file);
+                    }
+                    Err(reason) => skipped.push(Skipped { path: rel, reason }),
                 }
-                Err(reason) => skipped.push(Skipped { path: rel, reason }),
+            }
+        } else {
+            for (rel, admitted) in admit_in_parallel(regular, &walked, opts) {
+                match admitted {
+                    Ok(file) => {
+                        files.insert(rel, file);
+                    }
+                    Err(reason) => skipped.push(Skipped { path: rel, reason }),
+                }
             }
         }
         for (rel, path) in links {
@@ -1022,6 +1058,55 @@ fn admit_in_parallel(
         }
     }
     all
+}
+
+/// [`admit_in_parallel`] for a pack too large to hold: the files are read in groups of about
+/// [`SPILL_GROUP_BYTES`] (in walk order), each group's texts appended to one spill file and
+/// dropped, and the file mapped at the end, so at most a group is on the heap at a time.
+fn admit_spilled(
+    regular: Vec<(String, PathBuf)>,
+    sizes: &[u64],
+    walked: &BTreeMap<String, FileId>,
+    opts: &PackOptions,
+) -> std::io::Result<Vec<(String, Result<PackFile, String>)>> {
+    let mut spill = text::Spill::create(&std::env::temp_dir())?;
+    let mut out: Vec<(String, Result<PackFile, String>)> = Vec::with_capacity(regular.len());
+    let mut slots: Vec<(usize, usize)> = Vec::new();
+    let mut group: Vec<(String, PathBuf)> = Vec::new();
+    let mut group_bytes = 0u64;
+    let mut flush = |group: &mut Vec<(String, PathBuf)>,
+                     out: &mut Vec<(String, Result<PackFile, String>)>|
+     -> std::io::Result<()> {
+        for (rel, admitted) in admit_in_parallel(std::mem::take(group), walked, opts) {
+            let admitted = match admitted {
+                Ok(mut file) => {
+                    let at = spill.push(&file.content)?;
+                    slots.push((out.len(), at));
+                    file.content = Text::default();
+                    Ok(file)
+                }
+                Err(e) => Err(e),
+            };
+            out.push((rel, admitted));
+        }
+        Ok(())
+    };
+    for (entry, size) in regular.into_iter().zip(sizes.iter().copied()) {
+        group.push(entry);
+        group_bytes += size;
+        if group_bytes >= SPILL_GROUP_BYTES {
+            flush(&mut group, &mut out)?;
+            group_bytes = 0;
+        }
+    }
+    flush(&mut group, &mut out)?;
+    let texts = spill.finish()?;
+    for (i, at) in slots {
+        if let (Some((_, Ok(file))), Some(text)) = (out.get_mut(i), texts.get(at)) {
+            file.content = text.clone();
+        }
+    }
+    Ok(out)
 }
 
 fn admit_file(
@@ -1684,6 +1769,47 @@ mod tests {
                 .map(|(p, c)| (p.to_string(), c.to_string()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn a_pack_past_the_spill_bound_is_the_same_pack_read_from_a_mapped_spill() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..300 {
+            write(
+                dir.path(),
+                &format!("src/m{:03}.py", i),
+                format!("def f{i}():\n    return \"{}\"\n", "é".repeat(i % 7)).as_bytes(),
+            );
+        }
+        write(dir.path(), ".env", b"SECRET=1\n");
+        write(dir.path(), "blob.bin", b"\0\x01\x02");
+        let held = ContextPack::snapshot(dir.path(), &PackOptions::default()).unwrap();
+        let opts = PackOptions {
+            spill_above_bytes: 1,
+            ..PackOptions::default()
+        };
+        let spilled = ContextPack::snapshot(dir.path(), &opts).unwrap();
+        assert_eq!(spilled.len(), 300);
+        assert_eq!(
+            spilled.skipped, held.skipped,
+            "the same exclusions, for the same reasons"
+        );
+        for (path, f) in &held.files {
+            let s = spilled.get(path).unwrap();
+            assert!(s.content.is_spilled(), "{path}");
+            assert!(!f.content.is_spilled());
+            assert_eq!(&*s.content, &*f.content, "{path}");
+            assert_eq!(
+                (&s.hash, s.size, s.line_count),
+                (&f.hash, f.size, f.line_count)
+            );
+        }
+        let hits = spilled.grep("return", "src/", 1000).unwrap();
+        assert_eq!(hits.len(), 300, "tools read spilled text like any other");
+        // Spilled texts outlive the pack they came from and the snapshot leaves no file.
+        let one = spilled.get("src/m005.py").unwrap().content.clone();
+        drop(spilled);
+        assert!(one.contains("def f5()"));
     }
 
     #[test]

@@ -476,7 +476,9 @@ mod tests {
         assert!(ClientScope::parse(&serde_json::to_string(&gone).unwrap(), &pack).is_ok());
         // Anything else in the scope (a spec, analyzers' leads) is refused, not ignored.
         let sneaky = r#"{"profile":"default","spec":{"path":"s","text":"t"}}"#;
-        assert!(ClientScope::parse(sneaky, &pack).unwrap_err().contains("unknown field"));
+        assert!(ClientScope::parse(sneaky, &pack)
+            .unwrap_err()
+            .contains("unknown field"));
         assert!(ClientScope::parse(&" ".repeat(MAX_CLIENT_SCOPE_BYTES + 1), &pack).is_err());
     }
 

@@ -37,7 +37,7 @@ const FETCH_BATCH_BYTES: u64 = 1024 * 1024;
 /// Packs of reviews this node conducts, by flow, indexed by content hash for peers' fetches.
 #[derive(Debug, Default)]
 pub struct PackRegistry {
-    packs: Mutex<HashMap<String, HashMap<String, Arc<str>>>>,
+    packs: Mutex<HashMap<String, HashMap<String, quorum_core::pack::Text>>>,
 }
 
 impl PackRegistry {
@@ -53,7 +53,8 @@ impl PackRegistry {
     }
 
     fn get(&self, flow_id: &str, hash: &str) -> Option<Arc<str>> {
-        self.packs.lock().ok()?.get(flow_id)?.get(hash).cloned()
+        let text = self.packs.lock().ok()?.get(flow_id)?.get(hash).cloned()?;
+        Some(text.to_arc())
     }
 
     /// Forget a review's pack (it ended); peers' later fetches for it fail, as they should.

@@ -370,7 +370,7 @@ impl PackCopy {
             "quorum-analyzers-{}",
             uuid::Uuid::new_v4().simple()
         ));
-        let files: Vec<(String, std::sync::Arc<str>)> = pack
+        let files: Vec<(String, quorum_core::pack::Text)> = pack
             .files
             .values()
             .map(|f| (f.path.clone(), f.content.clone()))

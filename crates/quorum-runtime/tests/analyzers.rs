@@ -353,7 +353,7 @@ async fn leads_travel_with_a_remote_attempt_to_a_worker_without_the_tools() {
         .pack
         .files
         .values()
-        .map(|f| (f.hash.clone(), f.content.clone()))
+        .map(|f| (f.hash.clone(), f.content.to_arc()))
         .collect();
     let mut cfg = BackendConfig::new(BackendKind::Ollama, worker.ollama_url());
     cfg.models = vec![MODEL.into()];

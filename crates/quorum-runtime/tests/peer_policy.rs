@@ -112,7 +112,7 @@ async fn run(w: &Worker, req: RemoteAttempt) -> RemoteOutcome {
     let contents: BTreeMap<String, Arc<str>> = pack
         .files
         .values()
-        .map(|f| (f.hash.clone(), f.content.clone()))
+        .map(|f| (f.hash.clone(), f.content.to_arc()))
         .collect();
     tokio::time::timeout(
         Duration::from_secs(30),

@@ -63,7 +63,7 @@ impl RemoteExecutor for FakePeer {
             .pack
             .files
             .values()
-            .map(|f| (f.hash.clone(), f.content.clone()))
+            .map(|f| (f.hash.clone(), f.content.to_arc()))
             .collect();
         let backends = self.backends.clone();
         let name = self.name.clone();
@@ -252,7 +252,7 @@ async fn a_lost_node_s_attempts_are_reassigned_and_its_late_results_ignored() {
         .pack
         .files
         .values()
-        .map(|f| (f.hash.clone(), f.content.clone()))
+        .map(|f| (f.hash.clone(), f.content.to_arc()))
         .collect();
     let (fid, attempt) = (held.flow_id.clone(), held.attempt);
     let late = remote::run_attempt(held, &contents, &peer.backends, None, "sleepy").await;
@@ -687,7 +687,7 @@ async fn a_stage_shipped_to_a_peer_runs_there_with_the_shipped_catalog() {
         .pack
         .files
         .values()
-        .map(|f| (f.hash.clone(), f.content.clone()))
+        .map(|f| (f.hash.clone(), f.content.to_arc()))
         .collect();
     let classification = quorum_core::task::Classification {
         domain: "software".into(),

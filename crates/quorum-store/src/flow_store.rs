@@ -117,19 +117,28 @@ impl std::fmt::Debug for FlowStore {
     }
 }
 
+/// Page cache of each sled database this crate opens.
+const DB_CACHE_BYTES: u64 = 32 << 20;
+
 /// Open a sled database, telling lock contention apart from everything else.
 pub(crate) fn open_db(path: &Path) -> Result<sled::Db, StoreError> {
-    sled::Config::new().path(path).open().map_err(|e| match e {
-        sled::Error::Io(ref io)
-            if io.kind() == std::io::ErrorKind::WouldBlock
-                || io.to_string().contains("could not acquire lock") =>
-        {
-            StoreError::Locked {
-                path: path.to_path_buf(),
+    // sled's page cache defaults to 1 GiB per database: a review's store writes a pack once and
+    // reads it rarely, so a small cache keeps a large pack from sitting in memory twice.
+    sled::Config::new()
+        .path(path)
+        .cache_capacity(DB_CACHE_BYTES)
+        .open()
+        .map_err(|e| match e {
+            sled::Error::Io(ref io)
+                if io.kind() == std::io::ErrorKind::WouldBlock
+                    || io.to_string().contains("could not acquire lock") =>
+            {
+                StoreError::Locked {
+                    path: path.to_path_buf(),
+                }
             }
-        }
-        other => StoreError::corrupt(path, describe_sled(&other)),
-    })
+            other => StoreError::corrupt(path, describe_sled(&other)),
+        })
 }
 
 fn describe_sled(e: &sled::Error) -> String {
@@ -331,7 +340,7 @@ impl FlowStore {
                     format!("content of {} is not utf-8: {e}", file.path),
                 )
             })?;
-            file.content = Arc::from(text);
+            file.content = quorum_core::pack::Text::from(text);
             files.insert(file.path.clone(), file);
         }
         Ok(ContextPack {
