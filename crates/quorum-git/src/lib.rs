@@ -316,6 +316,8 @@ impl Repo {
         let rules = TreeRules::new(opts, &self.prefix, &ignore_files)?;
         let mut files = Vec::new();
         let mut head_text: BTreeMap<&str, Arc<str>> = BTreeMap::new();
+        // The same content budget as a directory snapshot, in path order.
+        let mut budgeted: u64 = 0;
         for (path, e) in &head {
             match rules.decide(path) {
                 TreeDecision::Ignored => {}
@@ -324,7 +326,20 @@ impl Repo {
                     reason,
                 }),
                 TreeDecision::Admit => match self.admitted_blob(&rules, e) {
+                    Ok(text)
+                        if opts.max_pack_bytes > 0
+                            && budgeted.saturating_add(text.len() as u64) > opts.max_pack_bytes =>
+                    {
+                        skipped.push(Skipped {
+                            path: path.clone(),
+                            reason: format!(
+                                "over the pack budget ({} bytes; raise pack.max_pack_bytes to include it)",
+                                opts.max_pack_bytes
+                            ),
+                        });
+                    }
                     Ok(text) => {
+                        budgeted += text.len() as u64;
                         head_text.insert(path.as_str(), text.clone());
                         files.push((path.clone(), text));
                     }

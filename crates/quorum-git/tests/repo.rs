@@ -234,6 +234,35 @@ fn exclude_globs_keep_files_out_of_pack_and_change() {
 }
 
 #[test]
+fn the_pack_budget_binds_a_change_review_too() {
+    let dir = fixture();
+    let repo = Repo::discover(dir.path()).unwrap();
+    let range = repo.resolve("v1").unwrap();
+    let (all, _) = repo.read_change(&range, &PackOptions::default()).unwrap();
+    let first = all.files.values().next().unwrap();
+    let opts = PackOptions {
+        max_pack_bytes: first.size,
+        ..PackOptions::default()
+    };
+    let (pack, change) = repo.read_change(&range, &opts).unwrap();
+    assert_eq!(pack.len(), 1, "only what fits the budget, in path order");
+    assert!(pack.get(&first.path).is_some());
+    let over: Vec<&str> = pack
+        .skipped
+        .iter()
+        .filter(|s| s.reason.starts_with("over the pack budget"))
+        .map(|s| s.path.as_str())
+        .collect();
+    assert_eq!(over.len(), all.len() - 1, "{:?}", pack.skipped);
+    for path in over {
+        assert!(
+            change.file(path).is_none(),
+            "{path} is out of the pack and the change"
+        );
+    }
+}
+
+#[test]
 fn not_a_repository_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     match Repo::discover(dir.path()) {
