@@ -10,6 +10,7 @@
 //! specialists → verifier → synthesizer) and what each stage's result means live in
 //! [`phases`].
 
+mod judging;
 mod panel;
 mod phases;
 mod rounds;
@@ -172,7 +173,7 @@ pub struct ConductorState {
     criteria: Option<Vec<quorum_core::conformance::Criterion>>,
     criteria_by_model: bool,
     judgments: std::collections::BTreeMap<String, quorum_core::conformance::Judgment>,
-    conformance: Option<phases::ConformanceRound>,
+    conformance: Option<judging::ConformanceRound>,
     conformance_done: bool,
     conformance_failure: Option<String>,
     /// Exhaustive flows: the rounds evaluated so far, in order.
@@ -182,7 +183,7 @@ pub struct ConductorState {
     /// Finish reviews: each prior finding's settled ruling by prior id, the adjudicator round
     /// in flight, and whether adjudication is over.
     adjudged: std::collections::BTreeMap<String, quorum_core::adjudication::Adjudged>,
-    adjudication: Option<phases::AdjudicationRound>,
+    adjudication: Option<judging::AdjudicationRound>,
     adjudication_done: bool,
     /// Panel flows: each judge's recorded scores and, for those that gave none, why; the
     /// verdict once given; the judge or meta-judge runs in flight; whether the panel is over.
