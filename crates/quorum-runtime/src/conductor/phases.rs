@@ -152,8 +152,7 @@ impl FlowConductor {
         state.runs[run].duration_ms = elapsed;
         match outcome {
             JobOutcome::Scout(Ok((c, st))) => {
-                state.runs[run].complete(&st.model, &st.stats);
-                Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
+                Self::stage_run_succeeded(state, run, &st).await;
                 state
                     .ctx
                     .facts
@@ -162,21 +161,11 @@ impl FlowConductor {
                         fallback: false,
                     })
                     .await;
-                state.usage.merge(&st.stats);
                 state.classification = c;
                 Self::start_phase(myself, state, Phase::Plan).await?;
             }
             JobOutcome::Plan(Ok(plan)) => {
-                state.runs[run].complete(&plan.stage.model, &plan.stage.stats);
-                Self::record_success(
-                    state,
-                    run,
-                    &plan.stage.model,
-                    &plan.stage.stats,
-                    1,
-                    Vec::new(),
-                )
-                .await;
+                Self::stage_run_succeeded(state, run, &plan.stage).await;
                 if let Some(selection) = &plan.selection {
                     state
                         .ctx
@@ -195,7 +184,6 @@ impl FlowConductor {
                         rejected: plan.rejected.clone(),
                     })
                     .await;
-                state.usage.merge(&plan.stage.stats);
                 Box::pin(Self::planned(myself, state, plan.tasks, plan.rejected)).await?;
             }
             JobOutcome::Specialist(Ok(out)) => {
@@ -254,6 +242,7 @@ impl FlowConductor {
                     .as_ref()
                     .is_some_and(|r| r.batch(run).is_some()) =>
             {
+                // A batch's calls are counted with the round's when verification ends.
                 state.runs[run].complete(&v.stage.model, &v.stage.stats);
                 Self::record_success(state, run, &v.stage.model, &v.stage.stats, 1, Vec::new())
                     .await;
@@ -270,9 +259,7 @@ impl FlowConductor {
                 }
             }
             JobOutcome::Verify(Ok(v)) => {
-                state.runs[run].complete(&v.stage.model, &v.stage.stats);
-                Self::record_success(state, run, &v.stage.model, &v.stage.stats, 1, Vec::new())
-                    .await;
+                Self::stage_run_succeeded(state, run, &v.stage).await;
                 state
                     .ctx
                     .facts
@@ -280,7 +267,6 @@ impl FlowConductor {
                         judged: v.judged.clone(),
                     })
                     .await;
-                state.usage.merge(&v.stage.stats);
                 state.verifier_model = Some(v.stage.model.clone());
                 state.verifier_degraded = v.degraded;
                 let total = v.judged.len();
@@ -289,9 +275,7 @@ impl FlowConductor {
                 Box::pin(Self::start_phase(myself, state, Phase::Synthesize)).await?;
             }
             JobOutcome::Criteria(Ok((criteria, st))) => {
-                state.runs[run].complete(&st.model, &st.stats);
-                Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
-                state.usage.merge(&st.stats);
+                Self::stage_run_succeeded(state, run, &st).await;
                 state
                     .ctx
                     .facts
@@ -310,17 +294,7 @@ impl FlowConductor {
                     .as_ref()
                     .is_some_and(|r| r.batch(run).is_some()) =>
             {
-                state.runs[run].complete(&out.stage.model, &out.stage.stats);
-                Self::record_success(
-                    state,
-                    run,
-                    &out.stage.model,
-                    &out.stage.stats,
-                    1,
-                    Vec::new(),
-                )
-                .await;
-                state.usage.merge(&out.stage.stats);
+                Self::stage_run_succeeded(state, run, &out.stage).await;
                 // Grounded here, on the conductor, before the verdict counts.
                 let spec_path = state
                     .ctx
@@ -350,17 +324,7 @@ impl FlowConductor {
                     .as_ref()
                     .is_some_and(|r| r.batch(run).is_some()) =>
             {
-                state.runs[run].complete(&out.stage.model, &out.stage.stats);
-                Self::record_success(
-                    state,
-                    run,
-                    &out.stage.model,
-                    &out.stage.stats,
-                    1,
-                    Vec::new(),
-                )
-                .await;
-                state.usage.merge(&out.stage.stats);
+                Self::stage_run_succeeded(state, run, &out.stage).await;
                 // Settled here, on the conductor, against the tree before the ruling counts.
                 let rulings: Vec<Adjudged> = out
                     .rulings
@@ -374,17 +338,7 @@ impl FlowConductor {
                 Self::record_rulings(state, rulings).await;
             }
             JobOutcome::Judge(Ok(out)) if state.panel.as_ref().is_some_and(|r| r.has(run)) => {
-                state.runs[run].complete(&out.stage.model, &out.stage.stats);
-                Self::record_success(
-                    state,
-                    run,
-                    &out.stage.model,
-                    &out.stage.stats,
-                    1,
-                    Vec::new(),
-                )
-                .await;
-                state.usage.merge(&out.stage.stats);
+                Self::stage_run_succeeded(state, run, &out.stage).await;
                 // Durable as it arrives: a resume never asks this judge again.
                 state
                     .ctx
@@ -400,23 +354,11 @@ impl FlowConductor {
                     .or_insert(out.score);
             }
             JobOutcome::MetaJudge(Ok(out)) if state.panel.as_ref().is_some_and(|r| r.has(run)) => {
-                state.runs[run].complete(&out.stage.model, &out.stage.stats);
-                Self::record_success(
-                    state,
-                    run,
-                    &out.stage.model,
-                    &out.stage.stats,
-                    1,
-                    Vec::new(),
-                )
-                .await;
-                state.usage.merge(&out.stage.stats);
+                Self::stage_run_succeeded(state, run, &out.stage).await;
                 Self::record_decision(state, out.decision).await;
             }
             JobOutcome::Synthesize(Ok((s, st))) => {
-                state.runs[run].complete(&st.model, &st.stats);
-                Self::record_success(state, run, &st.model, &st.stats, 1, Vec::new()).await;
-                state.usage.merge(&st.stats);
+                Self::stage_run_succeeded(state, run, &st).await;
                 Self::finish_with_summary(myself, state, s).await;
             }
             // The scheduler counts only successes as Succeeded; an error here is a bug.
@@ -452,6 +394,18 @@ impl FlowConductor {
         Box::pin(Self::add_tasks(myself, state, keys)).await?;
         // A plan whose every task was rejected leaves nothing to wait for.
         Box::pin(Self::advance(myself, state)).await
+    }
+
+    /// A stage run (scout, planner, a verification or judge batch, the synthesizer) that
+    /// succeeded: its run completed, its attempt recorded, its calls counted.
+    async fn stage_run_succeeded(
+        state: &mut ConductorState,
+        run: TaskKey,
+        stage: &stages::StageStats,
+    ) {
+        state.runs[run].complete(&stage.model, &stage.stats);
+        Self::record_success(state, run, &stage.model, &stage.stats, 1, Vec::new()).await;
+        state.usage.merge(&stage.stats);
     }
 
     async fn record_success(
