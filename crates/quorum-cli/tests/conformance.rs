@@ -3,6 +3,7 @@
 //! merge-readiness.json beside the reports, and the exit code as the merge gate; the usage
 //! errors of `--spec`; and a kill -9 mid-judging that a resume finishes without judging again.
 
+mod common;
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
@@ -729,51 +730,16 @@ async fn a_judge_that_never_answers_leaves_the_review_partial_and_never_ready() 
     );
 }
 
-/// Start `quorum node` on an ephemeral API port with the scripted server as its backend;
-/// returns the process and its API URL.
+/// `quorum node` with the scripted server as its backend; the process and its API URL.
 async fn start_node(server: &ScriptedServer, work: &Path) -> (tokio::process::Child, String) {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let backend = format!("ollama={}", server.ollama_url());
-    let mut node = command(
-        &[
-            "node",
-            "--api",
-            "127.0.0.1:0",
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--name",
-            "n1",
-        ],
-        work,
-    )
-    .env("QUORUM_API_TOKEN", "s3cret")
-    .spawn()
-    .unwrap();
-    let stdout = node.stdout.take().unwrap();
-    let line = tokio::time::timeout(
-        Duration::from_secs(30),
-        BufReader::new(stdout).lines().next_line(),
-    )
-    .await
-    .expect("node did not start")
-    .unwrap()
-    .expect("node printed nothing");
-    let url = line
-        .split("api on ")
-        .nth(1)
-        .expect("no api url")
-        .trim()
-        .to_string();
-    (node, url)
+    common::start_node(BIN, &repo_root(), work, "n1", &server.ollama_url(), MODEL).await
 }
 
 async fn client(args: &[&str], work: &Path) -> Output {
     tokio::time::timeout(
         Duration::from_secs(90),
         command(args, work)
-            .env("QUORUM_API_TOKEN", "s3cret")
+            .env("QUORUM_API_TOKEN", common::NODE_TOKEN)
             .output(),
     )
     .await

@@ -3,6 +3,7 @@
 //! binary in a tempdir (quorum itself reads them through gix); every assertion on prompts is
 //! made on the requests the server recorded.
 
+mod common;
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
@@ -790,7 +791,6 @@ async fn a_resumed_change_review_reviews_the_recorded_change() {
 /// profile travels too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_review_sent_to_a_node_reviews_the_clients_change() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
     let repo = change_repo();
     let tasks = json!([
         {"id": "t1", "persona": "security_sentinel", "files": ["src/app.py"],
@@ -826,42 +826,15 @@ async fn a_change_review_sent_to_a_node_reviews_the_clients_change() {
     .unwrap();
     let work = tempfile::tempdir().unwrap();
     let home = work.path().join(".home");
-    let mut node = tokio::process::Command::new(BIN)
-        .args([
-            "node",
-            "--api",
-            "127.0.0.1:0",
-            "--name",
-            "diff-node",
-            "--model",
-            MODEL,
-            "--backend",
-            &format!("ollama={}", server.ollama_url()),
-            "--data-dir",
-            work.path().join("node-data").to_str().unwrap(),
-        ])
-        .current_dir(work.path())
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
-        .env("QUORUM_API_TOKEN", "s3cret")
-        .env_remove("RUST_LOG")
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let line = tokio::time::timeout(
-        Duration::from_secs(30),
-        BufReader::new(node.stdout.take().unwrap())
-            .lines()
-            .next_line(),
+    let (mut node, api) = common::start_node(
+        BIN,
+        &repo_root(),
+        work.path(),
+        "diff-node",
+        &server.ollama_url(),
+        MODEL,
     )
-    .await
-    .expect("node did not start")
-    .unwrap()
-    .expect("node printed nothing");
-    let api = line.split("api on ").nth(1).unwrap().trim().to_string();
+    .await;
     let out = work.path().join("out");
     let o = tokio::time::timeout(
         Duration::from_secs(90),
@@ -883,7 +856,7 @@ async fn a_change_review_sent_to_a_node_reviews_the_clients_change() {
             .env("HOME", &home)
             .env("XDG_CONFIG_HOME", home.join("config"))
             .env("QUORUM_HOME", repo_root())
-            .env("QUORUM_API_TOKEN", "s3cret")
+            .env("QUORUM_API_TOKEN", common::NODE_TOKEN)
             .env_remove("RUST_LOG")
             .output(),
     )

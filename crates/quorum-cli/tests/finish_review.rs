@@ -5,6 +5,7 @@
 //! report.md carry the adjudication and the exit code is the finish gate; and the usage errors
 //! of `--prior` and `--dispositions`.
 
+mod common;
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
@@ -386,39 +387,9 @@ async fn prior_and_dispositions_usage_errors_exit_2_with_one_line() {
     }
 }
 
-/// Start `quorum node` on an ephemeral API port with the scripted server as its backend;
-/// returns the process and its API URL.
+/// `quorum node` with the scripted server as its backend; the process and its API URL.
 async fn start_node(server: &ScriptedServer, work: &Path) -> (tokio::process::Child, String) {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let backend = format!("ollama={}", server.ollama_url());
-    let mut node = command(
-        &[
-            "node",
-            "--api",
-            "127.0.0.1:0",
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--name",
-            "n1",
-        ],
-        work,
-    )
-    .env("QUORUM_API_TOKEN", "s3cret")
-    .spawn()
-    .unwrap();
-    let stdout = node.stdout.take().unwrap();
-    let line = tokio::time::timeout(
-        Duration::from_secs(30),
-        BufReader::new(stdout).lines().next_line(),
-    )
-    .await
-    .expect("node did not start")
-    .unwrap()
-    .expect("node printed nothing");
-    let url = line.split("api on ").nth(1).expect("no api url").trim();
-    (node, url.to_string())
+    common::start_node(BIN, &repo_root(), work, "n1", &server.ollama_url(), MODEL).await
 }
 
 fn statuses_of(r: &Value) -> Vec<(String, String)> {
@@ -476,7 +447,7 @@ async fn a_finish_review_sent_to_a_node_carries_its_prior_and_dispositions() {
             ],
             work.path(),
         )
-        .env("QUORUM_API_TOKEN", "s3cret")
+        .env("QUORUM_API_TOKEN", common::NODE_TOKEN)
         .output(),
     )
     .await

@@ -1,6 +1,7 @@
 //! `quorum mcp`: a real process spoken to in JSON-RPC over its stdin/stdout, running a review
 //! against the scripted model server.
 
+mod common;
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
@@ -12,7 +13,7 @@ use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-const TOKEN: &str = "mcp-test-token";
+const TOKEN: &str = common::NODE_TOKEN;
 
 struct Session {
     child: tokio::process::Child,
@@ -132,41 +133,15 @@ async fn spawn_node(
     work: &std::path::Path,
     server: &ScriptedServer,
 ) -> (tokio::process::Child, String) {
-    let home = work.join(".home");
-    let mut node = tokio::process::Command::new(BIN)
-        .args([
-            "node",
-            "--api",
-            "127.0.0.1:0",
-            "--name",
-            "mcp-node",
-            "--model",
-            MODEL,
-            "--backend",
-            &format!("ollama={}", server.ollama_url()),
-            "--data-dir",
-            work.join("node-data").to_str().unwrap(),
-        ])
-        .current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
-        .env("QUORUM_API_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(node.stdout.take().unwrap()).lines();
-    let line = lines
-        .next_line()
-        .await
-        .unwrap()
-        .expect("node printed nothing");
-    let api = line.split("api on ").nth(1).unwrap().trim().to_string();
-    (node, api)
+    common::start_node(
+        BIN,
+        &repo_root(),
+        work,
+        "mcp-node",
+        &server.ollama_url(),
+        MODEL,
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

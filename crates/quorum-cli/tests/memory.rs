@@ -3,6 +3,7 @@
 //! delimited and with their provenance, and says so in report.json; a review of another
 //! target is offered nothing; `quorum flows gc` prunes them and says how many.
 
+mod common;
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
@@ -215,48 +216,19 @@ async fn no_memory_neither_keeps_nor_offers() {
 /// offered the first one's insights on the node, and `--no-memory` travels with a submission.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_offers_a_submitted_review_the_insights_of_the_last_one_of_its_target() {
-    use tokio::io::{AsyncBufReadExt, BufReader};
     let work = tempfile::tempdir().unwrap();
     let target = work.path().join("project");
     copy_dir(&fixture("code_project"), &target);
     let server = ScriptedServer::start(code_review_script()).await.unwrap();
-    let home = work.path().join(".home");
-    let mut node = tokio::process::Command::new(BIN)
-        .args([
-            "node",
-            "--api",
-            "127.0.0.1:0",
-            "--name",
-            "mem-node",
-            "--model",
-            MODEL,
-            "--backend",
-            &format!("ollama={}", server.ollama_url()),
-            "--data-dir",
-            work.path().join("node-data").to_str().unwrap(),
-        ])
-        .current_dir(work.path())
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
-        .env("QUORUM_API_TOKEN", "s3cret")
-        .env_remove("RUST_LOG")
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let line = tokio::time::timeout(
-        Duration::from_secs(30),
-        BufReader::new(node.stdout.take().unwrap())
-            .lines()
-            .next_line(),
+    let (mut node, api) = common::start_node(
+        BIN,
+        &repo_root(),
+        work.path(),
+        "mem-node",
+        &server.ollama_url(),
+        MODEL,
     )
-    .await
-    .expect("node did not start")
-    .unwrap()
-    .expect("node printed nothing");
-    let api = line.split("api on ").nth(1).unwrap().trim().to_string();
+    .await;
     let submit = |out: &str, extra: &[&str]| {
         let mut args: Vec<String> = [
             "review",
@@ -280,7 +252,7 @@ async fn a_node_offers_a_submitted_review_the_insights_of_the_last_one_of_its_ta
                 .env("HOME", work.join(".home"))
                 .env("XDG_CONFIG_HOME", work.join(".home/config"))
                 .env("QUORUM_HOME", repo_root())
-                .env("QUORUM_API_TOKEN", "s3cret")
+                .env("QUORUM_API_TOKEN", common::NODE_TOKEN)
                 .env_remove("RUST_LOG")
                 .kill_on_drop(true);
             let o = tokio::time::timeout(Duration::from_secs(90), cmd.output())
