@@ -96,6 +96,10 @@ pub struct FlowParams {
     /// Longest tool result fed back to the model (tokens), cut at a line boundary with a
     /// visible notice.
     pub max_tool_result_tokens: u32,
+    /// The share of a specialist's input window its persona's guidance may take; past it the
+    /// guidance is shortened by whole sections (heuristic groups, then examples) and says so,
+    /// so a small window still shows the material under review.
+    pub persona_share: f64,
     /// Extra planner calls when the first plan yields zero valid tasks.
     pub planner_retries: u32,
     /// Attempts per specialist task (first try included).
@@ -157,6 +161,7 @@ impl Default for FlowParams {
             context_tokens: 8192,
             max_tool_calls_per_turn: 4,
             max_tool_result_tokens: 2000,
+            persona_share: 0.5,
             planner_retries: 1,
             task_attempts: 3,
             circular_fix_repeats: 2,
@@ -601,6 +606,13 @@ impl Flow {
                 path,
                 "parameters.context_tokens",
                 "need max_output_tokens >= 64 and context_tokens >= 2 x max_output_tokens",
+            ));
+        }
+        if !(0.1..=1.0).contains(&p.persona_share) {
+            return Err(invalid(
+                path,
+                "parameters.persona_share",
+                "must be between 0.1 and 1.0 (a share of the input window)",
             ));
         }
         if p.max_tool_calls_per_turn == 0 || p.max_tool_result_tokens < 64 {
@@ -1313,6 +1325,18 @@ stages:
             .contains("confidence_gate"));
         let g = GOOD.replace("{ max_concurrent: 2 }", "{ min_tasks: 9, max_tasks: 3 }");
         assert!(parse(&g).is_err());
+        for share in ["0.05", "1.5"] {
+            let g = GOOD.replace(
+                "{ max_concurrent: 2 }",
+                &format!("{{ persona_share: {share} }}"),
+            );
+            assert!(
+                parse(&g).unwrap_err().to_string().contains("persona_share"),
+                "{share}"
+            );
+        }
+        let g = GOOD.replace("{ max_concurrent: 2 }", "{ persona_share: 0.25 }");
+        assert_eq!(parse(&g).unwrap().parameters.persona_share, 0.25);
     }
 
     #[test]

@@ -43,6 +43,7 @@ pub fn tasks_schema_for(personas: &[&str], files: &[&str], max_tasks: usize) -> 
     }
     if !files.is_empty() && files.len() <= MAX_FILE_ENUM {
         tasks["items"]["properties"]["files"]["items"]["enum"] = json!(files);
+        tasks["items"]["properties"]["files"]["maxItems"] = json!(files.len());
     }
     schema
 }
@@ -60,7 +61,9 @@ pub fn tasks_schema() -> Value {
                         "persona": {"type": "string"},
                         "files": {"type": "array", "items": {"type": "string"}},
                         "mandate": {"type": "string"},
-                        "tools": {"type": "array", "items": {"type": "string", "enum": KNOWN_TOOLS.iter().chain(TEAM_TOOLS.iter()).collect::<Vec<_>>()}},
+                        // Bounded: a small model under a grammar otherwise repeats one tool
+                        // name until the answer's token bound cuts the plan off.
+                        "tools": {"type": "array", "maxItems": KNOWN_TOOLS.len() + TEAM_TOOLS.len(), "items": {"type": "string", "enum": KNOWN_TOOLS.iter().chain(TEAM_TOOLS.iter()).collect::<Vec<_>>()}},
                         "verification": {"type": "string"},
                         "model": {"type": "string"},
                         "dimension": {"type": "string"}
@@ -449,6 +452,12 @@ mod tests {
         assert_eq!(
             t["items"]["properties"]["files"]["items"]["enum"],
             json!(["src/x.rs"])
+        );
+        // Lists a grammar-constrained model could repeat forever are bounded.
+        assert_eq!(t["items"]["properties"]["files"]["maxItems"], 1);
+        assert_eq!(
+            t["items"]["properties"]["tools"]["maxItems"],
+            KNOWN_TOOLS.len() + TEAM_TOOLS.len()
         );
         let many: Vec<String> = (0..500).map(|i| format!("f{i}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();

@@ -8,7 +8,7 @@
 //! Architecture invariant: the system prompt is never truncated. When it alone exceeds the
 //! budget, the dynamic slots get nothing rather than the instructions losing a section.
 
-use crate::catalog::{Catalog, Persona};
+use crate::catalog::{Catalog, Heuristic, Persona};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
@@ -80,6 +80,9 @@ fn open_block(text: &str) -> Option<&str> {
     (!rest.contains(&end)).then_some(label)
 }
 
+/// What [`ContextBudget::fit`] keeps free per slot for the text a caller puts between slots.
+pub const GLUE_TOKENS_PER_SLOT: u32 = 8;
+
 /// One piece of dynamic context competing for the budget.
 #[derive(Debug, Clone)]
 pub struct Slot<'a> {
@@ -108,7 +111,13 @@ impl ContextBudget {
     /// file never wastes budget a long one could use. Returns the slots' contents in order,
     /// truncated where needed.
     pub fn fit<'a>(&self, system: &str, slots: &[Slot<'a>]) -> Vec<Cow<'a, str>> {
-        let mut remaining = self.input_tokens().saturating_sub(estimate_tokens(system)) as u64;
+        // Callers join the slots with short headings ("\n## Tree\n"): room for those, so a
+        // prompt fitted to the last token does not overflow by the glue.
+        let glue = GLUE_TOKENS_PER_SLOT * slots.len() as u32;
+        let mut remaining = self
+            .input_tokens()
+            .saturating_sub(estimate_tokens(system))
+            .saturating_sub(glue) as u64;
         let need: Vec<u64> = slots
             .iter()
             .map(|s| estimate_tokens(s.content) as u64)
@@ -158,6 +167,80 @@ impl ContextBudget {
 
 /// The cacheable system-prompt prefix of a persona: identical for every task it runs.
 pub fn persona_prefix(persona: &Persona, catalog: &Catalog) -> String {
+    let heuristics = catalog.heuristics_of(persona);
+    render_persona(
+        persona,
+        &heuristics,
+        persona.examples.len().min(MAX_EXAMPLES),
+    )
+}
+
+/// How many of a persona's examples a prompt shows.
+const MAX_EXAMPLES: usize = 3;
+
+/// A persona's prompt fitted to its share of a model's window, and what was left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FittedPersona {
+    pub text: String,
+    /// Heuristic groups not shown (of the persona's, in catalog order).
+    pub omitted_heuristics: usize,
+    pub omitted_examples: usize,
+}
+
+/// [`persona_prefix`] within `max_tokens`. The persona's identity, mandate, directives,
+/// calibration and "do not flag" list are always kept (they say what the task is); then its
+/// examples, then whole heuristic groups in order, while they fit. What is left out is said in
+/// the prompt, so a reader of the request sees the persona was shortened. A small window is
+/// the material's before it is the guidance's: a specialist that sees its checklist and not
+/// the code can only invent findings.
+pub fn persona_prefix_within(
+    persona: &Persona,
+    catalog: &Catalog,
+    max_tokens: u32,
+) -> FittedPersona {
+    let all = catalog.heuristics_of(persona);
+    let examples = persona.examples.len().min(MAX_EXAMPLES);
+    let full = render_persona(persona, &all, examples);
+    if estimate_tokens(&full) <= max_tokens {
+        return FittedPersona {
+            text: full,
+            omitted_heuristics: 0,
+            omitted_examples: 0,
+        };
+    }
+    // Room for the note that says what was left out.
+    let note_tokens = 40;
+    let budget = max_tokens.saturating_sub(note_tokens);
+    let cost = |h: &[&Heuristic], e: usize| estimate_tokens(&render_persona(persona, h, e));
+    let shown_examples = if cost(&[], examples) <= budget {
+        examples
+    } else {
+        0
+    };
+    let mut kept: Vec<&Heuristic> = Vec::new();
+    for h in &all {
+        kept.push(h);
+        if cost(&kept, shown_examples) > budget {
+            kept.pop();
+        }
+    }
+    let mut text = render_persona(persona, &kept, shown_examples);
+    let omitted_heuristics = all.len() - kept.len();
+    let omitted_examples = examples - shown_examples;
+    let _ = writeln!(
+        text,
+        "\n(Shortened to fit the model's context window: {omitted_heuristics} of {} heuristic \
+         groups and {omitted_examples} of {examples} examples are left out.)",
+        all.len()
+    );
+    FittedPersona {
+        text,
+        omitted_heuristics,
+        omitted_examples,
+    }
+}
+
+fn render_persona(persona: &Persona, heuristics: &[&Heuristic], examples: usize) -> String {
     let mut s = String::with_capacity(4096);
     let _ = writeln!(
         s,
@@ -170,11 +253,13 @@ pub fn persona_prefix(persona: &Persona, catalog: &Catalog) -> String {
     for d in &persona.directives {
         let _ = writeln!(s, "- {}", d.trim());
     }
-    s.push_str("\n## Heuristics\n");
-    for h in catalog.heuristics_of(persona) {
-        let _ = writeln!(s, "### {}", h.title.trim());
-        for c in &h.checks {
-            let _ = writeln!(s, "- {}", c.trim());
+    if !heuristics.is_empty() {
+        s.push_str("\n## Heuristics\n");
+        for h in heuristics {
+            let _ = writeln!(s, "### {}", h.title.trim());
+            for c in &h.checks {
+                let _ = writeln!(s, "- {}", c.trim());
+            }
         }
     }
     let _ = writeln!(
@@ -188,9 +273,9 @@ pub fn persona_prefix(persona: &Persona, catalog: &Catalog) -> String {
     for d in &persona.suppress {
         let _ = writeln!(s, "- {}", d.trim());
     }
-    if !persona.examples.is_empty() {
+    if examples > 0 {
         s.push_str("\n## Examples\n");
-        for e in persona.examples.iter().take(3) {
+        for e in persona.examples.iter().take(examples) {
             let _ = writeln!(
                 s,
                 "- Situation: {}\n  Finding: {}",
@@ -221,6 +306,63 @@ pub fn delimit(label: &str, content: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn shipped_catalog() -> Catalog {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../personas");
+        Catalog::load(&dir).unwrap()
+    }
+
+    #[test]
+    fn every_shipped_persona_is_whole_within_its_share_of_an_8k_window() {
+        // The default persona_share (0.5) of the default flow's 8,192 less its 2,048-token
+        // answer bound: the shipped flows give every persona whole at their assumed window.
+        let catalog = shipped_catalog();
+        for p in catalog.reviewers() {
+            let whole = persona_prefix(p, &catalog);
+            let fitted = persona_prefix_within(p, &catalog, 3_072);
+            assert_eq!(fitted.text, whole, "{} was shortened", p.name);
+            assert_eq!((fitted.omitted_heuristics, fitted.omitted_examples), (0, 0));
+        }
+    }
+
+    #[test]
+    fn a_persona_in_a_small_window_keeps_its_task_and_says_what_it_left_out() {
+        let catalog = shipped_catalog();
+        let p = catalog
+            .reviewers()
+            .max_by_key(|p| estimate_tokens(&persona_prefix(p, &catalog)))
+            .unwrap();
+        let whole = persona_prefix(p, &catalog);
+        let cap = estimate_tokens(&whole) / 2;
+        let fitted = persona_prefix_within(p, &catalog, cap);
+        assert!(estimate_tokens(&fitted.text) <= cap, "over its share");
+        assert!(fitted.omitted_heuristics > 0, "{fitted:?}");
+        // What the task is survives: identity, mandate, every directive, calibration, limits.
+        assert!(fitted.text.contains(p.mandate.trim()));
+        for d in &p.directives {
+            assert!(fitted.text.contains(d.trim()), "lost directive {d}");
+        }
+        assert!(fitted.text.contains("## Confidence calibration"));
+        assert!(fitted.text.contains("## Do not flag"));
+        // Whole heuristic groups or none: never a group cut mid-list.
+        for h in catalog.heuristics_of(p) {
+            let shown = fitted.text.contains(&format!("### {}", h.title.trim()));
+            for c in &h.checks {
+                assert_eq!(fitted.text.contains(c.trim()), shown, "{}: {c}", h.title);
+            }
+        }
+        assert!(
+            fitted.text.contains(&format!(
+                "{} of {} heuristic groups",
+                fitted.omitted_heuristics,
+                catalog.heuristics_of(p).len()
+            )),
+            "{}",
+            fitted.text
+        );
+        // Deterministic: the same window gives the same prompt (a prefix cache still hits).
+        assert_eq!(persona_prefix_within(p, &catalog, cap), fitted);
+    }
 
     #[test]
     fn truncation_is_visible_and_at_line_boundary() {

@@ -757,6 +757,10 @@ pub fn specialist_prompt(
     specialist_prompt_in(ctx, task, prior_error, &[], ctx.budget())
 }
 
+/// The least of its material a specialist must be able to see (about 20 lines of code) for a
+/// request to be worth sending.
+pub const MIN_MATERIAL_TOKENS: u32 = 256;
+
 /// The heading of a specialist's section of its teammates' insights.
 pub const TEAMMATE_INSIGHTS: &str = "Insights from teammates";
 /// The heading of the planner's section of earlier reviews' insights.
@@ -774,7 +778,20 @@ pub fn specialist_prompt_in(
         .catalog
         .get(&task.persona)
         .map_err(|e| AttemptError::Internal(e.to_string()))?;
-    let mut system = weaver::persona_prefix(persona, &ctx.catalog);
+    // The persona's guidance gets at most a share of the window; the material gets the rest.
+    let persona_cap = (budget.input_tokens() as f64 * ctx.flow.parameters.persona_share) as u32;
+    let fitted_persona = weaver::persona_prefix_within(persona, &ctx.catalog, persona_cap);
+    if fitted_persona.omitted_heuristics + fitted_persona.omitted_examples > 0 {
+        tracing::debug!(
+            task = %task.id,
+            persona = %task.persona,
+            window = budget.context_tokens,
+            omitted_heuristics = fitted_persona.omitted_heuristics,
+            omitted_examples = fitted_persona.omitted_examples,
+            "persona prompt shortened to fit the window"
+        );
+    }
+    let mut system = fitted_persona.text;
     let _ = write!(
         system,
         "\n{DATA_NOT_INSTRUCTIONS}\n\n{}\n",
@@ -796,17 +813,24 @@ pub fn specialist_prompt_in(
     // Tool definitions travel with every request and take context too.
     let tool_json = serde_json::to_string(&crate::tools::specs(&task.tools)).unwrap_or_default();
     let fixed = format!("{system}{tool_json}");
-    // With tools, the loop's history needs room too: the excerpts get half of what the system
-    // prompt leaves below the compaction threshold (the seed's split of retrieved context
-    // against conversation history), so the first turn does not start over it.
+    // With tools, the loop's history needs room too: what the system prompt leaves below the
+    // compaction threshold is split between the excerpts and one turn of tool results (at
+    // most half for the history: the seed's split of retrieved context against conversation
+    // history), so the first turn does not start over it. Compaction keeps later turns in.
     let fit_budget = if task.tools.is_empty() {
         budget
     } else {
         let sys = weaver::estimate_tokens(&fixed);
         let compact_at = (budget.input_tokens() as f64 * crate::history::COMPACT_AT) as u32;
         let room = compact_at.saturating_sub(sys);
+        let p = &ctx.flow.parameters;
+        let one_turn = p
+            .max_tool_calls_per_turn
+            .max(1)
+            .saturating_mul(p.max_tool_result_tokens.max(1));
+        let history = (room / 2).min(one_turn);
         ContextBudget {
-            context_tokens: budget.output_tokens + sys + room / 2,
+            context_tokens: budget.output_tokens + sys + room - history,
             output_tokens: budget.output_tokens,
         }
     };
@@ -901,19 +925,21 @@ pub async fn specialist(
     } else {
         specialist_prompt_in(ctx, task, prior_error, insights, budget)?
     };
-    // The system prompt is never cut: when it and the tool definitions alone exceed the
-    // model's window, no request can succeed, and the operator has to give the model a larger
-    // window. Said once, clearly, instead of sending requests the server must refuse.
+    // The system prompt is never cut (only shortened by whole sections, above): when it and
+    // the tool definitions leave no room for the answer and a first screen of the material,
+    // no request can give a review, and the operator has to give the model a larger window.
+    // Said once, clearly, instead of sending requests the server must refuse.
     let fixed = weaver::estimate_tokens(&system)
         + weaver::estimate_tokens(
             &serde_json::to_string(&crate::tools::specs(&task.tools)).unwrap_or_default(),
         );
-    if fixed > budget.context_tokens {
+    if fixed + MIN_MATERIAL_TOKENS > budget.input_tokens() {
         return Err(AttemptError::Config(format!(
-            "the instructions of persona {} need about {fixed} tokens, more than the {} of \
-             model {model}'s context window: serve it with a larger one (llama-server -c, vLLM \
+            "the instructions of persona {} need about {fixed} tokens, which with the answer's \
+             {} leave less than {MIN_MATERIAL_TOKENS} of model {model}'s {}-token context window \
+             for the material: serve it with a larger one (llama-server -c, vLLM \
              --max-model-len, Ollama num_ctx via the flow's context_tokens)",
-            task.persona, budget.context_tokens
+            task.persona, budget.output_tokens, budget.context_tokens
         )));
     }
     let spec = ctx.call_spec(budget, &model);

@@ -485,17 +485,50 @@ async fn the_verifier_budget_counts_grounded_findings_only() {
         .all(|f| f.verdict == Verdict::Confirmed));
 }
 
-/// llama-server's default 2560-token slot: smaller than a specialist's instructions, which are
-/// never cut. The scout's refused first request teaches the window; the specialist tasks then
-/// fail at once with one line saying what to do, without sending requests the server must refuse.
+/// llama-server's default 2560-token slot, smaller than the largest persona's whole guidance:
+/// its guidance is shortened, never cut mid-way, and every task completes inside the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_servers_default_slot_reviews_with_shortened_guidance() {
+    const WINDOW: u64 = 2560;
+    let server = ScriptedServer::start(greedy_script().context_window(WINDOW))
+        .await
+        .unwrap();
+    let report = review(context(&server, BackendKind::Ollama, |_| {})).await;
+    assert_all_completed(&report);
+    let reqs = server.requests();
+    let refused = reqs
+        .iter()
+        .filter(|r| r.rule.as_deref() == Some(CONTEXT_WINDOW_RULE))
+        .map(|r| r.seq)
+        .max()
+        .expect("the flow's 8192 is refused first");
+    let spec: Vec<&RecordedRequest> = reqs.iter().filter(|r| specialist(r)).collect();
+    assert!(!spec.is_empty());
+    for r in reqs.iter().filter(|r| r.seq > refused) {
+        assert!(
+            r.window_tokens() <= WINDOW,
+            "request {} needs {}",
+            r.seq,
+            r.window_tokens()
+        );
+    }
+    assert!(spec.iter().all(|r| r
+        .system
+        .contains("Shortened to fit the model's context window")));
+}
+
+/// A slot smaller than even a persona's core (identity, mandate, directives, limits), which
+/// is never cut. The scout's refused first request teaches the window; the specialist tasks
+/// then fail at once with one line saying what to do, without sending requests the server
+/// must refuse.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_window_smaller_than_the_instructions_fails_fast_and_says_what_to_do() {
-    let server = ScriptedServer::start(greedy_script().context_window(2560))
+    let server = ScriptedServer::start(greedy_script().context_window(1792))
         .await
         .unwrap();
     let report = review(context(&server, BackendKind::Ollama, |_| {})).await;
     let reqs = server.requests();
-    // The scout was refused at the flow's 8192, then fitted to 2560 and answered.
+    // The scout was refused at the flow's 8192, then fitted to the window and answered.
     assert_eq!(reqs[0].rule.as_deref(), Some(CONTEXT_WINDOW_RULE));
     let scout = report.tasks.iter().find(|t| t.id == "scout").unwrap();
     assert_eq!(scout.status, "completed", "{:?}", scout.error);
@@ -507,7 +540,7 @@ async fn a_window_smaller_than_the_instructions_fails_fast_and_says_what_to_do()
         assert_eq!(t.status, "failed");
         assert_eq!(t.error_class.as_deref(), Some("config"));
         let e = t.error.as_deref().unwrap_or_default();
-        // The window named is the server's 2560, or less once an oversized planner prompt
+        // The window named is the server's, or less once an oversized planner prompt
         // (the full catalog) taught a smaller one.
         assert!(
             e.contains("context window") && e.contains("larger one"),
@@ -524,4 +557,74 @@ async fn a_window_smaller_than_the_instructions_fails_fast_and_says_what_to_do()
         "{}",
         report.status_reason
     );
+}
+
+/// The quick flow (the quickstart's) with its largest persona and tools on llama-server's
+/// 16k slot: the persona's guidance is shortened (and says so) so the specialist sees the whole
+/// of both files it reviews. With a 4,096-token window it got the whole persona and no line of
+/// its files, and could only invent findings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quick_flow_gives_the_material_room_before_the_guidance() {
+    let finding = json!({"findings": [{"title": "SQL built by string formatting",
+        "severity": "P1", "confidence": 0.9, "category": "security/injection",
+        "file": "src/db.py", "line_start": 53, "line_end": 53,
+        "evidence": "WHERE name LIKE '%{term}%' ORDER BY name",
+        "why_it_matters": "injection", "suggested_fix": "bind parameters"}]});
+    let script = Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&json!({"tasks": [{"id": "t1",
+                    "persona": "security_sentinel", "files": ["src/db.py", "src/auth.py"],
+                    "tools": ["file_read", "file_grep"],
+                    "mandate": "Check the queries and the tokens."}]}))),
+        )
+        .rule(
+            Rule::new("answer")
+                .when_system(["You are security_sentinel"])
+                .reply(Reply::json(&finding)),
+        )
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule());
+    let server = ScriptedServer::start(script.advertised_context_window(16384))
+        .await
+        .unwrap();
+    let mut ctx = context(&server, BackendKind::OpenAi, |f| {
+        let quick = Flow::load(&repo_root().join("flows/quick.yaml")).unwrap();
+        f.parameters = quick.parameters;
+        f.parameters.call_timeout_secs = 5;
+    });
+    ctx.backends
+        .probe(&Default::default())
+        .await
+        .expect("probe");
+    let report = review(ctx).await;
+    assert_all_completed(&report);
+    let reqs = server.requests();
+    let first = reqs
+        .iter()
+        .find(|r| specialist(r))
+        .expect("a specialist call");
+    assert!(first.window_tokens() <= 8192, "{}", first.window_tokens());
+    assert!(
+        first
+            .system
+            .contains("Shortened to fit the model's context window"),
+        "{}",
+        first.system
+    );
+    let pack = ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap();
+    for path in ["src/db.py", "src/auth.py"] {
+        let f = pack.get(path).unwrap();
+        // Every numbered line of the file, its last included, is in the first turn.
+        let whole = pack.read_lines(path, 1, f.line_count).unwrap();
+        assert!(
+            first.text.contains(&whole),
+            "{path} is not whole in\n{}",
+            first.text
+        );
+    }
+    assert_eq!(report.findings.len(), 1, "{:?}", report.findings);
 }
