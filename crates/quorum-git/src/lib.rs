@@ -11,7 +11,9 @@
 //! - A file only appears in the change set when it is reviewable at its side of the change
 //!   (in the pack, or — deleted — admissible by the same rules at the base), so no hunk can carry
 //!   content the pack would have refused.
-//! - Renames are exact (same blob at both paths); a rename with edits reads as delete + add.
+//! - A rename is the same blob at both paths, or an added and a deleted file at least half of
+//!   whose lines are the same ([`RENAME_SIMILARITY`], git's default); then only the edited
+//!   lines of the moved file count as changed.
 
 use gix::bstr::ByteSlice;
 use quorum_core::pack::{ContextPack, PackOptions, Skipped, TreeDecision, TreeRules};
@@ -391,6 +393,7 @@ impl Repo {
                     .push((path.as_str(), text));
             }
         }
+        let mut unpaired: Vec<&str> = Vec::new();
         for path in added {
             let oid = head[path].oid;
             let renamed_from = deleted.get_mut(&oid).and_then(|v| {
@@ -408,17 +411,45 @@ impl Repo {
                     &text,
                     &text,
                 )),
+                None => unpaired.push(path),
+            }
+        }
+        // A file moved and edited: the added and deleted files left are paired by content
+        // similarity, as git does, so only the edited lines count as changed.
+        let gone: Vec<(&str, Arc<str>)> = deleted.into_values().flatten().collect();
+        let new_sides: Vec<(&str, &str)> = unpaired
+            .iter()
+            .map(|p| (*p, head_text[*p].as_ref()))
+            .collect();
+        let old_sides: Vec<(&str, &str)> = gone.iter().map(|(p, t)| (*p, t.as_ref())).collect();
+        let pairs = similar_renames(&new_sides, &old_sides);
+        let mut taken_old = BTreeSet::new();
+        for (i, path) in unpaired.iter().enumerate() {
+            match pairs.get(&i) {
+                Some(&j) => {
+                    taken_old.insert(j);
+                    let (from, old_text) = &gone[j];
+                    changes.push(file_change(
+                        path,
+                        Some(from),
+                        ChangeKind::Renamed,
+                        old_text,
+                        &head_text[*path],
+                    ));
+                }
                 None => changes.push(file_change(
                     path,
                     None,
                     ChangeKind::Added,
                     "",
-                    &head_text[path],
+                    &head_text[*path],
                 )),
             }
         }
-        for (path, text) in deleted.into_values().flatten() {
-            changes.push(file_change(path, None, ChangeKind::Deleted, &text, ""));
+        for (j, (path, text)) in gone.iter().enumerate() {
+            if !taken_old.contains(&j) {
+                changes.push(file_change(path, None, ChangeKind::Deleted, text, ""));
+            }
         }
         changes.sort_by(|a, b| a.path.cmp(&b.path));
         let names: BTreeSet<&str> = changes.iter().map(|c| c.path.as_str()).collect();
@@ -440,6 +471,55 @@ impl Repo {
             },
         ))
     }
+}
+
+/// How alike two files must be for an added and a deleted one to be a rename (git's default
+/// `-M50%`), by the share of lines they have in common.
+pub const RENAME_SIMILARITY: f32 = 0.5;
+/// Pairs compared for renames at most (git's `diff.renameLimit` is in files; this bounds the
+/// work the same way): past it, unmatched files stay added and deleted.
+const MAX_RENAME_PAIRS: usize = 10_000;
+
+/// Added (`new`) and deleted (`old`) files paired by line similarity at or above
+/// [`RENAME_SIMILARITY`]: the most similar pair first (ties in path order), each file at most
+/// once. Returns new index → old index. Files whose sizes differ by more than 2x cannot reach
+/// 50% and are not compared.
+fn similar_renames(new: &[(&str, &str)], old: &[(&str, &str)]) -> BTreeMap<usize, usize> {
+    let mut pairs = BTreeMap::new();
+    if new.is_empty() || old.is_empty() || new.len().saturating_mul(old.len()) > MAX_RENAME_PAIRS {
+        return pairs;
+    }
+    let mut scored: Vec<(f32, usize, usize)> = Vec::new();
+    for (i, (_, n)) in new.iter().enumerate() {
+        for (j, (_, o)) in old.iter().enumerate() {
+            let (a, b) = (n.len().max(1), o.len().max(1));
+            if a > 2 * b || b > 2 * a {
+                continue;
+            }
+            let ratio = similar::TextDiff::configure()
+                .timeout(DIFF_TIMEOUT)
+                .diff_lines(*o, *n)
+                .ratio();
+            if ratio >= RENAME_SIMILARITY {
+                scored.push((ratio, i, j));
+            }
+        }
+    }
+    // Highest similarity first; equal scores in (new path, old path) order, so the pairing is
+    // the same on every run.
+    scored.sort_by(|x, y| {
+        y.0.total_cmp(&x.0)
+            .then_with(|| new[x.1].0.cmp(new[y.1].0))
+            .then_with(|| old[x.2].0.cmp(old[y.2].0))
+    });
+    let mut used_old = BTreeSet::new();
+    for (_, i, j) in scored {
+        if !pairs.contains_key(&i) && !used_old.contains(&j) {
+            pairs.insert(i, j);
+            used_old.insert(j);
+        }
+    }
+    pairs
 }
 
 /// One file's change: counts, touched head lines, and the unified diff.

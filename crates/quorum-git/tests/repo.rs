@@ -273,3 +273,59 @@ fn not_a_repository_is_an_error() {
         Ok(_) => panic!("a tempdir is not a repository"),
     }
 }
+
+/// A file moved and edited in one commit is a rename (git's 50% similarity), so only its
+/// edited line is changed; files that merely appear and disappear stay added and deleted.
+#[test]
+fn a_file_moved_and_edited_is_a_rename_whose_edit_alone_is_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    git(r, &["init", "-q", "-b", "main"]);
+    write(r, "src/service.py", app(false).as_bytes());
+    write(r, "notes/todo.txt", b"buy milk\ncall home\n");
+    git(r, &["add", "-A"]);
+    git(r, &["commit", "-q", "-m", "base"]);
+    std::fs::remove_file(r.join("src/service.py")).unwrap();
+    std::fs::remove_file(r.join("notes/todo.txt")).unwrap();
+    write(r, "src/core/service.py", app(true).as_bytes());
+    write(r, "src/unrelated.py", b"def other():\n    return 42\n");
+    git(r, &["add", "-A"]);
+    git(r, &["commit", "-q", "-m", "move and edit"]);
+
+    let repo = Repo::discover(r).unwrap();
+    let range = repo.resolve("HEAD~1").unwrap();
+    let (_, change) = repo.read_change(&range, &PackOptions::default()).unwrap();
+    let kinds: Vec<(&str, ChangeKind, Option<&str>)> = change
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.kind, f.old_path.as_deref()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("notes/todo.txt", ChangeKind::Deleted, None),
+            (
+                "src/core/service.py",
+                ChangeKind::Renamed,
+                Some("src/service.py")
+            ),
+            ("src/unrelated.py", ChangeKind::Added, None),
+        ]
+    );
+    let moved = change.file("src/core/service.py").unwrap();
+    assert_eq!((moved.added, moved.removed), (1, 1));
+    assert_eq!(moved.touched, vec![(10, 10)]);
+    assert!(
+        moved.hunks.contains("--- a/src/service.py"),
+        "{}",
+        moved.hunks
+    );
+    assert!(
+        moved.hunks.contains("+++ b/src/core/service.py"),
+        "{}",
+        moved.hunks
+    );
+    assert!(moved
+        .hunks
+        .contains("+    return eval(user_input)  # changed"));
+}
