@@ -2,7 +2,8 @@
 # The real-model tier: a whole review of tests/fixtures/code_project against a real model
 # (Qwen2.5-Coder-0.5B-Instruct behind llama.cpp's llama-server, set up by deploy/local/setup.sh).
 # A 0.5B model reviews badly; what this checks is that the pipeline survives real, messy output:
-# the review ends by itself (no crash, no hang) and writes a valid report.
+# the review ends by itself (no crash, no hang) and writes a valid report, with the quickstart's
+# analyzers (deploy/local/analyzers.sh) run for real and hitting what they should.
 #
 # Usage: tests/real_model.sh
 # Environment:
@@ -49,6 +50,10 @@ read -r -a backend_args <<<"$backend_line"
 [[ "${backend_args[0]:-}" == --backend ]] || fail "setup.sh printed '$backend_line', not the --backend line"
 log "setup took ${setup_secs}s; using: $backend_line"
 
+# The quickstart's analyzers (ruff, bandit) on the review's PATH, as a newcomer gets them: real
+# tools' real JSON through the sandboxed runner, their hits leads and candidate findings.
+analyzers_bin="$("$ROOT/deploy/local/analyzers.sh" | tail -n 1)" || fail "deploy/local/analyzers.sh failed"
+
 # Debug, not release: CI has already built the workspace in debug for the other tests, so this
 # is nearly free, while a release build would cost minutes; the model is the bottleneck anyway.
 t0=$SECONDS
@@ -73,7 +78,7 @@ log "reviewing $TARGET with flow $FLOW (timeout ${REVIEW_TIMEOUT}s); reports and
 # queue on two CPU cores while the per-call timeouts keep running.
 t0=$SECONDS
 rc=0
-RUST_LOG="${RUST_LOG:-warn}" timeout --kill-after=30 "$REVIEW_TIMEOUT" \
+PATH="$analyzers_bin:$PATH" RUST_LOG="${RUST_LOG:-warn}" timeout --kill-after=30 "$REVIEW_TIMEOUT" \
     "$QUORUM" review "$TARGET" "${backend_args[@]}" --flow "$FLOW" --out "$OUT" --max-concurrent 2 \
     >"$OUT/quorum.stdout" 2>"$OUT/quorum.stderr" || rc=$?
 review_secs=$((SECONDS - t0))
@@ -129,6 +134,13 @@ if isinstance(report, dict):
     for key in ("findings", "tasks", "usage"):
         if key not in report:
             problems.append(f"report.json has no {key}")
+    # The analyzers are deterministic: on the fixture both run and both hit (bandit: the
+    # f-string SQL in src/db.py, the literal key in src/auth.py; ruff: the unclosed file).
+    ran = {a.get("name"): a for a in report.get("analyzers") or []}
+    for tool in ("ruff", "bandit"):
+        a = ran.get(tool) or {}
+        if not a.get("ran") or not a.get("hits"):
+            problems.append(f"analyzer {tool} did not run or found nothing: {a!r}")
     # The exit code must agree with the report (DESIGN §6): 3 exactly when not completed.
     if status in ("completed", "partial", "failed") and (rc == "3") != (status != "completed"):
         problems.append(f"exit code {rc} does not match status {status}")
@@ -163,6 +175,10 @@ for stage in stages:
         print(f"  {stage:<15} {summarize(rows)}")
 print(f"  {'specialists':<15} {summarize(specialists)}")
 print(f"  tool calls      {sum(t.get('tool_calls') or 0 for t in tasks)} ({sum(t.get('text_tool_calls') or 0 for t in tasks)} written as text)")
+print("  analyzers       " + ", ".join(f"{a.get('name')} {a.get('hits', 0)} hits" for a in report.get("analyzers") or [] if a.get("ran")))
+credited = [f for f in report.get("findings") or []
+            if any(r.get("persona", "").startswith("analyzer:") for r in f.get("reporters") or [])]
+print(f"  findings credited to an analyzer: {len(credited)} of {len(report.get('findings') or [])}")
 errors = sorted({t.get("error_class") for t in tasks if t.get("error_class")})
 if errors:
     print(f"  error classes   {', '.join(errors)}")

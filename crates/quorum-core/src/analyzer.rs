@@ -120,6 +120,10 @@ pub struct AnalyzerSpec {
     /// gitignore-style globs of the files it applies to (`*.py`); empty = every file.
     #[serde(default)]
     pub files: Vec<String>,
+    /// gitignore-style globs of files it never gets, even when `files` or `languages` match
+    /// (test code for a security scanner: a literal password in a test is a fixture).
+    #[serde(default)]
+    pub exclude: Vec<String>,
     /// Pack languages it applies to (`python`), in addition to `files`.
     #[serde(default)]
     pub languages: Vec<String>,
@@ -133,6 +137,11 @@ pub struct AnalyzerSpec {
     /// The category of its findings; the rule id is appended (`lint/F401`).
     #[serde(default = "default_category")]
     pub category: String,
+    /// Rule-id prefixes whose findings belong to another area than `category` (ruff's `S`
+    /// rules are security, `SIM115` an unclosed file): the longest matching prefix wins, by
+    /// the same rule as `severity.rules`, and the rule id is appended (`security/S608`).
+    #[serde(default)]
+    pub areas: BTreeMap<String, String>,
     /// The confidence its candidate findings carry into the gate.
     #[serde(default = "default_confidence")]
     pub confidence: f64,
@@ -232,7 +241,7 @@ impl AnalyzerCatalog {
             if !(0.0..=1.0).contains(&a.confidence) {
                 return Err(bad(format!("{who}: field `confidence`: between 0 and 1")));
             }
-            for g in a.files.iter().chain(&a.requires) {
+            for g in a.files.iter().chain(&a.requires).chain(&a.exclude) {
                 if crate::scope::glob_matcher(g).is_none() {
                     return Err(bad(format!("{who}: invalid glob {g:?}")));
                 }
@@ -270,10 +279,20 @@ impl AnalyzerSpec {
             .iter()
             .filter_map(|g| crate::scope::glob_matcher(g))
             .collect();
+        let excluded: Vec<_> = self
+            .exclude
+            .iter()
+            .filter_map(|g| crate::scope::glob_matcher(g))
+            .collect();
         let every = self.files.is_empty() && self.languages.is_empty();
         let files: Vec<String> = pack
             .files
             .values()
+            .filter(|f| {
+                !excluded
+                    .iter()
+                    .any(|m| m.matched_path_or_any_parents(&f.path, false).is_ignore())
+            })
             .filter(|f| {
                 every
                     || self
@@ -305,6 +324,16 @@ impl AnalyzerSpec {
         out
     }
 
+    /// The category a rule's findings belong to: its longest prefix in `areas`, else
+    /// `category`.
+    pub fn area_of(&self, rule: &str) -> &str {
+        self.areas
+            .iter()
+            .filter(|(prefix, _)| rule_has_prefix(rule, prefix))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map_or(self.category.as_str(), |(_, area)| area.as_str())
+    }
+
     /// Turn parsed hits into leads: paths made relative to the copy's root, hits on files
     /// outside the pack left out, severities mapped, at most `max_hits` kept, most severe first
     /// (a rule's hit per file and line once). Returns the leads and a note on what was left out, if anything.
@@ -328,7 +357,7 @@ impl AnalyzerSpec {
             leads.push(Lead {
                 tool: self.name.clone(),
                 severity: self.severity.of(&h.rule, h.level.as_deref()),
-                category: self.category.clone(),
+                category: self.area_of(&h.rule).to_string(),
                 confidence: self.confidence,
                 file,
                 line: h.line,
@@ -1243,6 +1272,44 @@ mod tests {
             r.applicable_files(&pack()).unwrap(),
             vec!["src/main.rs".to_string()]
         );
+        // exclude wins over files and languages.
+        let mut b = spec("bandit", OutputFormat::BanditJson);
+        b.files = vec!["*.py".into()];
+        assert_eq!(
+            b.applicable_files(&pack()).unwrap(),
+            vec!["app.py", "long.py"]
+        );
+        b.exclude = vec!["long.py".into()];
+        assert_eq!(b.applicable_files(&pack()).unwrap(), vec!["app.py"]);
+        b.exclude = vec!["*.py".into()];
+        assert!(b.applicable_files(&pack()).is_err());
+        r.exclude = vec!["src/".into()];
+        assert!(r.applicable_files(&pack()).is_err());
+    }
+
+    #[test]
+    fn the_shipped_security_scanner_skips_test_code() {
+        let c = AnalyzerCatalog::shipped().unwrap();
+        let bandit = c.analyzers.iter().find(|a| a.name == "bandit").unwrap();
+        let p = ContextPack::from_files(
+            PathBuf::from("/t"),
+            None,
+            [
+                "src/auth.py",
+                "tests/test_app.py",
+                "pkg/test_util.py",
+                "pkg/util_test.py",
+                "conftest.py",
+                "pkg/testing.py",
+            ]
+            .iter()
+            .map(|p| (p.to_string(), "x = 1\n".to_string()))
+            .collect(),
+        );
+        assert_eq!(
+            bandit.applicable_files(&p).unwrap(),
+            vec!["pkg/testing.py", "src/auth.py"]
+        );
     }
 
     #[test]
@@ -1286,6 +1353,20 @@ mod tests {
         ] {
             assert!(names.contains(&n), "{names:?}");
         }
+    }
+
+    #[test]
+    fn a_rule_s_area_is_its_longest_prefix_in_areas_else_the_category() {
+        let c = AnalyzerCatalog::shipped().unwrap();
+        let ruff = c.analyzers.iter().find(|a| a.name == "ruff").unwrap();
+        assert_eq!(ruff.area_of("S608"), "security");
+        assert_eq!(ruff.area_of("SIM115"), "reliability");
+        // "S" ends in a letter, so it does not take SIM105.
+        assert_eq!(ruff.area_of("SIM105"), "lint");
+        assert_eq!(ruff.area_of("F821"), "correctness");
+        assert_eq!(ruff.area_of("E501"), "lint");
+        let bandit = c.analyzers.iter().find(|a| a.name == "bandit").unwrap();
+        assert_eq!(bandit.area_of("B608"), "security");
     }
 
     #[test]
