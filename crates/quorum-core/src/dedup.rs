@@ -72,7 +72,9 @@ pub struct Gated {
     pub pre_existing: Vec<Finding>,
 }
 
-/// Merge judged reports by anchor, drop the hallucinated, and split the rest at `gate`.
+/// Merge judged reports by anchor, drop the hallucinated, and split the rest at `gate`. A
+/// finding that names no file and so could not be checked (UNVERIFIABLE, grounding's "no
+/// location given") is a residual concern whatever its confidence or corroboration.
 ///
 /// `findings` and `residual` are sorted by severity, file, first line, anchor and numbered
 /// "F001".. and "R001".. in that order; `dropped` keeps input order.
@@ -108,10 +110,17 @@ pub fn merge_and_gate(judged: Vec<Judged>, gate: f64) -> Gated {
     let mut kept = Vec::new();
     let mut residual = Vec::new();
     for (key, members) in groups {
-        let Some((finding, personas)) = merge_group(key, &members) else {
+        let Some((mut finding, personas)) = merge_group(key, &members) else {
             continue;
         };
-        if finding.confidence >= gate {
+        if finding.file.is_none() && finding.verdict == Verdict::Unverifiable {
+            // Nobody could check a claim that names no file: it stays visible, but below
+            // everything verification stood behind, and it never closes a merge gate.
+            finding
+                .notes
+                .push("no location given: it could not be checked against the source".into());
+            residual.push(finding);
+        } else if finding.confidence >= gate {
             kept.push(finding);
         } else if personas >= 2 {
             kept.push(Finding {
@@ -482,6 +491,49 @@ mod tests {
             .collect();
         assert_eq!(res, vec![("R001", "a.rs:L0"), ("R002", "b.rs:L0")]);
         assert!(g.residual.iter().all(|f| !f.promoted));
+    }
+
+    #[test]
+    fn a_finding_with_no_location_is_a_residual_concern_however_sure_or_severe() {
+        let mut nowhere = raw(None, None, None);
+        nowhere.severity = Severity::P0;
+        let g = merge_and_gate(
+            vec![
+                judged(
+                    "api_designer",
+                    "t1",
+                    nowhere.clone(),
+                    Verdict::Unverifiable,
+                    0.9,
+                ),
+                judged(
+                    "security_sentinel",
+                    "t2",
+                    nowhere,
+                    Verdict::Unverifiable,
+                    0.9,
+                ),
+                judged(
+                    "p",
+                    "t3",
+                    raw(Some("a.rs"), Some(1), None),
+                    Verdict::Confirmed,
+                    0.7,
+                ),
+            ],
+            0.5,
+        );
+        assert_eq!(g.findings.len(), 1, "{:?}", g.findings);
+        assert_eq!(g.findings[0].file.as_deref(), Some("a.rs"));
+        assert_eq!(g.residual.len(), 1);
+        assert!(
+            !g.residual[0].promoted,
+            "two personas do not make it checkable"
+        );
+        assert!(g.residual[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("no location given")));
     }
 
     #[test]
