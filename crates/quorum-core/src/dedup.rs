@@ -73,8 +73,9 @@ pub struct Gated {
 }
 
 /// Merge judged reports by anchor, drop the hallucinated, and split the rest at `gate`. A
-/// finding that names no file and so could not be checked (UNVERIFIABLE, grounding's "no
-/// location given") is a residual concern whatever its confidence or corroboration.
+/// finding that names no file or quotes no evidence, and so could not be checked
+/// (UNVERIFIABLE by grounding), is a residual concern whatever its confidence or
+/// corroboration.
 ///
 /// `findings` and `residual` are sorted by severity, file, first line, anchor and numbered
 /// "F001".. and "R001".. in that order; `dropped` keeps input order.
@@ -113,12 +114,19 @@ pub fn merge_and_gate(judged: Vec<Judged>, gate: f64) -> Gated {
         let Some((mut finding, personas)) = merge_group(key, &members) else {
             continue;
         };
-        if finding.file.is_none() && finding.verdict == Verdict::Unverifiable {
-            // Nobody could check a claim that names no file: it stays visible, but below
-            // everything verification stood behind, and it never closes a merge gate.
-            finding
-                .notes
-                .push("no location given: it could not be checked against the source".into());
+        let nothing_to_check = finding.file.is_none() || finding.evidence.trim().is_empty();
+        if finding.verdict == Verdict::Unverifiable && nothing_to_check {
+            // Nobody could check a claim that names no file or quotes nothing: it stays
+            // visible, but below everything verification stood behind, and it never closes a
+            // merge gate.
+            let what = if finding.file.is_none() {
+                "no location given"
+            } else {
+                "no evidence quoted"
+            };
+            finding.notes.push(format!(
+                "{what}: it could not be checked against the source"
+            ));
             residual.push(finding);
         } else if finding.confidence >= gate {
             kept.push(finding);
@@ -494,7 +502,7 @@ mod tests {
     }
 
     #[test]
-    fn a_finding_with_no_location_is_a_residual_concern_however_sure_or_severe() {
+    fn a_finding_with_nothing_to_check_is_a_residual_concern_however_sure_or_severe() {
         let mut nowhere = raw(None, None, None);
         nowhere.severity = Severity::P0;
         let g = merge_and_gate(
@@ -534,6 +542,24 @@ mod tests {
             .notes
             .iter()
             .any(|n| n.contains("no location given")));
+        // Located but quoting nothing: the same.
+        let mut bare = raw(Some("src/app.py"), Some(12), None);
+        bare.evidence = "  ".into();
+        let g = merge_and_gate(
+            vec![judged(
+                "api_designer",
+                "t1",
+                bare,
+                Verdict::Unverifiable,
+                0.9,
+            )],
+            0.5,
+        );
+        assert!(g.findings.is_empty(), "{:?}", g.findings);
+        assert!(g.residual[0]
+            .notes
+            .iter()
+            .any(|n| n.contains("no evidence quoted")));
     }
 
     #[test]
