@@ -50,7 +50,8 @@ pub struct DataDir {
 }
 
 /// How long an explicit open waits out a lock that may be this process's own, just released.
-const LOCK_RETRIES: u32 = 20;
+/// (2 s: a margin for a loaded machine, where the flusher can be slow to run.)
+const LOCK_RETRIES: u32 = 80;
 const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// A store this process just dropped can hold its lock a moment longer (sled's flusher thread
@@ -286,7 +287,8 @@ impl DataDir {
         }
         let db = dir.join(DB_DIR);
         if db.is_dir() {
-            match open_db(&db) {
+            // This process may have just dropped its own handle (listing opens every flow).
+            match waiting_out_our_own_lock(|| open_db(&db)) {
                 Ok(held) => drop(held),
                 Err(StoreError::Locked { path }) => return Err(StoreError::Locked { path }),
                 Err(_) => {}
