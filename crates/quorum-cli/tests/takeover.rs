@@ -43,7 +43,10 @@ impl Node {
 }
 
 async fn start(name: &str, work: &Path, join: &[&str]) -> Node {
-    let server = ScriptedServer::start(six_task_script(400, false))
+    // A second per specialist answer: the review must still be running when the test has seen
+    // two tasks done through the conductor's watch (watchable once the control plane agreed
+    // it). At 400 ms a fresh-clone CI run saw a whole review finish first, twice.
+    let server = ScriptedServer::start(six_task_script(1000, false))
         .await
         .unwrap();
     let data = work.join(format!("data-{name}"));
