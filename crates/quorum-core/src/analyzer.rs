@@ -82,17 +82,40 @@ impl Default for SeverityMap {
 
 impl SeverityMap {
     pub fn of(&self, rule: &str, level: Option<&str>) -> Severity {
-        let by_rule = self
-            .rules
-            .iter()
-            .filter(|(prefix, _)| rule_has_prefix(rule, prefix))
-            .max_by_key(|(prefix, _)| prefix.len())
-            .map(|(_, s)| *s);
-        by_rule
+        longest_prefix(&self.rules, rule)
+            .copied()
             .or_else(|| {
                 level.and_then(|l| self.levels.get(&l.trim().to_ascii_lowercase()).copied())
             })
             .unwrap_or(self.default)
+    }
+}
+
+/// The value of the longest rule-id prefix of `rule` in `map` (see [`rule_has_prefix`]).
+fn longest_prefix<'a, V>(map: &'a BTreeMap<String, V>, rule: &str) -> Option<&'a V> {
+    map.iter()
+        .filter(|(prefix, _)| rule_has_prefix(rule, prefix))
+        .max_by_key(|(prefix, _)| prefix.len())
+        .map(|(_, v)| v)
+}
+
+/// Compiled gitignore-style globs, and whether a pack path matches any of them.
+struct Globs(Vec<ignore::gitignore::Gitignore>);
+
+impl Globs {
+    fn new(globs: &[String]) -> Globs {
+        Globs(
+            globs
+                .iter()
+                .filter_map(|g| crate::scope::glob_matcher(g))
+                .collect(),
+        )
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        self.0
+            .iter()
+            .any(|m| m.matched_path_or_any_parents(path, false).is_ignore())
     }
 }
 
@@ -257,51 +280,28 @@ impl AnalyzerSpec {
     /// The pack files this analyzer applies to, in path order, or why it does not run.
     pub fn applicable_files(&self, pack: &ContextPack) -> Result<Vec<String>, String> {
         if !self.requires.is_empty() {
-            let matchers: Vec<_> = self
-                .requires
-                .iter()
-                .filter_map(|g| crate::scope::glob_matcher(g))
-                .collect();
-            let present = pack.files.keys().any(|f| {
-                matchers
-                    .iter()
-                    .any(|m| m.matched_path_or_any_parents(f, false).is_ignore())
-            });
-            if !present {
+            let required = Globs::new(&self.requires);
+            if !pack.files.keys().any(|f| required.matches(f)) {
                 return Err(format!(
                     "no file matching {} in the reviewed files",
                     self.requires.join(", ")
                 ));
             }
         }
-        let matchers: Vec<_> = self
-            .files
-            .iter()
-            .filter_map(|g| crate::scope::glob_matcher(g))
-            .collect();
-        let excluded: Vec<_> = self
-            .exclude
-            .iter()
-            .filter_map(|g| crate::scope::glob_matcher(g))
-            .collect();
+        let included = Globs::new(&self.files);
+        let excluded = Globs::new(&self.exclude);
         let every = self.files.is_empty() && self.languages.is_empty();
         let files: Vec<String> = pack
             .files
             .values()
-            .filter(|f| {
-                !excluded
-                    .iter()
-                    .any(|m| m.matched_path_or_any_parents(&f.path, false).is_ignore())
-            })
+            .filter(|f| !excluded.matches(&f.path))
             .filter(|f| {
                 every
                     || self
                         .languages
                         .iter()
                         .any(|l| l.eq_ignore_ascii_case(&f.language))
-                    || matchers
-                        .iter()
-                        .any(|m| m.matched_path_or_any_parents(&f.path, false).is_ignore())
+                    || included.matches(&f.path)
             })
             .map(|f| f.path.clone())
             .collect();
@@ -327,11 +327,7 @@ impl AnalyzerSpec {
     /// The category a rule's findings belong to: its longest prefix in `areas`, else
     /// `category`.
     pub fn area_of(&self, rule: &str) -> &str {
-        self.areas
-            .iter()
-            .filter(|(prefix, _)| rule_has_prefix(rule, prefix))
-            .max_by_key(|(prefix, _)| prefix.len())
-            .map_or(self.category.as_str(), |(_, area)| area.as_str())
+        longest_prefix(&self.areas, rule).map_or(self.category.as_str(), String::as_str)
     }
 
     /// Turn parsed hits into leads: paths made relative to the copy's root, hits on files
