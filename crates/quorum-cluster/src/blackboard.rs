@@ -188,6 +188,30 @@ fn digest_of(entries: Option<&BTreeMap<EntryId, BbEntry>>) -> String {
     h.finalize().to_hex().to_string()
 }
 
+/// Open the replica's sled database. A replica this process (or its gc thread) just closed can
+/// hold the lock file a moment longer — sled frees it once the writing thread's epoch garbage
+/// is collected — so a lock refusal is retried for up to 2 s before it counts as another
+/// process's (a running node's) lock.
+fn open_waiting_out_our_own_lock(path: &Path) -> sled::Result<sled::Db> {
+    const TRIES: u32 = 80;
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+    let mut tries = 0;
+    loop {
+        match sled::Config::new().path(path).open() {
+            Err(sled::Error::Io(e)) if tries < TRIES && is_lock_refusal(&e) => {
+                tries += 1;
+                std::thread::sleep(PAUSE);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// sled's "could not acquire lock" (its own wording around the OS's would-block).
+fn is_lock_refusal(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
+}
+
 impl BbStore {
     /// Open the replica of `node`, loading `data_dir/blackboard` when a directory is given.
     pub(crate) fn open(node: &str, data_dir: Option<&Path>) -> Result<BbStore, ClusterError> {
@@ -203,10 +227,7 @@ impl BbStore {
             Some(dir) => {
                 let path = dir.join("blackboard");
                 std::fs::create_dir_all(&path).map_err(|e| store_err(&path, e))?;
-                let db = sled::Config::new()
-                    .path(&path)
-                    .open()
-                    .map_err(|e| store_err(&path, e))?;
+                let db = open_waiting_out_our_own_lock(&path).map_err(|e| store_err(&path, e))?;
                 let tree = db.open_tree("entries").map_err(|e| store_err(&path, e))?;
                 let pruned = db.open_tree("pruned").map_err(|e| store_err(&path, e))?;
                 for item in pruned.iter() {
