@@ -32,6 +32,7 @@
 //! whole `quorum` processes.
 
 mod error;
+pub mod modgraph;
 mod render;
 mod reply_serde;
 mod request;
