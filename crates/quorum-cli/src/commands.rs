@@ -471,19 +471,21 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         );
     }
     let ctx = Arc::new(ReviewContext {
-        flow_id: flow_id.clone(),
-        flow,
-        catalog,
-        pack,
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: flow_id.clone(),
+            flow,
+            catalog,
+            pack,
+            verifier_model: params.verifier_model.clone(),
+            node,
+            max_concurrent: params.max_concurrent,
+            started_at,
+            scope,
+        }),
         backends,
-        verifier_model: params.verifier_model.clone(),
-        node,
-        max_concurrent: params.max_concurrent,
-        started_at,
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
-        scope,
     });
     Ok(Prepared::Run(LocalReview { data, ctx, params }))
 }
@@ -617,7 +619,7 @@ async fn drive_with(
                     } else {
                         reason.trim().to_string()
                     };
-                    quorum_runtime::remote::cancel_review(&id, &reason).await;
+                    quorum_runtime::conductor::cancel_review(&id, &reason).await;
                     break;
                 }
             }
@@ -798,19 +800,21 @@ pub async fn resume(args: crate::ResumeArgs) -> Result<ExitCode> {
         );
     }
     let ctx = Arc::new(ReviewContext {
-        flow_id: meta.flow_id.clone(),
-        flow,
-        catalog,
-        pack,
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: meta.flow_id.clone(),
+            flow,
+            catalog,
+            pack,
+            verifier_model: params.verifier_model.clone(),
+            node,
+            max_concurrent: params.max_concurrent,
+            started_at: meta.started_at.clone(),
+            scope: resume.replay.scope.clone().unwrap_or_default(),
+        }),
         backends,
-        verifier_model: params.verifier_model.clone(),
-        node,
-        max_concurrent: params.max_concurrent,
-        started_at: meta.started_at.clone(),
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
-        scope: resume.replay.scope.clone().unwrap_or_default(),
     });
     drive(
         &data,
@@ -895,7 +899,7 @@ pub fn flows(command: FlowsCommand, common: &crate::CommonArgs) -> Result<ExitCo
             let replay = store.replay().map_err(store_err)?;
             let events = store.events().map_err(store_err)?;
             println!("flow id:   {}", meta.flow_id);
-            println!("status:    {}", replay.status());
+            println!("status:    {}", quorum_store::status_of(&replay));
             if let Some((_, reason)) = &replay.finished {
                 if !reason.is_empty() {
                     println!("reason:    {reason}");

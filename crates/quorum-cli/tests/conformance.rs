@@ -628,7 +628,7 @@ async fn kill_9_while_judging_then_resume_judges_only_what_was_not_judged() {
         .unwrap()
         .replay()
         .unwrap();
-    assert_eq!(replay.status().to_string(), "interrupted");
+    assert_eq!(quorum_store::status_of(&replay).to_string(), "interrupted");
     assert_eq!(replay.criteria.as_ref().map(|(c, _)| c.len()), Some(3));
     assert_eq!(
         replay.criteria_judged.keys().collect::<Vec<_>>(),

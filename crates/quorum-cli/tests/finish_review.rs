@@ -598,7 +598,7 @@ async fn kill_9_while_adjudicating_then_resume_rules_only_on_what_was_not_ruled(
         .unwrap()
         .replay()
         .unwrap();
-    assert_eq!(replay.status().to_string(), "interrupted");
+    assert_eq!(quorum_store::status_of(&replay).to_string(), "interrupted");
     let ruled: Vec<&String> = replay.adjudicated.keys().collect();
     assert!(
         ruled.contains(&&"F001".to_string()) && ruled.contains(&&"F002".to_string()),

@@ -106,7 +106,7 @@ async fn review_then_kill(server: &ScriptedServer, after: usize) -> Crashed {
         .open_flow(&flow_id)
         .unwrap();
     let replay = store.replay().unwrap();
-    assert_eq!(replay.status().to_string(), "interrupted");
+    assert_eq!(quorum_store::status_of(&replay).to_string(), "interrupted");
     let completed_before_kill: Vec<String> = replay
         .completed
         .keys()

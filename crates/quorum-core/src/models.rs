@@ -466,6 +466,20 @@ pub fn lineage(family: &str) -> String {
     }
 }
 
+/// The model family of a model name, coarse on purpose: "qwen2.5-coder:7b" -> "qwen2.5",
+/// "meta/llama3.1-8b" -> "llama3.1". Two sizes of one family count as the same family, which is
+/// what verifier independence needs.
+pub fn family_of(model: &str) -> String {
+    family_from_name(model).unwrap_or_else(|| {
+        let base = model.rsplit('/').next().unwrap_or(model);
+        let base = base.split(':').next().unwrap_or(base);
+        base.split(['-', '_'])
+            .next()
+            .unwrap_or(base)
+            .to_ascii_lowercase()
+    })
+}
+
 /// The agentic layer: the operator's judgment of a model, from TOML (`[models."<name>".agentic]`).
 /// Every field is optional; unknown keys are an authoring error.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@
 //! `cargo test -p quorum-core --test schedule_sim` runs 300 seeds. `QUORUM_SIM_SEEDS=5000` runs
 //! more; a failure prints its seed, and `QUORUM_SIM_SEED=N` replays exactly that one.
 
-use quorum_core::schedule::{
+use quorum_core::machine::schedule::{
     AttemptId, AttemptResult, Command, Input, Place, Scheduler, SchedulerParams, TaskKey,
     TaskStatus,
 };

@@ -108,15 +108,18 @@ fn context(origin: &TestNode, clustered: bool, flow_id: &str) -> Arc<ReviewConte
     let pack = ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap();
     origin.packs.register(flow_id, &pack);
     Arc::new(ReviewContext {
-        flow_id: flow_id.into(),
-        flow,
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack,
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: flow_id.into(),
+            flow,
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack,
+            verifier_model: None,
+            node: origin.cluster.name().to_string(),
+            max_concurrent: Some(CAPACITY),
+            started_at: String::new(),
+            scope: Default::default(),
+        }),
         backends: backends(&origin.server),
-        verifier_model: None,
-        node: origin.cluster.name().to_string(),
-        max_concurrent: Some(CAPACITY),
-        started_at: String::new(),
         facts: FactLog::disabled(),
         remote: clustered.then(|| {
             Arc::new(ClusterExecutor::new(
@@ -125,7 +128,6 @@ fn context(origin: &TestNode, clustered: bool, flow_id: &str) -> Arc<ReviewConte
             )) as Arc<dyn quorum_runtime::remote::RemoteExecutor>
         }),
         board: Some(Arc::new(ClusterBoard(origin.cluster.blackboard()))),
-        scope: Default::default(),
     })
 }
 

@@ -107,19 +107,21 @@ fn context(server: &ScriptedServer, flow_id: &str, facts: FactLog) -> Arc<Review
     cfg.models = vec![MODEL.into()];
     cfg.max_concurrent = CAPACITY;
     Arc::new(ReviewContext {
-        flow_id: flow_id.into(),
-        flow,
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: flow_id.into(),
+            flow,
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+            verifier_model: None,
+            node: "a".into(),
+            max_concurrent: Some(CAPACITY),
+            started_at: String::new(),
+            scope: Default::default(),
+        }),
         backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        verifier_model: None,
-        node: "a".into(),
-        max_concurrent: Some(CAPACITY),
-        started_at: String::new(),
         facts,
         remote: None,
         board: None,
-        scope: Default::default(),
     })
 }
 

@@ -139,15 +139,18 @@ fn context(
     flow.check_personas(&catalog).unwrap();
     origin.packs.register(flow_id, pack);
     Arc::new(ReviewContext {
-        flow_id: flow_id.into(),
-        flow,
-        catalog,
-        pack: pack.clone(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: flow_id.into(),
+            flow,
+            catalog,
+            pack: pack.clone(),
+            verifier_model: None,
+            node: origin.cluster.name().to_string(),
+            max_concurrent: Some(CAPACITY),
+            started_at: String::new(),
+            scope: Default::default(),
+        }),
         backends: backends(&origin.server),
-        verifier_model: None,
-        node: origin.cluster.name().to_string(),
-        max_concurrent: Some(CAPACITY),
-        started_at: String::new(),
         facts: FactLog::disabled(),
         remote: clustered.then(|| {
             Arc::new(ClusterExecutor::new(
@@ -156,7 +159,6 @@ fn context(
             )) as Arc<dyn quorum_runtime::remote::RemoteExecutor>
         }),
         board: Some(Arc::new(ClusterBoard(origin.cluster.blackboard()))),
-        scope: Default::default(),
     })
 }
 

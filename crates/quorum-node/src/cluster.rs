@@ -209,11 +209,11 @@ impl NodeAgent {
             loop {
                 match events.recv().await {
                     Ok(MembershipEvent::Lost(node)) => {
-                        let n = remote::notify_node_lost(&node);
+                        let n = quorum_runtime::conductor::notify_node_lost(&node);
                         tracing::warn!(node = %node, reviews = n, "node lost");
                     }
                     Ok(MembershipEvent::Joined(node)) | Ok(MembershipEvent::Rejoined(node)) => {
-                        let n = remote::notify_node_joined(&node);
+                        let n = quorum_runtime::conductor::notify_node_joined(&node);
                         tracing::info!(node = %node, reviews = n, "node joined");
                     }
                     Ok(_) => {}
@@ -489,7 +489,12 @@ impl MessageHandler for NodeAgent {
                     .and_then(|o| serde_json::from_value::<RemoteOutcome>(o).ok());
                 match (attempt, outcome) {
                     (Some(attempt), Some(outcome)) => {
-                        if !remote::deliver_result(&msg.flow_id, attempt, from, outcome) {
+                        if !quorum_runtime::conductor::deliver_result(
+                            &msg.flow_id,
+                            attempt,
+                            from,
+                            outcome,
+                        ) {
                             tracing::info!(flow = %msg.flow_id, attempt, from, "result for a review not running here");
                         }
                     }
@@ -498,7 +503,7 @@ impl MessageHandler for NodeAgent {
             }
             KIND_RENEW => {
                 if let Some(attempt) = msg.payload.get("attempt").and_then(|a| a.as_u64()) {
-                    remote::deliver_renewal(&msg.flow_id, attempt, from);
+                    quorum_runtime::conductor::deliver_renewal(&msg.flow_id, attempt, from);
                 }
             }
             KIND_CANCEL => {

@@ -516,27 +516,29 @@ impl NodeService {
                 .unwrap_or(false);
         setup.packs.register(flow_id, &pack);
         let ctx = Arc::new(ReviewContext {
-            flow_id: flow_id.to_string(),
-            flow,
-            catalog,
-            pack,
+            review: std::sync::Arc::new(quorum_core::machine::Review {
+                flow_id: flow_id.to_string(),
+                flow,
+                catalog,
+                pack,
+                verifier_model: meta
+                    .params
+                    .get("verifier_model")
+                    .and_then(|v| v.as_str())
+                    .filter(|m| !m.trim().is_empty())
+                    .map(str::to_string),
+                node: setup.name.clone(),
+                max_concurrent: setup.max_concurrent,
+                started_at: meta.started_at.clone(),
+                scope: resume.replay.scope.clone().unwrap_or_default(),
+            }),
             backends,
-            verifier_model: meta
-                .params
-                .get("verifier_model")
-                .and_then(|v| v.as_str())
-                .filter(|m| !m.trim().is_empty())
-                .map(str::to_string),
-            node: setup.name.clone(),
-            max_concurrent: setup.max_concurrent,
-            started_at: meta.started_at.clone(),
             facts: match sink {
                 Some(sink) => FactLog::replicated(store, sink),
                 None => FactLog::new(store),
             },
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
-            scope: resume.replay.scope.clone().unwrap_or_default(),
         });
         tracing::info!(
             flow_id,
@@ -944,21 +946,23 @@ impl ReviewApi for NodeService {
             None => FactLog::new(store),
         };
         let ctx = Arc::new(ReviewContext {
-            flow_id: flow_id.clone(),
-            flow,
-            catalog,
-            pack,
+            review: std::sync::Arc::new(quorum_core::machine::Review {
+                flow_id: flow_id.clone(),
+                flow,
+                catalog,
+                pack,
+                verifier_model: Some(opts.verifier_model.clone()).filter(|m| !m.trim().is_empty()),
+                node: setup.name.clone(),
+                max_concurrent: (opts.max_concurrent > 0)
+                    .then_some(opts.max_concurrent as usize)
+                    .or(setup.max_concurrent),
+                started_at: started_at.clone(),
+                scope,
+            }),
             backends,
-            verifier_model: Some(opts.verifier_model.clone()).filter(|m| !m.trim().is_empty()),
-            node: setup.name.clone(),
-            max_concurrent: (opts.max_concurrent > 0)
-                .then_some(opts.max_concurrent as usize)
-                .or(setup.max_concurrent),
-            started_at: started_at.clone(),
             facts,
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
-            scope,
         });
         if scoped
             || !ctx.scope.analyzers.is_empty()
@@ -968,11 +972,15 @@ impl ReviewApi for NodeService {
         {
             // Before the first stage, as a local review records it: a survivor that takes the
             // review over, or a resume, reuses the same leads, spec and prior review.
-            ctx.facts
+            if let Err(e) = ctx
+                .facts
                 .event(quorum_store::Event::ScopeRecorded {
                     scope: ctx.scope.clone(),
                 })
-                .await;
+                .await
+            {
+                tracing::warn!(flow = %flow_id, error = ?e, "the review's scope was not recorded");
+            }
         }
         self.start(ctx, None, req.target_name.clone(), started_at)?;
         if let Some(c) = self.control.get() {
@@ -1113,7 +1121,7 @@ impl ReviewApi for NodeService {
         }
         // The conductor stops every attempt (here and on peers), records the cancellation and
         // ends the review partial; its report is then served like any other.
-        if quorum_runtime::remote::cancel_review(flow_id, "cancelled through the API").await {
+        if quorum_runtime::conductor::cancel_review(flow_id, "cancelled through the API").await {
             return Ok(true);
         }
         // No conductor answered (it was just finishing, or wedged): stop the task itself.

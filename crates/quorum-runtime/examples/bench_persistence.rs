@@ -56,19 +56,21 @@ fn context(server: &ScriptedServer, facts: FactLog, id: &str) -> Arc<ReviewConte
     cfg.models = vec![MODEL.into()];
     cfg.max_concurrent = 8;
     Arc::new(ReviewContext {
-        flow_id: id.into(),
-        flow,
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: id.into(),
+            flow,
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+            verifier_model: None,
+            node: "bench".into(),
+            max_concurrent: Some(4),
+            started_at: String::new(),
+            scope: Default::default(),
+        }),
         backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        verifier_model: None,
-        node: "bench".into(),
-        max_concurrent: Some(4),
-        started_at: String::new(),
         facts,
         remote: None,
         board: None,
-        scope: Default::default(),
     })
 }
 

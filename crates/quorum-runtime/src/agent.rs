@@ -53,6 +53,31 @@ impl CallStats {
         self.tokens_out += r.usage.tokens_out;
     }
 
+    /// What the review machine keeps of an attempt's calls: the counts, the answer, the
+    /// transcript (as JSON messages), how an unusable answer was recovered.
+    pub fn to_attempt_stats(&self) -> quorum_core::machine::AttemptStats {
+        quorum_core::machine::AttemptStats {
+            llm_calls: self.llm_calls,
+            tokens_in: self.tokens_in,
+            tokens_out: self.tokens_out,
+            tool_calls: self.tool_calls,
+            text_tool_calls: self.text_tool_calls,
+            recovery: self.recovery.map(|r| {
+                serde_json::to_value(r)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            }),
+            output: self.output.clone(),
+            prompt_hash: self.prompt_hash.clone(),
+            transcript: self
+                .transcript
+                .iter()
+                .map(|m| serde_json::to_value(m).unwrap_or_default())
+                .collect(),
+        }
+    }
+
     pub fn merge(&mut self, o: &CallStats) {
         self.llm_calls += o.llm_calls;
         self.tokens_in += o.tokens_in;

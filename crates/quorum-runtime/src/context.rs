@@ -1,62 +1,71 @@
-//! Everything one review needs, shared read-only by its conductor and task actors.
+//! Everything one review needs on this node, shared read-only by its conductor and task actors:
+//! the review's immutable inputs ([`Review`], quorum-core's) and this node's handles — its
+//! model backends, the fact log, the peers and the team board.
 
 use crate::backends::Backends;
-use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
-use quorum_core::pack::ContextPack;
+use crate::board::TeamBoard;
+use crate::facts::FactLog;
+use crate::remote::RemoteExecutor;
+use quorum_core::machine::Review;
 use std::sync::Arc;
 
-/// Immutable inputs of one review. Shared behind an `Arc`; nothing in it changes while the
-/// review runs, which is what lets any actor read it without locks.
+/// Immutable inputs of one review plus the node's handles. Shared behind an `Arc`; nothing in
+/// it changes while the review runs, which is what lets any actor read it without locks. It
+/// dereferences to the [`Review`], so `ctx.pack`, `ctx.flow` and the rest read as fields.
 #[derive(Debug)]
 pub struct ReviewContext {
-    pub flow_id: String,
-    pub flow: Flow,
-    pub catalog: Catalog,
-    pub pack: ContextPack,
+    pub review: Arc<Review>,
     pub backends: Backends,
-    /// Model for the verifier; `None` = the default model.
-    pub verifier_model: Option<String>,
-    /// This node's name, recorded as every reporter's node.
-    pub node: String,
-    /// Overrides the flow's max_concurrent when set (--max-concurrent).
-    pub max_concurrent: Option<usize>,
-    pub started_at: String,
     /// Where every fact of the review is recorded (disabled = nowhere).
-    pub facts: crate::facts::FactLog,
-    /// Other nodes that can run specialist attempts (None = this process only).
-    pub remote: Option<std::sync::Arc<dyn crate::remote::RemoteExecutor>>,
+    pub facts: FactLog,
+    /// Other nodes that can run attempts (None = this process only).
+    pub remote: Option<Arc<dyn RemoteExecutor>>,
     /// The team blackboard (None = team tools are not offered).
-    pub board: Option<std::sync::Arc<dyn crate::board::TeamBoard>>,
-    /// The change under review, the repository's guidance and the profile (default: a whole
-    /// tree review with no guidance).
-    pub scope: quorum_core::scope::ReviewScope,
+    pub board: Option<Arc<dyn TeamBoard>>,
 }
 
 pub type SharedContext = Arc<ReviewContext>;
 
 impl ReviewContext {
-    pub fn max_concurrent(&self) -> usize {
-        self.max_concurrent
-            .unwrap_or(self.flow.parameters.max_concurrent)
-            .max(1)
+    /// A review on this process alone: no fact log, no peers, no team board.
+    pub fn new(review: Review, backends: Backends) -> ReviewContext {
+        ReviewContext {
+            review: Arc::new(review),
+            backends,
+            facts: FactLog::disabled(),
+            remote: None,
+            board: None,
+        }
     }
 
-    /// The confidence gate in force: the profile's, else the flow's.
-    pub fn confidence_gate(&self) -> f64 {
-        self.scope.gate(self.flow.parameters.confidence_gate)
+    pub fn with_facts(mut self, facts: FactLog) -> Self {
+        self.facts = facts;
+        self
     }
 
-    /// Merge and gate the verified findings, then apply the review's scope (severity floor,
-    /// findings off the change moved to `pre_existing`). Analyzer candidates no model checked
-    /// are dropped first (`analyzer::take_unchecked_leads`), and those inside another
-    /// report's lines take its anchor, so they merge into it (`analyzer::anchor_to_overlapping`).
-    pub fn gate(&self, judged: Vec<quorum_core::finding::Judged>) -> quorum_core::dedup::Gated {
-        let (mut judged, unchecked) = quorum_core::analyzer::take_unchecked_leads(judged);
-        quorum_core::analyzer::anchor_to_overlapping(&mut judged);
-        let mut gated =
-            quorum_core::docreview::merge_and_gate_at(&self.flow, judged, self.confidence_gate());
-        gated.dropped.extend(unchecked);
-        self.scope.apply(gated)
+    pub fn with_remote(mut self, remote: Option<Arc<dyn RemoteExecutor>>) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    pub fn with_board(mut self, board: Option<Arc<dyn TeamBoard>>) -> Self {
+        self.board = board;
+        self
+    }
+}
+
+impl std::ops::Deref for ReviewContext {
+    type Target = Review;
+
+    fn deref(&self) -> &Review {
+        &self.review
+    }
+}
+
+/// Copy on write: a context being built (tests, a node preparing a review) sets the review's
+/// fields in place; once shared, a change would give this context its own copy.
+impl std::ops::DerefMut for ReviewContext {
+    fn deref_mut(&mut self) -> &mut Review {
+        Arc::make_mut(&mut self.review)
     }
 }

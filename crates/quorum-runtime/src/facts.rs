@@ -48,6 +48,15 @@ pub trait FactSink: Send + Sync + std::fmt::Debug {
     async fn commit(&self, fact: &ReplicatedFact) -> Result<(), String>;
 }
 
+/// Why a fact was not recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FactError {
+    /// The control plane refused it: another node conducts the review now.
+    Fenced(String),
+    /// The store could not write it (the data dir is full, read-only or failing).
+    Store(String),
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct FactLog {
     store: Option<FlowStore>,
@@ -107,19 +116,19 @@ impl FactLog {
         self.store.as_ref()
     }
 
-    async fn write(&self, what: &'static str, fact: ReplicatedFact) {
-        if self.fenced() {
-            return;
+    async fn write(&self, what: &'static str, fact: ReplicatedFact) -> Result<(), FactError> {
+        if let Some(why) = self.fence_reason() {
+            return Err(FactError::Fenced(why.to_string()));
         }
         if let Some(sink) = &self.sink {
             if let Err(reason) = sink.commit(&fact).await {
                 tracing::warn!(what, %reason, "fact not committed by the control plane; this node stops conducting the review");
-                let _ = self.fenced.set(reason);
-                return;
+                let _ = self.fenced.set(reason.clone());
+                return Err(FactError::Fenced(reason));
             }
         }
         let Some(store) = self.store.clone() else {
-            return;
+            return Ok(());
         };
         let result = tokio::task::spawn_blocking(move || fact.apply_to(&store)).await;
         match result {
@@ -129,19 +138,20 @@ impl FactLog {
             Ok(Err(e)) => tracing::error!(what, error = %e, "cannot record fact"),
             Err(e) => tracing::error!(what, error = %e, "fact writer panicked"),
         }
+        Ok(())
     }
 
-    pub async fn event(&self, event: Event) {
-        self.write("event", ReplicatedFact::Event { event }).await;
+    pub async fn event(&self, event: Event) -> Result<(), FactError> {
+        self.write("event", ReplicatedFact::Event { event }).await
     }
 
-    pub async fn attempt(&self, record: AttemptRecord) {
+    pub async fn attempt(&self, record: AttemptRecord) -> Result<(), FactError> {
         self.write("attempt", ReplicatedFact::Attempt { record })
-            .await;
+            .await
     }
 
-    pub async fn report(&self, json: String) {
-        self.write("report", ReplicatedFact::Report { json }).await;
+    pub async fn report(&self, json: String) -> Result<(), FactError> {
+        self.write("report", ReplicatedFact::Report { json }).await
     }
 }
 
@@ -219,15 +229,15 @@ mod tests {
         });
         let log = FactLog::replicated(store.clone(), sink.clone());
         let clone = log.clone();
-        log.event(started(1)).await;
-        log.report("{}".into()).await;
+        let _ = log.event(started(1)).await;
+        let _ = log.report("{}".into()).await;
         assert!(!log.fenced());
         // Refused: not written locally, and the log (and every clone) is fenced.
-        log.event(started(2)).await;
+        let _ = log.event(started(2)).await;
         assert!(clone.fenced());
         assert!(log.fence_reason().unwrap().contains("stale epoch"));
         // Nothing after the fence is offered to the sink or written.
-        log.event(started(3)).await;
+        let _ = log.event(started(3)).await;
         let seen = sink.seen.lock().unwrap().clone();
         assert_eq!(
             seen,
@@ -258,7 +268,7 @@ mod tests {
         let log = FactLog::new(a.clone());
         for f in &facts {
             if let ReplicatedFact::Event { event } = f {
-                log.event(event.clone()).await;
+                let _ = log.event(event.clone()).await;
             }
             f.apply_to(&b).unwrap();
         }

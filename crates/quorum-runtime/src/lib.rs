@@ -20,7 +20,6 @@ pub mod history;
 pub mod obs;
 pub mod progress;
 pub mod remote;
-pub mod report;
 pub mod stages;
 pub mod tools;
 pub mod worker;
@@ -28,7 +27,7 @@ pub mod worker;
 pub use backends::{Backend, Backends};
 pub use context::{ReviewContext, SharedContext};
 pub use error::{AttemptError, ReviewError};
-pub use facts::{FactLog, FactSink, ReplicatedFact, Resume};
+pub use facts::{FactError, FactLog, FactSink, ReplicatedFact, Resume};
 pub use progress::{Progress, ProgressSender};
 
 use quorum_core::report::Report;

@@ -5,7 +5,6 @@
 //! conductor decides and the conductor carries no observability state of its own.
 
 use crate::progress::Progress;
-use quorum_core::finding::Finding;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
 
@@ -221,23 +220,6 @@ pub fn observe(flow_id: &str, p: &Progress) {
         _ => {}
     }
     set_task_gauges(&all);
-}
-
-/// One `Progress::Finding` per surviving finding, in report order.
-pub fn finding_events(findings: &[Finding]) -> Vec<Progress> {
-    findings
-        .iter()
-        .map(|f| Progress::Finding {
-            id: f.id.clone(),
-            title: f.title.clone(),
-            severity: format!("{:?}", f.severity).to_lowercase(),
-            file: f.file.clone(),
-            line_start: f.line_start,
-            line_end: f.line_end,
-            verdict: format!("{:?}", f.verdict).to_lowercase(),
-            evidence: f.evidence.chars().take(400).collect(),
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@ use crate::error::AttemptError;
 use quorum_core::conformance::MergeReadiness;
 use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
 use quorum_core::flow::Role;
-use quorum_core::grounding::{self, Grounding};
+use quorum_core::machine::grounded::{ground_one, unverified, Grounded};
+use quorum_core::machine::Synthesis;
 use quorum_core::schema;
 use quorum_core::selection::{PollOutcome, SelectionDecision, SelectionRecord};
 use quorum_core::task::{Classification, RejectedTask, Task};
@@ -174,28 +175,6 @@ pub fn scout_prompt_in(ctx: &ReviewContext, budget: ContextBudget) -> (String, S
         fitted[0], fitted[1], fitted[2]
     );
     (system, user)
-}
-
-/// A classification from facts alone, used when the scout's model call fails: the review goes on
-/// with a coarser plan rather than stopping.
-pub fn fallback_classification(ctx: &ReviewContext) -> Classification {
-    let facts = ctx.pack.facts();
-    let code = facts.kinds.get("code").copied().unwrap_or(0);
-    let docs = facts.kinds.get("doc").copied().unwrap_or(0);
-    let domain = if code > 0 && docs > code {
-        "mixed"
-    } else if code > 0 {
-        "software"
-    } else {
-        "documentation"
-    };
-    Classification {
-        domain: domain.into(),
-        languages: facts.languages.iter().map(|(l, _)| l.clone()).collect(),
-        frameworks: Vec::new(),
-        content_types: Vec::new(),
-        review_focus: Vec::new(),
-    }
 }
 
 pub async fn scout(ctx: &ReviewContext) -> Result<(Classification, StageStats), AttemptError> {
@@ -1207,63 +1186,6 @@ pub fn apply_rescore(
     }
 }
 
-/// A reported finding after grounding: decided without a model, or grounded and waiting for one.
-#[derive(Debug, Clone)]
-pub enum Grounded {
-    Decided(Judged),
-    /// Grounded: `reported` carries the corrected lines, `notes` what grounding changed.
-    Ready {
-        reported: Reported,
-        excerpt: String,
-        notes: Vec<String>,
-    },
-}
-
-/// Ground one finding. Lines grounding corrected are written into the finding, with a note.
-pub fn ground_one(ctx: &ReviewContext, mut reported: Reported) -> Grounded {
-    match grounding::ground(&reported.finding, &ctx.pack) {
-        Grounding::Decided { verdict, reason } => Grounded::Decided(Judged {
-            reported,
-            verdict,
-            reason,
-            deterministic: true,
-            notes: Vec::new(),
-            ballot: None,
-            rescored: None,
-        }),
-        Grounding::Grounded {
-            excerpt,
-            corrected,
-            note,
-        } => {
-            if let Some((a, b)) = corrected {
-                reported.finding.line_start = Some(a);
-                reported.finding.line_end = Some(b);
-            }
-            Grounded::Ready {
-                reported,
-                excerpt,
-                notes: note.into_iter().collect(),
-            }
-        }
-    }
-}
-
-/// A grounded finding no model checked: UNVERIFIED, with the reason in its notes, kept in the
-/// report (after the checked findings) rather than dropped or passed off as PLAUSIBLE.
-pub fn unverified(reported: Reported, mut notes: Vec<String>, reason: String) -> Judged {
-    notes.push(format!("not verified: {reason}"));
-    Judged {
-        reported,
-        verdict: Verdict::Unverified,
-        reason,
-        deterministic: false,
-        notes,
-        ballot: None,
-        rescored: None,
-    }
-}
-
 /// Ask one verifier about one grounded finding. It sees the claim and the cited lines only:
 /// not who reported it, how sure or how severe they said it was, nor what any other verifier
 /// answered. A call that fails, or an answer with no readable verdict, is no vote (the reason
@@ -1352,7 +1274,7 @@ pub async fn verify_one(
     verifiers: &[crate::backends::Selected],
     stats: &mut CallStats,
 ) -> Judged {
-    match ground_one(ctx, reported) {
+    match ground_one(&ctx.pack, reported) {
         Grounded::Decided(j) => j,
         Grounded::Ready {
             reported,
@@ -1475,63 +1397,6 @@ pub fn synthesizer_prompt_in(
     )
 }
 
-/// The synthesizer's output; `fallback` when the model call failed and the text was built
-/// deterministically from the findings.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Synthesis {
-    pub summary: String,
-    pub action_items: Vec<String>,
-    pub fallback: bool,
-}
-
-pub fn fallback_synthesis(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated) -> Synthesis {
-    let mut counts = [0usize; 4];
-    for f in &gated.findings {
-        counts[f.severity as usize] += 1;
-    }
-    let summary = if ctx.pack.is_empty() {
-        "There was nothing to review: the target holds no reviewable files.".to_string()
-    } else if gated.findings.is_empty() {
-        format!(
-            "No finding survived verification across {} files ({} residual concerns, {} dropped).",
-            ctx.pack.len(),
-            gated.residual.len(),
-            gated.dropped.len()
-        )
-    } else {
-        format!(
-            "{} findings survived verification across {} files: {} P0, {} P1, {} P2, {} P3.",
-            gated.findings.len(),
-            ctx.pack.len(),
-            counts[0],
-            counts[1],
-            counts[2],
-            counts[3]
-        )
-    };
-    let action_items = gated
-        .findings
-        .iter()
-        .take(8)
-        .map(|f| {
-            format!(
-                "{}: {}",
-                f.id,
-                if f.suggested_fix.trim().is_empty() {
-                    f.title.as_str()
-                } else {
-                    f.suggested_fix.trim()
-                }
-            )
-        })
-        .collect();
-    Synthesis {
-        summary,
-        action_items,
-        fallback: true,
-    }
-}
-
 pub async fn synthesize(
     ctx: &ReviewContext,
     gated: &quorum_core::dedup::Gated,
@@ -1581,24 +1446,6 @@ pub async fn synthesize(
         },
         StageStats { model, stats },
     ))
-}
-
-/// Verification without a model, used when the flow budget leaves no room for model verdicts:
-/// grounding decides what it can, and a grounded claim is UNVERIFIED (kept, marked).
-pub fn ground_only(ctx: &ReviewContext, reported: Vec<Reported>) -> Vec<Judged> {
-    reported
-        .into_iter()
-        .map(|r| match ground_one(ctx, r) {
-            Grounded::Decided(j) => j,
-            Grounded::Ready {
-                reported, notes, ..
-            } => unverified(
-                reported,
-                notes,
-                "grounded; not model-checked: the flow budget was spent".into(),
-            ),
-        })
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,10 +8,11 @@
 use crate::agent::CallStats;
 use crate::context::SharedContext;
 use crate::error::AttemptError;
-use crate::stages::{self, Plan, SpecialistOutput, StageStats, Synthesis};
-use quorum_core::dedup::Gated;
+use crate::stages::{self, Plan, SpecialistOutput, StageStats};
 use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
-use quorum_core::task::{Classification, Task};
+use quorum_core::machine::grounded::{ground_one, unverified, Grounded};
+use quorum_core::machine::{AttemptOutcome, Failure, ModelUse, Outcome, Synthesis};
+use quorum_core::task::Classification;
 use quorum_core::vote::Vote;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::BTreeMap;
@@ -19,50 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
-/// What an attempt is asked to do.
-#[derive(Debug, Clone)]
-pub enum Job {
-    Scout,
-    Plan(Classification),
-    Specialist {
-        task: Task,
-        prior_error: Option<String>,
-        /// Teammates' insights the conductor chose (and recorded) for this task.
-        insights: Vec<quorum_core::memory::Offered>,
-    },
-    /// Verify the reports; `grounding_only` when the flow budget is spent (no model calls).
-    Verify {
-        reported: Vec<Reported>,
-        grounding_only: bool,
-    },
-    Synthesize {
-        gated: Box<Gated>,
-        classification: Classification,
-        /// A conformance flow's gate, for the summary to say what blocks the merge.
-        conformance: Option<Box<quorum_core::conformance::MergeReadiness>>,
-    },
-    /// Read a spec's acceptance criteria with a model (its form gave none).
-    Criteria,
-    /// Judge a batch of criteria against the target.
-    Conformance {
-        criteria: Vec<quorum_core::conformance::Criterion>,
-    },
-    /// Rule on a batch of a prior review's findings against the target (finish review).
-    Adjudicate {
-        findings: Vec<quorum_core::adjudication::PriorFinding>,
-    },
-    /// One panel judge scores the surviving findings (`judge` is its catalog name).
-    Judge {
-        judge: String,
-        findings: Vec<quorum_core::finding::Finding>,
-    },
-    /// The meta-judge turns the panel's aggregates into a verdict.
-    MetaJudge {
-        meta: String,
-        axes: Vec<quorum_core::panel::AxisReport>,
-        overall: Option<f64>,
-    },
-}
+pub use quorum_core::machine::Job;
 
 /// The verifier stage's result: every finding judged, never an error (a failed model call
 /// leaves that finding UNVERIFIABLE with the reason).
@@ -104,6 +62,83 @@ impl JobOutcome {
             | JobOutcome::MetaJudge(Err(e)) => Some(e),
             _ => None,
         }
+    }
+}
+
+impl JobOutcome {
+    /// The outcome as the review machine takes it: the stage's answer, which model gave it and
+    /// what it cost, or the failure's class, words and whether to retry.
+    pub fn into_outcome(self) -> AttemptOutcome {
+        let by = |st: StageStats| ModelUse {
+            model: st.model,
+            stats: st.stats.to_attempt_stats(),
+        };
+        match self {
+            JobOutcome::Scout(Ok((classification, st))) => Ok(Outcome::Scout {
+                classification,
+                by: by(st),
+            }),
+            JobOutcome::Plan(Ok(p)) => Ok(Outcome::Plan {
+                tasks: p.tasks,
+                rejected: p.rejected,
+                selection: p.selection,
+                by: by(p.stage),
+            }),
+            JobOutcome::Specialist(Ok(o)) => Ok(Outcome::Specialist {
+                findings: o.findings,
+                invalid: o.invalid,
+                iterations: o.iterations,
+                by: by(o.stage),
+            }),
+            JobOutcome::Verify(Ok(v)) => Ok(Outcome::Verify {
+                judged: v.judged,
+                degraded: v.degraded,
+                by: by(v.stage),
+            }),
+            JobOutcome::Synthesize(Ok((synthesis, st))) => Ok(Outcome::Synthesize {
+                synthesis,
+                by: by(st),
+            }),
+            JobOutcome::Criteria(Ok((criteria, st))) => Ok(Outcome::Criteria {
+                criteria,
+                by: by(st),
+            }),
+            JobOutcome::Conformance(Ok(o)) => Ok(Outcome::Conformance {
+                judgments: o.judgments,
+                by: by(o.stage),
+            }),
+            JobOutcome::Adjudicate(Ok(o)) => Ok(Outcome::Adjudicate {
+                rulings: o.rulings,
+                by: by(o.stage),
+            }),
+            JobOutcome::Judge(Ok(o)) => Ok(Outcome::Judge {
+                score: o.score,
+                by: by(o.stage),
+            }),
+            JobOutcome::MetaJudge(Ok(o)) => Ok(Outcome::MetaJudge {
+                decision: o.decision,
+                by: by(o.stage),
+            }),
+            JobOutcome::Scout(Err(e))
+            | JobOutcome::Plan(Err(e))
+            | JobOutcome::Specialist(Err(e))
+            | JobOutcome::Verify(Err(e))
+            | JobOutcome::Synthesize(Err(e))
+            | JobOutcome::Criteria(Err(e))
+            | JobOutcome::Conformance(Err(e))
+            | JobOutcome::Adjudicate(Err(e))
+            | JobOutcome::Judge(Err(e))
+            | JobOutcome::MetaJudge(Err(e)) => Err(failure_of(&e)),
+        }
+    }
+}
+
+/// An attempt error as the review machine weighs it: its class, its words, whether to retry.
+pub fn failure_of(e: &AttemptError) -> Failure {
+    Failure {
+        class: e.class().to_string(),
+        message: e.to_string(),
+        retryable: e.retryable(),
     }
 }
 
@@ -224,15 +259,6 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
     }
 }
 
-/// Model calls one grounded finding may cost in a verification attempt: a vote per verifier,
-/// and one consult when the flow has a consultant stage.
-pub(crate) fn calls_per_finding(flow: &quorum_core::flow::Flow) -> u64 {
-    let consult = flow
-        .optional_stage(quorum_core::flow::Role::Consultant)
-        .is_some();
-    flow.parameters.verifiers.max(1) as u64 + u64::from(consult)
-}
-
 /// A finding waiting for its votes.
 struct Pending {
     reported: Reported,
@@ -291,12 +317,12 @@ pub(crate) async fn verify_all(
     // and take nothing from it.
     let mut grounded = 0usize;
     for (i, r) in reported.into_iter().enumerate() {
-        let (reported, excerpt, notes) = match stages::ground_one(ctx, r) {
-            stages::Grounded::Decided(j) => {
+        let (reported, excerpt, notes) = match ground_one(&ctx.pack, r) {
+            Grounded::Decided(j) => {
                 out.push((i, j));
                 continue;
             }
-            stages::Grounded::Ready {
+            Grounded::Ready {
                 reported,
                 excerpt,
                 notes,
@@ -309,7 +335,7 @@ pub(crate) async fn verify_all(
             } else {
                 format!("grounded; not model-checked: over the flow's max_verifications ({budget})")
             };
-            out.push((i, stages::unverified(reported, notes, why)));
+            out.push((i, unverified(reported, notes, why)));
             continue;
         }
         let claim: Arc<(RawFinding, String)> = Arc::new((reported.finding.clone(), excerpt));

@@ -40,19 +40,21 @@ fn context_with(
     cfg.connect_timeout_secs = 2;
     cfg.models = vec![MODEL.to_string()];
     let mut ctx = ReviewContext {
-        flow_id: uuid::Uuid::new_v4().to_string(),
-        flow,
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack: pack(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: uuid::Uuid::new_v4().to_string(),
+            flow,
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack: pack(),
+            verifier_model: None,
+            node: "test-node".into(),
+            max_concurrent: Some(2),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            scope: Default::default(),
+        }),
         backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        verifier_model: None,
-        node: "test-node".into(),
-        max_concurrent: Some(2),
-        started_at: "2026-01-01T00:00:00Z".into(),
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
-        scope: Default::default(),
     };
     ctx.scope.analyzers = leads;
     Arc::new(ctx)
@@ -334,9 +336,15 @@ async fn leads_travel_with_a_remote_attempt_to_a_worker_without_the_tools() {
         dimension: None,
         origin: None,
     };
-    let req =
-        quorum_runtime::remote::RemoteAttempt::build(&ctx, 1, &task, None, Duration::from_secs(30))
-            .unwrap();
+    let req = quorum_runtime::remote::RemoteAttempt::build(
+        &ctx,
+        ctx.backends.sensitive,
+        1,
+        &task,
+        None,
+        Duration::from_secs(30),
+    )
+    .unwrap();
     // Only the task's own files' leads travel.
     let rules: Vec<&str> = req
         .scope

@@ -30,40 +30,42 @@ fn context_with(dir: &std::path::Path, add: impl FnOnce(&std::path::Path)) -> Re
     let text = std::fs::read_to_string(dir.join("spec.md")).unwrap();
     let cfg = BackendConfig::new(BackendKind::Ollama, "http://127.0.0.1:9".to_string());
     ReviewContext {
-        flow_id: "f".into(),
-        flow: Flow::load(&repo_root().join("flows/conformance.yaml")).unwrap(),
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack,
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: "f".into(),
+            flow: Flow::load(&repo_root().join("flows/conformance.yaml")).unwrap(),
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack,
+            verifier_model: None,
+            node: "n".into(),
+            max_concurrent: None,
+            started_at: String::new(),
+            scope: ReviewScope {
+                change: Some(ChangeSet {
+                    spec: "main..topic".into(),
+                    base: "a".repeat(40),
+                    head: "b".repeat(40),
+                    files: vec![FileChange {
+                        path: "ratelimit.py".into(),
+                        kind: ChangeKind::Added,
+                        old_path: None,
+                        added: 17,
+                        removed: 0,
+                        touched: vec![(1, 17)],
+                        hunks: String::new(),
+                    }],
+                }),
+                spec: Some(Spec {
+                    path: "spec.md".into(),
+                    text,
+                    pack_path: Some("spec.md".into()),
+                }),
+                ..ReviewScope::default()
+            },
+        }),
         backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        verifier_model: None,
-        node: "n".into(),
-        max_concurrent: None,
-        started_at: String::new(),
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
-        scope: ReviewScope {
-            change: Some(ChangeSet {
-                spec: "main..topic".into(),
-                base: "a".repeat(40),
-                head: "b".repeat(40),
-                files: vec![FileChange {
-                    path: "ratelimit.py".into(),
-                    kind: ChangeKind::Added,
-                    old_path: None,
-                    added: 17,
-                    removed: 0,
-                    touched: vec![(1, 17)],
-                    hunks: String::new(),
-                }],
-            }),
-            spec: Some(Spec {
-                path: "spec.md".into(),
-                text,
-                pack_path: Some("spec.md".into()),
-            }),
-            ..ReviewScope::default()
-        },
     }
 }
 

@@ -93,19 +93,21 @@ fn context(
     cfg.connect_timeout_secs = 2;
     cfg.models = vec![MODEL.to_string()];
     ReviewContext {
-        flow_id: uuid::Uuid::new_v4().to_string(),
-        flow,
-        catalog,
-        pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: uuid::Uuid::new_v4().to_string(),
+            flow,
+            catalog,
+            pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
+            verifier_model: None,
+            node: "test-node".into(),
+            max_concurrent: Some(4),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            scope: Default::default(),
+        }),
         backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        verifier_model: None,
-        node: "test-node".into(),
-        max_concurrent: Some(4),
-        started_at: "2026-01-01T00:00:00Z".into(),
         facts,
         remote: None,
         board: None,
-        scope: Default::default(),
     }
 }
 

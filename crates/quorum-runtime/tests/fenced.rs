@@ -68,19 +68,21 @@ async fn a_refused_fact_stops_the_conductor_and_nothing_after_it_is_kept() {
     cfg.timeout_secs = 5;
     cfg.models = vec![MODEL.to_string()];
     let ctx = Arc::new(ReviewContext {
-        flow_id: "f".into(),
-        flow,
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: "f".into(),
+            flow,
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+            verifier_model: None,
+            node: "n1".into(),
+            max_concurrent: Some(1),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            scope: Default::default(),
+        }),
         backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        verifier_model: None,
-        node: "n1".into(),
-        max_concurrent: Some(1),
-        started_at: "2026-01-01T00:00:00Z".into(),
         facts: facts.clone(),
         remote: None,
         board: None,
-        scope: Default::default(),
     });
     let result = tokio::time::timeout(
         Duration::from_secs(60),

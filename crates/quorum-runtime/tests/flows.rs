@@ -29,19 +29,21 @@ fn context(server: &ScriptedServer, target: &std::path::Path, flow: &str) -> Arc
     cfg.connect_timeout_secs = 2;
     cfg.models = vec![MODEL.to_string()];
     Arc::new(ReviewContext {
-        flow_id: uuid::Uuid::new_v4().to_string(),
-        flow,
-        catalog,
-        pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: uuid::Uuid::new_v4().to_string(),
+            flow,
+            catalog,
+            pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
+            verifier_model: None,
+            node: "test-node".into(),
+            max_concurrent: Some(2),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            scope: Default::default(),
+        }),
         backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        verifier_model: None,
-        node: "test-node".into(),
-        max_concurrent: Some(2),
-        started_at: "2026-01-01T00:00:00Z".into(),
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
-        scope: Default::default(),
     })
 }
 

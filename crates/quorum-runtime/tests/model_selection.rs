@@ -55,19 +55,21 @@ async fn run(
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
     let ctx = Arc::new(ReviewContext {
-        flow_id: uuid::Uuid::new_v4().to_string(),
-        flow,
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: uuid::Uuid::new_v4().to_string(),
+            flow,
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+            verifier_model: None,
+            node: "n".into(),
+            max_concurrent: Some(2),
+            started_at: String::new(),
+            scope: Default::default(),
+        }),
         backends,
-        verifier_model: None,
-        node: "n".into(),
-        max_concurrent: Some(2),
-        started_at: String::new(),
         facts: quorum_runtime::FactLog::disabled(),
         remote: None,
         board: None,
-        scope: Default::default(),
     });
     tokio::time::timeout(
         Duration::from_secs(60),

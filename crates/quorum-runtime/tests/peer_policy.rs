@@ -79,19 +79,21 @@ fn attempt(sensitive: bool) -> RemoteAttempt {
         ..Backends::default()
     };
     let ctx = ReviewContext {
-        flow_id: uuid::Uuid::new_v4().to_string(),
-        flow,
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: uuid::Uuid::new_v4().to_string(),
+            flow,
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+            verifier_model: None,
+            node: "peer".into(),
+            max_concurrent: Some(1),
+            started_at: String::new(),
+            scope: Default::default(),
+        }),
         backends,
-        verifier_model: None,
-        node: "peer".into(),
-        max_concurrent: Some(1),
-        started_at: String::new(),
         facts: FactLog::disabled(),
         remote: None,
         board: None,
-        scope: Default::default(),
     };
     let task = Task {
         id: "t1".into(),
@@ -104,7 +106,15 @@ fn attempt(sensitive: bool) -> RemoteAttempt {
         dimension: None,
         origin: None,
     };
-    RemoteAttempt::build(&ctx, 1, &task, None, Duration::from_secs(10)).unwrap()
+    RemoteAttempt::build(
+        &ctx,
+        ctx.backends.sensitive,
+        1,
+        &task,
+        None,
+        Duration::from_secs(10),
+    )
+    .unwrap()
 }
 
 async fn run(w: &Worker, req: RemoteAttempt) -> RemoteOutcome {

@@ -70,7 +70,7 @@ impl RemoteExecutor for FakePeer {
         tokio::spawn(async move {
             let (flow_id, attempt) = (req.flow_id.clone(), req.attempt);
             let outcome = remote::run_attempt(req, &contents, &backends, None, &name).await;
-            remote::deliver_result(&flow_id, attempt, &name, outcome);
+            quorum_runtime::conductor::deliver_result(&flow_id, attempt, &name, outcome);
         });
         Ok(())
     }
@@ -105,19 +105,21 @@ fn context_with(
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
     Arc::new(ReviewContext {
-        flow_id: flow_id.into(),
-        flow,
-        catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-        pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+        review: std::sync::Arc::new(quorum_core::machine::Review {
+            flow_id: flow_id.into(),
+            flow,
+            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
+            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+            verifier_model: None,
+            node: "origin".into(),
+            max_concurrent: Some(max_concurrent),
+            started_at: String::new(),
+            scope: Default::default(),
+        }),
         backends: backends(local),
-        verifier_model: None,
-        node: "origin".into(),
-        max_concurrent: Some(max_concurrent),
-        started_at: String::new(),
         facts: FactLog::disabled(),
         remote,
         board: None,
-        scope: Default::default(),
     })
 }
 
@@ -246,7 +248,7 @@ async fn a_lost_node_s_attempts_are_reassigned_and_its_late_results_ignored() {
     }
     let held = held.expect("no attempt was placed on the peer");
     peer.alive.store(false, Ordering::SeqCst);
-    assert!(remote::notify_node_lost("sleepy") >= 1);
+    assert!(quorum_runtime::conductor::notify_node_lost("sleepy") >= 1);
     // The node wakes up and answers anyway: fenced.
     let contents: BTreeMap<String, Arc<str>> = peer
         .pack
@@ -256,7 +258,7 @@ async fn a_lost_node_s_attempts_are_reassigned_and_its_late_results_ignored() {
         .collect();
     let (fid, attempt) = (held.flow_id.clone(), held.attempt);
     let late = remote::run_attempt(held, &contents, &peer.backends, None, "sleepy").await;
-    remote::deliver_result(&fid, attempt, "sleepy", late);
+    quorum_runtime::conductor::deliver_result(&fid, attempt, "sleepy", late);
 
     let report = review.await.unwrap();
     assert_eq!(
@@ -329,7 +331,7 @@ impl RemoteExecutor for OddPeer {
         if let Behaviour::Refuse = self.behaviour {
             let name = self.name.clone();
             tokio::spawn(async move {
-                remote::deliver_result(
+                quorum_runtime::conductor::deliver_result(
                     &req.flow_id,
                     req.attempt,
                     &name,
@@ -392,7 +394,7 @@ async fn a_silent_worker_s_leases_lapse_and_its_attempts_run_elsewhere() {
     }
     // A result that arrives after the lease lapsed is not counted.
     let (task, attempt) = sent[0].clone();
-    assert!(!remote::deliver_result(
+    assert!(!quorum_runtime::conductor::deliver_result(
         &flow_id,
         attempt,
         "silent",
@@ -463,7 +465,7 @@ async fn a_result_from_a_node_the_attempt_is_not_placed_on_is_ignored() {
         iterations: 1,
         stage: Default::default(),
     });
-    remote::deliver_result(&flow_id, attempt, "mallory", forged);
+    quorum_runtime::conductor::deliver_result(&flow_id, attempt, "mallory", forged);
     let report = review.await.unwrap();
     assert!(
         report.findings.iter().all(|f| f.title != "forged finding"),
@@ -515,7 +517,7 @@ async fn cancel_stops_every_attempt_and_ends_partial() {
         !peer.sent.lock().unwrap().is_empty(),
         "nothing placed on the peer"
     );
-    assert!(remote::cancel_review(&flow_id, "stopped by the test").await);
+    assert!(quorum_runtime::conductor::cancel_review(&flow_id, "stopped by the test").await);
     let after_cancel = local.requests().len();
     let report = tokio::time::timeout(Duration::from_secs(10), review)
         .await
@@ -562,15 +564,16 @@ async fn verification_batches_are_placed_like_tasks_and_judge_the_same() {
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
     flow.parameters.verify_batch = 1;
-    let ctx = Arc::new(ReviewContext {
-        flow,
-        ..Arc::try_unwrap(context(
+    let ctx = {
+        let mut c = Arc::try_unwrap(context(
             &local,
             Some(peer.clone()),
             &uuid::Uuid::new_v4().to_string(),
         ))
-        .unwrap()
-    });
+        .unwrap();
+        c.flow = flow;
+        Arc::new(c)
+    };
     let spread = run(ctx).await;
     assert_eq!(
         spread.status,
@@ -632,15 +635,16 @@ async fn a_batch_on_a_peer_casts_every_vote_of_its_findings_there() {
     flow.parameters.call_timeout_secs = 5;
     flow.parameters.verify_batch = 1;
     flow.parameters.verifiers = 3;
-    let ctx = Arc::new(ReviewContext {
-        flow,
-        ..Arc::try_unwrap(context(
+    let ctx = {
+        let mut c = Arc::try_unwrap(context(
             &local,
             Some(peer.clone()),
             &uuid::Uuid::new_v4().to_string(),
         ))
-        .unwrap()
-    });
+        .unwrap();
+        c.flow = flow;
+        Arc::new(c)
+    };
     let report = run(ctx).await;
     assert_eq!(
         report.status,
@@ -695,6 +699,7 @@ async fn a_stage_shipped_to_a_peer_runs_there_with_the_shipped_catalog() {
     };
     let plan = RemoteAttempt::stage(
         &ctx,
+        ctx.backends.sensitive,
         7,
         "planner",
         RemoteStage::Plan {
@@ -722,6 +727,7 @@ async fn a_stage_shipped_to_a_peer_runs_there_with_the_shipped_catalog() {
     assert!(origin_server.requests().is_empty());
     let scout = RemoteAttempt::stage(
         &ctx,
+        ctx.backends.sensitive,
         8,
         "scout",
         RemoteStage::Scout,
@@ -772,16 +778,17 @@ async fn verification_prefers_a_node_serving_another_model_family() {
     flow.parameters.call_timeout_secs = 5;
     flow.parameters.verify_batch = 1;
     // This node has as much room as the peer: only the preference sends batches there.
-    let ctx = Arc::new(ReviewContext {
-        flow,
-        ..Arc::try_unwrap(context_with(
+    let ctx = {
+        let mut c = Arc::try_unwrap(context_with(
             &local,
             Some(Arc::new(OtherFamily(peer.clone()))),
             &uuid::Uuid::new_v4().to_string(),
             4,
         ))
-        .unwrap()
-    });
+        .unwrap();
+        c.flow = flow;
+        Arc::new(c)
+    };
     let report = run(ctx).await;
     assert_eq!(
         report.status,

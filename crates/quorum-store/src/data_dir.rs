@@ -14,7 +14,7 @@
 //! metadata also sits beside it as plain JSON. Deleting a review is deleting its directory.
 
 use crate::error::StoreError;
-use crate::event::Replay;
+use crate::event::{status_of, Replay};
 use crate::flow_store::{now_ms, open_db, sled_err, FlowMeta, FlowStore};
 use crate::status::{DerivedStatus, FlowSummary};
 use serde::de::DeserializeOwned;
@@ -204,7 +204,7 @@ impl DataDir {
         };
         drop(store);
         let replay = Replay::from_events(&events);
-        let mut summary = base(Some(&meta), replay.status());
+        let mut summary = base(Some(&meta), status_of(&replay));
         if let Some(last) = events.iter().map(|e| e.at_ms).max() {
             summary.last_event_ms = summary.last_event_ms.max(last);
         }

@@ -11,8 +11,9 @@
 //! review started with.
 
 use crate::error::StoreError;
-use crate::event::{Event, Replay, StoredEvent};
+use crate::event::{status_of, Event, Replay, StoredEvent};
 use crate::status::DerivedStatus;
+pub use quorum_core::machine::fact::AttemptRecord;
 use quorum_core::pack::{ContextPack, PackFile, Skipped};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -43,30 +44,6 @@ pub struct FlowMeta {
     pub started_at: String,
     pub started_ms: u64,
     pub node: String,
-}
-
-/// Everything about one attempt at one task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AttemptRecord {
-    pub task_id: String,
-    pub attempt: u32,
-    pub persona: String,
-    pub model: String,
-    pub backend: String,
-    pub node: String,
-    /// blake3 of system + user prompt.
-    pub prompt_hash: String,
-    /// The full final output, never truncated.
-    pub output: String,
-    pub iterations: u32,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-    pub started_ms: u64,
-    pub ended_ms: u64,
-    pub error_class: Option<String>,
-    pub error: Option<String>,
-    /// The message list (system/user/assistant/tool), for trace export.
-    pub transcript: serde_json::Value,
 }
 
 /// The pack without file contents; contents live in the blobs tree under their hash.
@@ -443,7 +420,7 @@ impl FlowStore {
     /// open the store while it does.
     pub fn status(&self) -> DerivedStatus {
         match self.events() {
-            Ok(events) => Replay::from_events(&events).status(),
+            Ok(events) => status_of(&Replay::from_events(&events)),
             Err(e) => DerivedStatus::Corrupt(e.to_string()),
         }
     }

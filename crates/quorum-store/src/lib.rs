@@ -20,7 +20,7 @@ pub mod trace;
 
 pub use data_dir::{CancelOutcome, DataDir, NodeStore};
 pub use error::StoreError;
-pub use event::{Event, RecordedVerdict, Replay, StoredEvent};
+pub use event::{status_of, Event, RecordedVerdict, Replay, StoredEvent};
 pub use flow_store::{AttemptRecord, FlowMeta, FlowStore};
 pub use status::{DerivedStatus, FlowSummary};
 pub use trace::trace_export;

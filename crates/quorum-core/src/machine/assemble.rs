@@ -1,152 +1,17 @@
-//! Turning the facts of a finished run into the report: status is derived here, from what
-//! happened to each task, never kept as a flag while the review runs.
+//! The report, assembled from what the review machine knows when the review ends: status is
+//! derived here, from what happened to each task, never kept as a flag while the review runs.
 
-use crate::agent::CallStats;
-use crate::backends::Backends;
-use crate::context::ReviewContext;
-use crate::stages::Synthesis;
-use quorum_core::dedup::Gated;
-use quorum_core::report::{
-    Methodology, Report, ReviewStatus, TargetInfo, TaskReport, TeamMember, Usage, SCHEMA_VERSION,
+use crate::dedup::Gated;
+use crate::machine::job::{AttemptStats, Synthesis};
+use crate::machine::review::Review;
+use crate::machine::run::{TaskRun, TaskState};
+use crate::models::family_of;
+use crate::report::{
+    InsightsReport, Methodology, Report, ReviewStatus, TargetInfo, TeamMember, Usage,
+    SCHEMA_VERSION,
 };
-use quorum_core::task::{Classification, RejectedTask, Task};
+use crate::task::{Classification, RejectedTask, Task};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskState {
-    Pending,
-    Running,
-    Backoff,
-    Completed,
-    Failed,
-    CircularFix,
-}
-
-impl TaskState {
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskState::Completed | TaskState::Failed | TaskState::CircularFix
-        )
-    }
-
-    fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Completed => "completed",
-            TaskState::Failed => "failed",
-            TaskState::CircularFix => "circular_fix",
-            // A run still pending when the review ended was never executed.
-            TaskState::Pending | TaskState::Running | TaskState::Backoff => "skipped",
-        }
-    }
-}
-
-/// Everything known about one run (a stage or a specialist task) across its attempts.
-#[derive(Debug, Clone)]
-pub struct TaskRun {
-    pub id: String,
-    pub persona: String,
-    pub task: Option<Task>,
-    pub state: TaskState,
-    pub attempts: u32,
-    pub model: String,
-    pub error_classes: Vec<String>,
-    pub last_error: Option<String>,
-    pub stats: CallStats,
-    pub findings: usize,
-    pub invalid_findings: usize,
-    pub started: Option<Instant>,
-    pub duration_ms: u64,
-    /// Scheduling notes worth showing (e.g. a planner-requested model that was replaced).
-    pub notes: Vec<String>,
-    /// The node that ran the latest attempt.
-    pub node: String,
-    /// Attempts handed back for placement reasons (node lost, refused, lease lapsed): they
-    /// do not count against the task's attempt budget.
-    pub handed_back: u32,
-    /// Attempts recorded before this conductor resumed the review: numbering continues.
-    pub resumed_attempts: u32,
-}
-
-impl TaskRun {
-    pub fn stage(name: &str) -> TaskRun {
-        TaskRun {
-            id: name.to_string(),
-            persona: name.to_string(),
-            task: None,
-            state: TaskState::Pending,
-            attempts: 0,
-            model: String::new(),
-            error_classes: Vec::new(),
-            last_error: None,
-            stats: CallStats::default(),
-            findings: 0,
-            invalid_findings: 0,
-            started: None,
-            duration_ms: 0,
-            notes: Vec::new(),
-            node: String::new(),
-            handed_back: 0,
-            resumed_attempts: 0,
-        }
-    }
-
-    pub fn specialist(task: Task) -> TaskRun {
-        let mut r = TaskRun::stage(&task.id);
-        r.persona = task.persona.clone();
-        r.task = Some(task);
-        r
-    }
-
-    pub fn complete(&mut self, model: &str, stats: &CallStats) {
-        self.state = TaskState::Completed;
-        self.model = model.to_string();
-        self.stats.merge(stats);
-    }
-
-    fn to_report(&self, default_node: &str) -> TaskReport {
-        let node = if self.node.is_empty() {
-            default_node
-        } else {
-            self.node.as_str()
-        };
-        TaskReport {
-            id: self.id.clone(),
-            persona: self.persona.clone(),
-            status: self.state.as_str().to_string(),
-            // Attempts handed back (node lost, refused, lease lapsed) were not the task's.
-            attempts: self.attempts.saturating_sub(self.handed_back),
-            model: self.model.clone(),
-            node: node.to_string(),
-            tokens_in: self.stats.tokens_in,
-            tokens_out: self.stats.tokens_out,
-            duration_ms: self.duration_ms,
-            error_class: if self.state == TaskState::Completed {
-                None
-            } else if self.state == TaskState::CircularFix {
-                Some("circular_fix".into())
-            } else {
-                self.error_classes.last().cloned()
-            },
-            error: if self.state == TaskState::Completed {
-                None
-            } else {
-                self.last_error.clone()
-            },
-            recovery: self.stats.recovery.map(|r| {
-                serde_json::to_value(r)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
-            }),
-            tool_calls: self.stats.tool_calls,
-            text_tool_calls: self.stats.text_tool_calls,
-            findings: self.findings,
-            notes: self.notes.clone(),
-        }
-    }
-}
 
 /// What the conductor hands over when the run ends.
 #[derive(Debug)]
@@ -161,8 +26,8 @@ pub struct RunFacts {
     pub verifier_model: Option<String>,
     pub verifier_degraded: bool,
     /// The verification ledger (every model-checked finding's votes).
-    pub ledger: Vec<quorum_core::vote::LedgerEntry>,
-    pub usage: CallStats,
+    pub ledger: Vec<crate::vote::LedgerEntry>,
+    pub usage: AttemptStats,
     pub wall_ms: u64,
     pub failure: Option<String>,
     /// Why the flow budget stopped new work, when it did.
@@ -170,21 +35,21 @@ pub struct RunFacts {
     /// Why the review was cancelled, when it was: it ends partial, whatever was done.
     pub cancelled: Option<String>,
     /// Conformance flows: the merge gate as the conductor knows it.
-    pub conformance: Option<quorum_core::conformance::MergeReadiness>,
+    pub conformance: Option<crate::conformance::MergeReadiness>,
     /// Finish reviews: the prior findings' rulings as the conductor knows them.
-    pub adjudication: Option<quorum_core::adjudication::Adjudication>,
+    pub adjudication: Option<crate::adjudication::Adjudication>,
     /// Why a conformance flow could not judge its spec (no spec, criteria unreadable).
     pub conformance_failure: Option<String>,
     /// Exhaustive flows: each round's metrics.
-    pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    pub rounds: Vec<crate::rounds::RoundMetrics>,
     /// Two-tier selection's decisions, when the flow selects its roster.
-    pub selection: Option<quorum_core::selection::SelectionRecord>,
+    pub selection: Option<crate::selection::SelectionRecord>,
     /// Panel flows: the judge panel as far as it got (it never changes the status).
-    pub panel: Option<quorum_core::panel::PanelReport>,
+    pub panel: Option<crate::panel::PanelReport>,
 }
 
 /// Derive status and build the report.
-pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
+pub fn assemble(ctx: &Review, facts: RunFacts, now_ms: u64) -> Report {
     let specialists: Vec<&TaskRun> = facts.runs.iter().filter(|r| r.task.is_some()).collect();
     let failed: Vec<&TaskRun> = specialists
         .iter()
@@ -284,7 +149,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
     let mut verifier_note = match &facts.verifier_model {
         None => "no finding needed a model verdict".to_string(),
         Some(v) => {
-            let fam = Backends::family_of(v);
+            let fam = family_of(v);
             if facts.verifier_degraded {
                 format!("verification ran on the same model family as the finders ({fam}): degraded independence")
             } else {
@@ -344,7 +209,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         .filter(|r| r.state == TaskState::Completed)
         .filter_map(|r| r.task.as_ref())
         .collect();
-    let coverage = Some(quorum_core::coverage::report(
+    let coverage = Some(crate::coverage::report(
         &ctx.flow,
         &ctx.pack,
         &planned,
@@ -418,31 +283,26 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         },
         insights: None,
     };
-    report.insights = insights_of(ctx, &report);
+    report.insights = insights_of(ctx, &report, now_ms);
     report
 }
 
 /// report.json `insights`: what earlier reviews offered the planner and how many insights
 /// this review leaves (the caller that keeps them distils the same report the same way).
 /// None with memory off or when both are empty.
-fn insights_of(
-    ctx: &ReviewContext,
-    report: &Report,
-) -> Option<quorum_core::report::InsightsReport> {
+fn insights_of(ctx: &Review, report: &Report, now_ms: u64) -> Option<InsightsReport> {
     let memory = ctx.scope.memory.as_ref()?;
-    let offered: Vec<quorum_core::report::OfferedInsight> = memory
+    let offered: Vec<crate::report::OfferedInsight> = memory
         .offered
         .iter()
-        .map(|o| quorum_core::report::OfferedInsight {
+        .map(|o| crate::report::OfferedInsight {
             id: o.insight.id.clone(),
             title: o.insight.title.clone(),
             from_flow: o.insight.provenance.flow_id.clone(),
             score: (o.score * 1000.0).round() / 1000.0,
         })
         .collect();
-    let recorded =
-        quorum_core::memory::distill_report(report, &memory.repository, crate::facts::now_ms())
-            .len();
+    let recorded = crate::memory::distill_report(report, &memory.repository, now_ms).len();
     (recorded > 0 || !offered.is_empty())
-        .then_some(quorum_core::report::InsightsReport { offered, recorded })
+        .then_some(crate::report::InsightsReport { offered, recorded })
 }

@@ -1,0 +1,81 @@
+//! A reported finding after grounding: decided without a model, or grounded and ready for the
+//! verifier — and the verdict of a grounded finding no model checked.
+
+use crate::finding::{Judged, Reported, Verdict};
+use crate::grounding::{self, Grounding};
+use crate::pack::ContextPack;
+
+/// A reported finding after grounding: decided without a model, or grounded and waiting for one.
+#[derive(Debug, Clone)]
+pub enum Grounded {
+    Decided(Judged),
+    /// Grounded: `reported` carries the corrected lines, `notes` what grounding changed.
+    Ready {
+        reported: Reported,
+        excerpt: String,
+        notes: Vec<String>,
+    },
+}
+
+/// Ground one finding. Lines grounding corrected are written into the finding, with a note.
+pub fn ground_one(pack: &ContextPack, mut reported: Reported) -> Grounded {
+    match grounding::ground(&reported.finding, pack) {
+        Grounding::Decided { verdict, reason } => Grounded::Decided(Judged {
+            reported,
+            verdict,
+            reason,
+            deterministic: true,
+            notes: Vec::new(),
+            ballot: None,
+            rescored: None,
+        }),
+        Grounding::Grounded {
+            excerpt,
+            corrected,
+            note,
+        } => {
+            if let Some((a, b)) = corrected {
+                reported.finding.line_start = Some(a);
+                reported.finding.line_end = Some(b);
+            }
+            Grounded::Ready {
+                reported,
+                excerpt,
+                notes: note.into_iter().collect(),
+            }
+        }
+    }
+}
+
+/// A grounded finding no model checked: UNVERIFIED, with the reason in its notes, kept in the
+/// report (after the checked findings) rather than dropped or passed off as PLAUSIBLE.
+pub fn unverified(reported: Reported, mut notes: Vec<String>, reason: String) -> Judged {
+    notes.push(format!("not verified: {reason}"));
+    Judged {
+        reported,
+        verdict: Verdict::Unverified,
+        reason,
+        deterministic: false,
+        notes,
+        ballot: None,
+        rescored: None,
+    }
+}
+
+/// Verification without a model, used when the flow budget leaves no room for model verdicts:
+/// grounding decides what it can, and a grounded claim is UNVERIFIED (kept, marked).
+pub fn ground_only(pack: &ContextPack, reported: Vec<Reported>) -> Vec<Judged> {
+    reported
+        .into_iter()
+        .map(|r| match ground_one(pack, r) {
+            Grounded::Decided(j) => j,
+            Grounded::Ready {
+                reported, notes, ..
+            } => unverified(
+                reported,
+                notes,
+                "grounded; not model-checked: the flow budget was spent".into(),
+            ),
+        })
+        .collect()
+}

@@ -1,0 +1,128 @@
+//! Verification: grounding first for every finding (deterministic, here), then the grounded
+//! ones within `max_verifications` in batches of `verify_batch`, each an attempt placed like a
+//! specialist task — so a cluster verifies in parallel — preferring places whose models are of
+//! another family than the finders'.
+
+use crate::machine::batches::VerifyRound;
+use crate::machine::fact::Fact;
+use crate::machine::grounded::{ground_one, unverified, Grounded};
+use crate::machine::progress::Progress;
+use crate::machine::schedule::{Input, Place};
+use crate::machine::state::{Phase, ReviewMachine};
+use crate::models::{family_of, lineage};
+use std::collections::BTreeSet;
+
+impl ReviewMachine {
+    pub(super) fn start_verification(&mut self) {
+        self.emit(Progress::Stage {
+            stage: "verifier".to_string(),
+        });
+        let p = &self.review.flow.parameters;
+        let (budget, batch) = (p.max_verifications, p.verify_batch.max(1));
+        let mut round = VerifyRound::new(&self.found.reported);
+        let prior = std::mem::take(&mut self.found.prior_verdicts);
+        // A resumed review: what finished batches judged stands, and those model-checked
+        // findings already used their share of the budget.
+        let mut checked = 0usize;
+        for (i, key) in round.keys.iter().enumerate() {
+            if let Some(j) = prior.get(key) {
+                checked += usize::from(j.ballot.is_some());
+                round.judged[i] = Some(j.clone());
+            }
+        }
+        let mut ready = Vec::new();
+        for (i, r) in self.found.reported.iter().cloned().enumerate() {
+            if round.judged[i].is_some() {
+                continue;
+            }
+            match ground_one(&self.review.pack, r) {
+                Grounded::Decided(j) => round.judged[i] = Some(j),
+                Grounded::Ready {
+                    reported, notes, ..
+                } => {
+                    if checked + ready.len() < budget {
+                        ready.push((i, reported, notes));
+                    } else {
+                        let why = format!(
+                            "grounded; not model-checked: over the flow's max_verifications ({budget})"
+                        );
+                        round.judged[i] = Some(unverified(reported, notes, why));
+                    }
+                }
+            }
+        }
+        let mut keys = Vec::new();
+        for (key, chunk) in self.stage_batches(&ready, batch, "verifier") {
+            self.runs[key].persona = "verifier".into();
+            round.batches.insert(key, chunk);
+            keys.push(key);
+        }
+        self.found.verify = Some(round);
+        if let Some(places) = self.independent_verifier_places() {
+            // Straight into the scheduler, not through `feed`: a preference starts nothing,
+            // and `feed` would see a verify phase with no batches yet and call it done.
+            for &key in &keys {
+                let input = Input::Prefer {
+                    key,
+                    places: places.clone(),
+                };
+                let started = self.sched.step(self.now, input);
+                debug_assert!(started.is_empty(), "a preference started something");
+            }
+        }
+        self.add_tasks(keys);
+        // Grounding may have decided everything: nothing to wait for.
+        self.advance();
+    }
+
+    /// The places serving a model of a family no finder used, when that is some but not all of
+    /// them: verification batches prefer them (independence), and fall back to the rest rather
+    /// than wait. `None` when every place — or none — would do.
+    fn independent_verifier_places(&self) -> Option<Vec<Place>> {
+        if !self.config.remote {
+            return None;
+        }
+        let finders: BTreeSet<String> = self
+            .found
+            .reported
+            .iter()
+            .map(|r| lineage(&family_of(&r.reporter.model)))
+            .collect();
+        let independent = |models: &[String]| {
+            models
+                .iter()
+                .any(|m| !finders.contains(&lineage(&family_of(m))))
+        };
+        let mut all = vec![(Place::Local, independent(&self.config.local_models))];
+        for p in &self.peers {
+            all.push((Place::Peer(p.node.clone()), independent(&p.models)));
+        }
+        let preferred: Vec<Place> = all
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(p, _)| p.clone())
+            .collect();
+        (!preferred.is_empty() && preferred.len() < all.len()).then_some(preferred)
+    }
+
+    /// Every batch has ended: the verdicts in report order, one fact, the gate, the summary.
+    pub(super) fn verification_done(&mut self) {
+        let Some(round) = self.found.verify.take() else {
+            return;
+        };
+        self.usage.add_counts(&round.stats);
+        if round.model.is_some() {
+            self.found.verifier_model = round.model.clone();
+        }
+        self.found.verifier_degraded = round.degraded;
+        let judged = round.into_judged();
+        self.record(Fact::VerifyCompleted {
+            judged: judged.clone(),
+        });
+        let total = judged.len();
+        self.emit(Progress::Verified { done: total, total });
+        let gated = self.gate(judged);
+        self.found.gated = Some(gated);
+        self.start_phase(Phase::Synthesize);
+    }
+}
