@@ -6,10 +6,10 @@
 //! itself: none can instruct the model. The answer is only read here; the conductor settles it
 //! (`quorum_core::adjudication::settle`) against the tree before it counts.
 
-use super::StageStats;
-use crate::agent::{self, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
+use crate::stages::call::StageStats;
+use crate::stages::judge_batch::judge_batch;
 use quorum_core::adjudication::{self, Adjudged, PriorFinding, NEAR_LINES};
 use quorum_core::flow::Role;
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
@@ -145,36 +145,16 @@ pub async fn adjudicate(
     ctx: &ReviewContext,
     batch: &[PriorFinding],
 ) -> Result<AdjudicationOutput, AttemptError> {
-    let (judge, _) = ctx
-        .backends
-        .select_verifier(ctx.verifier_model.as_deref(), &[])
-        .map_err(|e| AttemptError::Config(e.to_string()))?;
-    let budget = ctx.budget_for(&judge.client, &judge.model);
-    let (system, user) = adjudication_prompt_in(ctx, batch, budget);
     let ids: Vec<&str> = batch.iter().map(|f| f.id.as_str()).collect();
-    let mut stats = CallStats::default();
-    let (parsed, _) = agent::json_call(
-        &judge.client,
-        &ctx.call_spec(budget, &judge.model),
-        &system,
-        &user,
+    let (values, stage) = judge_batch(
+        ctx,
+        |budget| adjudication_prompt_in(ctx, batch, budget),
         adjudication::rulings_schema(&ids),
-        Expect::Objects {
-            keys: &["rulings", "findings", "results"],
-            id_key: "id",
-        },
-        &mut stats,
+        &["rulings", "findings", "results"],
     )
     .await?;
-    let values = match parsed {
-        Parsed::Objects(v) => v,
-        Parsed::Object(v) => vec![v],
-    };
     Ok(AdjudicationOutput {
         rulings: adjudication::normalize_rulings(&values, batch),
-        stage: StageStats {
-            model: judge.model,
-            stats,
-        },
+        stage,
     })
 }

@@ -6,10 +6,11 @@
 //! here; its evidence is grounded by the conductor (`quorum_core::conformance::ground_judgment`),
 //! so a verdict counts only once its quotes are found where they say.
 
-use super::StageStats;
 use crate::agent::{self, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
+use crate::stages::call::StageStats;
+use crate::stages::judge_batch::judge_batch;
 use quorum_core::conformance::{self, Criterion, Judgment, Spec};
 use quorum_core::flow::Role;
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
@@ -222,36 +223,16 @@ pub async fn judge_criteria(
     batch: &[Criterion],
 ) -> Result<ConformanceOutput, AttemptError> {
     spec_of(ctx)?;
-    let (judge, _) = ctx
-        .backends
-        .select_verifier(ctx.verifier_model.as_deref(), &[])
-        .map_err(|e| AttemptError::Config(e.to_string()))?;
-    let budget = ctx.budget_for(&judge.client, &judge.model);
-    let (system, user) = conformance_prompt_in(ctx, batch, budget);
     let ids: Vec<&str> = batch.iter().map(|c| c.id.as_str()).collect();
-    let mut stats = CallStats::default();
-    let (parsed, _) = agent::json_call(
-        &judge.client,
-        &ctx.call_spec(budget, &judge.model),
-        &system,
-        &user,
+    let (values, stage) = judge_batch(
+        ctx,
+        |budget| conformance_prompt_in(ctx, batch, budget),
         conformance::judgments_schema(&ids),
-        Expect::Objects {
-            keys: &["judgments", "criteria", "results"],
-            id_key: "id",
-        },
-        &mut stats,
+        &["judgments", "criteria", "results"],
     )
     .await?;
-    let values = match parsed {
-        Parsed::Objects(v) => v,
-        Parsed::Object(v) => vec![v],
-    };
     Ok(ConformanceOutput {
         judgments: conformance::normalize_judgments(&values, batch),
-        stage: StageStats {
-            model: judge.model,
-            stats,
-        },
+        stage,
     })
 }

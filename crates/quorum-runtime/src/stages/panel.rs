@@ -7,10 +7,10 @@
 //! sees its own persona and the findings, never another judge's score or reason. The answers
 //! are only read here (`quorum_core::panel`); the conductor aggregates and records them.
 
-use super::StageStats;
 use crate::agent::{self, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
+use crate::stages::call::StageStats;
 use quorum_core::catalog::Persona;
 use quorum_core::finding::Finding;
 use quorum_core::flow::Role;
