@@ -9,7 +9,6 @@
 mod support;
 
 use quorum_core::analyzer::{AnalyzerCatalog, Leads};
-use quorum_core::catalog::Catalog;
 use quorum_core::finding::Verdict;
 use quorum_core::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
@@ -17,6 +16,7 @@ use quorum_core::report::{Report, ReviewStatus};
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::analyzers::{run_all, RunOptions};
 use quorum_runtime::{Backends, ReviewContext};
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::ScriptedServer;
 use std::path::Path;
 use std::sync::Arc;
@@ -32,32 +32,14 @@ fn context_with(
     leads: Leads,
     tweak: impl FnOnce(&mut Flow),
 ) -> Arc<ReviewContext> {
-    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    tweak(&mut flow);
-    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
-    cfg.timeout_secs = 5;
-    cfg.connect_timeout_secs = 2;
-    cfg.models = vec![MODEL.to_string()];
-    let mut ctx = ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack: pack(),
-            verifier_model: None,
-            node: "test-node".into(),
-            max_concurrent: Some(2),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope: Default::default(),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: None,
+    let scope = quorum_core::scope::ReviewScope {
+        analyzers: leads,
+        ..Default::default()
     };
-    ctx.scope.analyzers = leads;
-    Arc::new(ctx)
+    ContextBuilder::with_pack(server, pack())
+        .tweak(tweak)
+        .scope(scope)
+        .shared()
 }
 
 fn pack() -> ContextPack {

@@ -5,15 +5,13 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::conformance::{self, Spec};
-use quorum_core::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::scope::{ChangeKind, ChangeSet, FileChange, ReviewScope};
 use quorum_core::weaver::ContextBudget;
-use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::stages::conformance::conformance_prompt_in;
-use quorum_runtime::{Backends, ReviewContext};
+use quorum_runtime::ReviewContext;
+use quorum_testkit::review::ContextBuilder;
 use support::*;
 
 /// The fixture's service with its spec copied inside, reviewed as a change to ratelimit.py.
@@ -28,45 +26,34 @@ fn context_with(dir: &std::path::Path, add: impl FnOnce(&std::path::Path)) -> Re
     let pack = ContextPack::snapshot(dir, &PackOptions::default()).unwrap();
     assert!(pack.get("spec.md").is_some());
     let text = std::fs::read_to_string(dir.join("spec.md")).unwrap();
-    let cfg = BackendConfig::new(BackendKind::Ollama, "http://127.0.0.1:9".to_string());
-    ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: "f".into(),
-            flow: Flow::load(&repo_root().join("flows/conformance.yaml")).unwrap(),
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack,
-            verifier_model: None,
-            node: "n".into(),
-            max_concurrent: None,
-            started_at: String::new(),
-            scope: ReviewScope {
-                change: Some(ChangeSet {
-                    spec: "main..topic".into(),
-                    base: "a".repeat(40),
-                    head: "b".repeat(40),
-                    files: vec![FileChange {
-                        path: "ratelimit.py".into(),
-                        kind: ChangeKind::Added,
-                        old_path: None,
-                        added: 17,
-                        removed: 0,
-                        touched: vec![(1, 17)],
-                        hunks: String::new(),
-                    }],
-                }),
-                spec: Some(Spec {
-                    path: "spec.md".into(),
-                    text,
-                    pack_path: Some("spec.md".into()),
-                }),
-                ..ReviewScope::default()
-            },
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: None,
-    }
+    ContextBuilder::offline(pack)
+        .flow("conformance")
+        .flow_id("f")
+        .node("n")
+        .max_concurrent(None)
+        .scope(ReviewScope {
+            change: Some(ChangeSet {
+                spec: "main..topic".into(),
+                base: "a".repeat(40),
+                head: "b".repeat(40),
+                files: vec![FileChange {
+                    path: "ratelimit.py".into(),
+                    kind: ChangeKind::Added,
+                    old_path: None,
+                    added: 17,
+                    removed: 0,
+                    touched: vec![(1, 17)],
+                    hunks: String::new(),
+                }],
+            }),
+            spec: Some(Spec {
+                path: "spec.md".into(),
+                text,
+                pack_path: Some("spec.md".into()),
+            }),
+            ..ReviewScope::default()
+        })
+        .build()
 }
 
 #[test]

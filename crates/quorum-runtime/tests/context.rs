@@ -5,13 +5,13 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::finding::Verdict;
 use quorum_core::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
-use quorum_llm::{BackendConfig, BackendKind};
-use quorum_runtime::{Backends, ReviewContext};
+use quorum_llm::BackendKind;
+use quorum_runtime::ReviewContext;
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer, CONTEXT_WINDOW_RULE};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -23,34 +23,14 @@ fn context(
     kind: BackendKind,
     tweak: impl FnOnce(&mut Flow),
 ) -> ReviewContext {
-    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    tweak(&mut flow);
     let url = match kind {
         BackendKind::Ollama => server.ollama_url(),
         BackendKind::OpenAi => server.openai_url(),
     };
-    let mut cfg = BackendConfig::new(kind, url);
-    cfg.timeout_secs = 5;
-    cfg.connect_timeout_secs = 2;
-    cfg.models = vec![MODEL.to_string()];
-    ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "test-node".into(),
-            max_concurrent: Some(2),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope: Default::default(),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: None,
-    }
+    ContextBuilder::new(server, &fixture("code_project"))
+        .tweak(tweak)
+        .backends(quorum_testkit::review::backends(kind, url))
+        .build()
 }
 
 async fn review(ctx: ReviewContext) -> Report {

@@ -7,14 +7,11 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::coverage::{CoverageMode, FULL_ORIGIN_PREFIX};
-use quorum_core::flow::Flow;
-use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
-use quorum_llm::{BackendConfig, BackendKind};
-use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
+use quorum_runtime::{FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, Event, FlowMeta};
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -81,34 +78,16 @@ fn context(
     facts: FactLog,
     mode: Option<CoverageMode>,
 ) -> ReviewContext {
-    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    if let Some(m) = mode {
-        flow.set_coverage(m).unwrap();
-    }
-    let catalog = Catalog::load(&repo_root().join("personas")).unwrap();
-    flow.check_personas(&catalog).unwrap();
-    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
-    cfg.timeout_secs = 5;
-    cfg.connect_timeout_secs = 2;
-    cfg.models = vec![MODEL.to_string()];
-    ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog,
-            pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "test-node".into(),
-            max_concurrent: Some(4),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope: Default::default(),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts,
-        remote: None,
-        board: None,
-    }
+    ContextBuilder::new(server, target)
+        .tweak(|f| {
+            if let Some(m) = mode {
+                f.set_coverage(m).unwrap();
+            }
+        })
+        .checked()
+        .max_concurrent(Some(4))
+        .facts(facts)
+        .build()
 }
 
 async fn review(ctx: ReviewContext, resume: Option<Resume>) -> Report {

@@ -7,15 +7,14 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::finding::Verdict;
 use quorum_core::flow::Flow;
-use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_core::vote::Threshold;
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, Event, FlowMeta};
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,30 +39,10 @@ fn context(
     facts: FactLog,
     tweak: impl FnOnce(&mut Flow),
 ) -> ReviewContext {
-    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    tweak(&mut flow);
-    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
-    cfg.timeout_secs = 5;
-    cfg.connect_timeout_secs = 2;
-    cfg.models = vec![MODEL.to_string()];
-    ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "test-node".into(),
-            max_concurrent: Some(2),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope: Default::default(),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts,
-        remote: None,
-        board: None,
-    }
+    ContextBuilder::new(server, &fixture("code_project"))
+        .tweak(tweak)
+        .facts(facts)
+        .build()
 }
 
 async fn review(ctx: ReviewContext, resume: Option<Resume>) -> Report {

@@ -4,12 +4,10 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
-use quorum_core::pack::{ContextPack, PackOptions};
-use quorum_llm::{BackendConfig, BackendKind};
-use quorum_runtime::{Backends, FactLog, FactSink, ReplicatedFact, ReviewContext};
+use quorum_runtime::{FactLog, FactSink, ReplicatedFact};
 use quorum_store::{DataDir, Event, FlowMeta};
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::ScriptedServer;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,26 +62,13 @@ async fn a_refused_fact_stops_the_conductor_and_nothing_after_it_is_kept() {
 
     let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
     flow.parameters.call_timeout_secs = 5;
-    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
-    cfg.timeout_secs = 5;
-    cfg.models = vec![MODEL.to_string()];
-    let ctx = Arc::new(ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: "f".into(),
-            flow,
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "n1".into(),
-            max_concurrent: Some(1),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope: Default::default(),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts: facts.clone(),
-        remote: None,
-        board: None,
-    });
+    let ctx = ContextBuilder::new(&server, &fixture("code_project"))
+        .with_flow(flow)
+        .flow_id("f")
+        .node("n1")
+        .max_concurrent(Some(1))
+        .facts(facts.clone())
+        .shared();
     let result = tokio::time::timeout(
         Duration::from_secs(60),
         quorum_runtime::run_review(ctx, None),

@@ -9,10 +9,9 @@ mod support;
 use quorum_core::catalog::Catalog;
 use quorum_core::finding::{AutofixClass, Severity};
 use quorum_core::flow::Flow;
-use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
-use quorum_llm::{BackendConfig, BackendKind};
-use quorum_runtime::{Backends, ReviewContext};
+use quorum_runtime::ReviewContext;
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::json;
 use std::sync::Arc;
@@ -20,31 +19,10 @@ use std::time::Duration;
 use support::*;
 
 fn context(server: &ScriptedServer, target: &std::path::Path, flow: &str) -> Arc<ReviewContext> {
-    let mut flow = Flow::load(&repo_root().join("flows").join(format!("{flow}.yaml"))).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    let catalog = Catalog::load(&repo_root().join("personas")).unwrap();
-    flow.check_personas(&catalog).unwrap();
-    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
-    cfg.timeout_secs = 5;
-    cfg.connect_timeout_secs = 2;
-    cfg.models = vec![MODEL.to_string()];
-    Arc::new(ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog,
-            pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "test-node".into(),
-            max_concurrent: Some(2),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope: Default::default(),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: None,
-    })
+    ContextBuilder::new(server, target)
+        .flow(flow)
+        .checked()
+        .shared()
 }
 
 async fn review(ctx: Arc<ReviewContext>) -> Report {

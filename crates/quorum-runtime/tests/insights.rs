@@ -6,14 +6,11 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
-use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_core::scope::{MemoryScope, ReviewScope};
-use quorum_llm::{BackendConfig, BackendKind};
-use quorum_runtime::{Backends, FactLog, ReviewContext};
+use quorum_runtime::{FactLog, ReviewContext};
 use quorum_store::{DataDir, Event, FlowMeta};
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
 use serde_json::json;
 use std::sync::Arc;
@@ -55,31 +52,16 @@ fn context(
     facts: FactLog,
     scope: ReviewScope,
 ) -> ReviewContext {
-    let mut flow = Flow::load(&repo_root().join("flows").join(flow)).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    let catalog = Catalog::load(&repo_root().join("personas")).unwrap();
-    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
-    cfg.timeout_secs = 5;
-    cfg.connect_timeout_secs = 2;
-    cfg.models = vec![MODEL.to_string()];
-    ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog,
-            pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "test-node".into(),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope,
-            // One at a time: each task starts after the one before it finished.
-            max_concurrent: Some(1),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts,
-        remote: None,
-        board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
-    }
+    ContextBuilder::new(server, target)
+        .flow(flow.trim_end_matches(".yaml"))
+        .facts(facts)
+        .scope(scope)
+        // One at a time: each task starts after the one before it finished.
+        .max_concurrent(Some(1))
+        .board(Some(
+            Arc::new(quorum_runtime::board::MemoryBoard::default()),
+        ))
+        .build()
 }
 
 async fn review(ctx: Arc<ReviewContext>) -> Report {

@@ -5,17 +5,15 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
 use quorum_core::models::{AgenticCard, Locality};
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::Report;
 use quorum_llm::{BackendConfig, BackendKind};
-use quorum_runtime::{Backends, ReviewContext};
+use quorum_runtime::Backends;
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 
@@ -52,25 +50,10 @@ async fn run(
     let mut backends = Backends::from_configs(&configs, "auto").unwrap();
     backends.sensitive = sensitive;
     backends.probe(&operator).await.unwrap();
-    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    let ctx = Arc::new(ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "n".into(),
-            max_concurrent: Some(2),
-            started_at: String::new(),
-            scope: Default::default(),
-        }),
-        backends,
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: None,
-    });
+    let ctx = ContextBuilder::offline(pack_of("code_project"))
+        .node("n")
+        .backends(backends)
+        .shared();
     tokio::time::timeout(
         Duration::from_secs(60),
         quorum_runtime::run_review(ctx, None),
@@ -173,4 +156,8 @@ async fn sensitive_reviews_never_reach_remote_models() {
         "{}",
         report.status_reason
     );
+}
+
+fn pack_of(fixture_name: &str) -> ContextPack {
+    ContextPack::snapshot(&fixture(fixture_name), &PackOptions::default()).unwrap()
 }

@@ -7,14 +7,12 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::flow::{Flow, Role, Stage};
-use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::panel::{Verdict, VerdictBy};
 use quorum_core::report::{Report, ReviewStatus};
-use quorum_llm::{BackendConfig, BackendKind};
-use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
+use quorum_runtime::{FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, Event, FlowMeta};
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -55,29 +53,11 @@ fn panel_flow(axes: &[&str], judges: usize) -> Flow {
 }
 
 fn context(server: &ScriptedServer, flow: Flow, facts: FactLog) -> ReviewContext {
-    let catalog = Catalog::load(&repo_root().join("personas")).unwrap();
-    flow.check_personas(&catalog).unwrap();
-    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
-    cfg.timeout_secs = 5;
-    cfg.connect_timeout_secs = 2;
-    cfg.models = vec![MODEL.to_string()];
-    ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog,
-            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "test-node".into(),
-            max_concurrent: Some(2),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope: Default::default(),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts,
-        remote: None,
-        board: None,
-    }
+    ContextBuilder::new(server, &fixture("code_project"))
+        .with_flow(flow)
+        .checked()
+        .facts(facts)
+        .build()
 }
 
 async fn review(ctx: ReviewContext, resume: Option<Resume>) -> Report {

@@ -7,14 +7,14 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
 use quorum_core::models::{AgenticCard, Locality};
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::task::Task;
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::remote::{self, RemoteAttempt, RemoteOutcome};
-use quorum_runtime::{Backends, FactLog, ReviewContext};
+use quorum_runtime::Backends;
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -78,23 +78,14 @@ fn attempt(sensitive: bool) -> RemoteAttempt {
         sensitive,
         ..Backends::default()
     };
-    let ctx = ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "peer".into(),
-            max_concurrent: Some(1),
-            started_at: String::new(),
-            scope: Default::default(),
-        }),
-        backends,
-        facts: FactLog::disabled(),
-        remote: None,
-        board: None,
-    };
+    let ctx = ContextBuilder::offline(
+        ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
+    )
+    .with_flow(flow)
+    .node("peer")
+    .max_concurrent(Some(1))
+    .backends(backends)
+    .build();
     let task = Task {
         id: "t1".into(),
         persona: "security_sentinel".into(),

@@ -6,13 +6,13 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::Report;
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::remote::{self, RemoteAttempt, RemoteExecutor, RemoteSlot};
-use quorum_runtime::{Backends, FactLog, ReviewContext};
+use quorum_runtime::{Backends, ReviewContext};
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::ScriptedServer;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -102,25 +102,13 @@ fn context_with(
     flow_id: &str,
     max_concurrent: usize,
 ) -> Arc<ReviewContext> {
-    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    Arc::new(ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: flow_id.into(),
-            flow,
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "origin".into(),
-            max_concurrent: Some(max_concurrent),
-            started_at: String::new(),
-            scope: Default::default(),
-        }),
-        backends: backends(local),
-        facts: FactLog::disabled(),
-        remote,
-        board: None,
-    })
+    ContextBuilder::new(local, &fixture("code_project"))
+        .flow_id(flow_id)
+        .node("origin")
+        .max_concurrent(Some(max_concurrent))
+        .backends(backends(local))
+        .remote(remote)
+        .shared()
 }
 
 async fn run(ctx: Arc<ReviewContext>) -> Report {

@@ -4,13 +4,13 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::catalog::Catalog;
 use quorum_core::finding::Verdict;
 use quorum_core::flow::Flow;
-use quorum_core::pack::{ContextPack, PackOptions};
+use quorum_core::pack::ContextPack;
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::{Backends, ReviewContext};
+use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
 use serde_json::json;
 use std::sync::Arc;
@@ -32,30 +32,7 @@ fn context_with(
     tweak: impl FnOnce(&mut Flow),
     adjust: impl FnOnce(&mut ReviewContext),
 ) -> ReviewContext {
-    let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
-    flow.parameters.call_timeout_secs = 5;
-    tweak(&mut flow);
-    let mut cfg = BackendConfig::new(BackendKind::Ollama, server.ollama_url());
-    cfg.timeout_secs = 5;
-    cfg.connect_timeout_secs = 2;
-    cfg.models = vec![MODEL.to_string()];
-    let mut ctx = ReviewContext {
-        review: std::sync::Arc::new(quorum_core::machine::Review {
-            flow_id: uuid::Uuid::new_v4().to_string(),
-            flow,
-            catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-            pack: ContextPack::snapshot(target, &PackOptions::default()).unwrap(),
-            verifier_model: None,
-            node: "test-node".into(),
-            max_concurrent: Some(2),
-            started_at: "2026-01-01T00:00:00Z".into(),
-            scope: Default::default(),
-        }),
-        backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-        facts: quorum_runtime::FactLog::disabled(),
-        remote: None,
-        board: None,
-    };
+    let mut ctx = ContextBuilder::new(server, target).tweak(tweak).build();
     adjust(&mut ctx);
     ctx
 }
@@ -459,29 +436,17 @@ async fn hung_model_is_bounded_by_timeouts() {
         .rule(synthesizer_rule());
     let server = ScriptedServer::start(script).await.unwrap();
     let ctx = {
-        let mut flow = Flow::load(&repo_root().join("flows/review.yaml")).unwrap();
-        flow.parameters.call_timeout_secs = 2;
-        flow.parameters.task_attempts = 1;
         let mut cfg = BackendConfig::new(BackendKind::OpenAi, server.openai_url());
         cfg.timeout_secs = 1;
-        Arc::new(ReviewContext {
-            review: std::sync::Arc::new(quorum_core::machine::Review {
-                flow_id: uuid::Uuid::new_v4().to_string(),
-                flow,
-                catalog: Catalog::load(&repo_root().join("personas")).unwrap(),
-                pack: ContextPack::snapshot(&fixture("code_project"), &PackOptions::default())
-                    .unwrap(),
-                verifier_model: None,
-                node: "n".into(),
-                max_concurrent: None,
-                started_at: String::new(),
-                scope: Default::default(),
-            }),
-            backends: Backends::from_configs(&[cfg], MODEL).unwrap(),
-            facts: quorum_runtime::FactLog::disabled(),
-            remote: None,
-            board: None,
-        })
+        ContextBuilder::new(&server, &fixture("code_project"))
+            .tweak(|f| {
+                f.parameters.call_timeout_secs = 2;
+                f.parameters.task_attempts = 1;
+            })
+            .node("n")
+            .max_concurrent(None)
+            .backends(Backends::from_configs(&[cfg], MODEL).unwrap())
+            .shared()
     };
     let report = review(ctx).await;
     // The scout timed out and the review went on with a classification derived from facts.
@@ -692,12 +657,9 @@ async fn a_spent_wall_time_budget_cuts_running_work_and_keeps_what_was_found() {
         f.parameters.max_wall_secs = 2;
         f.parameters.call_timeout_secs = 60;
     });
-    let started = std::time::Instant::now();
+    // The hung call never answers and its call timeout (60 s) is past the review's deadline:
+    // only the budget can end it, and t2's class below says the budget did.
     let report = review(ctx).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "the budget did not cut the hung task"
-    );
     assert_eq!(
         report.status,
         ReviewStatus::Partial,

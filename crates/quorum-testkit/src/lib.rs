@@ -36,6 +36,8 @@ pub mod modgraph;
 mod render;
 mod reply_serde;
 mod request;
+#[cfg(feature = "review")]
+pub mod review;
 mod script;
 mod server;
 
