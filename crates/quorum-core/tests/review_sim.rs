@@ -449,6 +449,14 @@ struct Sim {
     /// Conductor restarts still to inject, and the chance per command.
     crashes: u32,
     cancel_at: Option<u64>,
+    /// Storage faults: writes start failing once the log holds this many facts (a full disk,
+    /// a read-only remount), until the operator frees space and resumes.
+    store_fails_at: Option<usize>,
+    store_broken: bool,
+    /// The machine was told a fact was not stored: it must start nothing after that.
+    told_store_failed: bool,
+    /// Reviews ended by a storage fault and resumed once the store took writes again.
+    store_resumes: u32,
     report: Option<Report>,
     steps: u64,
     trace: Vec<String>,
@@ -545,6 +553,7 @@ impl Sim {
             0
         };
         let cancel_at = rng.chance(8).then(|| 200 + rng.below(20_000));
+        let store_fails_at = rng.chance(12).then(|| 3 + rng.below(60) as usize);
         let machine = ReviewMachine::new(review.clone(), MachineConfig::default());
         let mut sim = Sim {
             seed,
@@ -566,6 +575,10 @@ impl Sim {
             fenced: BTreeSet::new(),
             completed: BTreeSet::new(),
             crashes,
+            store_fails_at,
+            store_broken: false,
+            told_store_failed: false,
+            store_resumes: 0,
             cancel_at,
             report: None,
             steps: 0,
@@ -591,7 +604,16 @@ impl Sim {
     fn boot(&mut self, resume: bool) {
         self.incarnation += 1;
         // As the runtime does: the epoch is where this incarnation's part of the log begins.
-        self.epoch = (self.log.len() as u64 + 1) & 0xFF_FFFF;
+        let epoch = (self.log.len() as u64 + 1) & 0xFF_FFFF;
+        if epoch == self.epoch {
+            // The last incarnation stored nothing, so it started nothing (every start is a
+            // fact first): its ids are free to be issued again.
+            self.fenced.retain(|a| a >> 40 != epoch);
+            self.started.retain(|a, _| a >> 40 != epoch);
+        }
+        self.epoch = epoch;
+        // A new conductor process: it learns of a full disk from its own first failed write.
+        self.told_store_failed = false;
         let config = self.config();
         self.machine = ReviewMachine::new(self.review.clone(), config);
         // Every attempt of an earlier incarnation is fenced by its epoch.
@@ -933,6 +955,34 @@ impl Sim {
                 self.boot(true);
                 return;
             }
+            if self.told_store_failed && matches!(cmd, Command::Start { .. }) {
+                violation(
+                    self.seed,
+                    "an attempt started after a fact could not be stored".into(),
+                );
+            }
+            if matches!(cmd, Command::Record(_) | Command::RecordAttempt(_))
+                && self.store_fails_at.is_some_and(|n| self.log.len() >= n)
+            {
+                self.store_broken = true;
+            }
+            if self.store_broken {
+                match cmd {
+                    // Not stored: the driver does nothing that depends on it and says so, once;
+                    // after that it finishes what the machine asks without storing.
+                    Command::Record(_) | Command::RecordAttempt(_) | Command::RecordReport(_) => {
+                        if !self.told_store_failed {
+                            self.told_store_failed = true;
+                            self.immediate.push_front(Event::StoreFailed {
+                                reason: "the data dir /sim/data is out of space".into(),
+                            });
+                            return;
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
             self.execute(cmd, delivered.as_ref());
             if self.report.is_some() {
                 if i + 1 != n {
@@ -1153,6 +1203,27 @@ impl Sim {
 
     fn finished(&mut self, report: Report) {
         let seed = self.seed;
+        if self.told_store_failed {
+            // The review stopped on a fact it could not store: failed, saying why. The operator
+            // frees space and resumes; the resumed review goes on from what was stored.
+            if report.status != ReviewStatus::Failed
+                || !report.status_reason.contains("out of space")
+            {
+                violation(
+                    seed,
+                    format!(
+                        "a storage fault ended the review {:?}: {}",
+                        report.status, report.status_reason
+                    ),
+                );
+            }
+            self.told_store_failed = false;
+            self.store_broken = false;
+            self.store_fails_at = None;
+            self.store_resumes += 1;
+            self.boot(true);
+            return;
+        }
         if report.status != ReviewStatus::Completed && report.status_reason.trim().is_empty() {
             violation(
                 seed,
@@ -1286,10 +1357,12 @@ fn the_simulation_reaches_every_phase_and_fault() {
     let mut phases = BTreeSet::new();
     let mut restarts = 0;
     let mut cancelled = 0;
+    let mut store_resumes = 0;
     for seed in 1..=300 {
         let mut sim = Sim::new(seed, false);
         let report = sim.run();
         restarts += (sim.incarnation > 1) as u32;
+        store_resumes += sim.store_resumes;
         cancelled += report.status_reason.starts_with("cancelled") as u32;
         for (_, f) in &sim.log {
             phases.insert(match f {
@@ -1321,6 +1394,7 @@ fn the_simulation_reaches_every_phase_and_fault() {
     }
     assert!(restarts > 10, "conductor restarts: {restarts}");
     assert!(cancelled > 0, "no seed was cancelled");
+    assert!(store_resumes > 5, "storage faults resumed: {store_resumes}");
 }
 
 fn label_of(cmds: &[Command]) -> String {

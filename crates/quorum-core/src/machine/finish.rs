@@ -7,8 +7,9 @@ use crate::machine::fact::Fact;
 use crate::machine::fallback::{fallback_synthesis, gate_sentence};
 use crate::machine::job::Synthesis;
 use crate::machine::progress::Progress;
-use crate::machine::protocol::Command;
+use crate::machine::protocol::{Command, Level};
 use crate::machine::state::{Phase, ReviewMachine};
+use crate::report::ReviewStatus;
 
 impl ReviewMachine {
     /// Record and use the deterministic summary (synthesizer failed, or no budget left), then
@@ -81,6 +82,26 @@ impl ReviewMachine {
         self.out.push(Command::RecordReport(report.to_json()));
         self.emit_usage();
         self.emit(Progress::Finished { status });
+        self.final_report = Some(report.clone());
+        self.out.push(Command::Finish(Box::new(report)));
+    }
+
+    /// The store refused a fact of the finish (its report, its FlowFinished): the review did
+    /// not end durably, so it is handed over failed with the reason — once — and a resume
+    /// finishes it from what was stored.
+    pub(super) fn store_failed_at_finish(&mut self, reason: String) {
+        let Some(mut report) = self.final_report.take() else {
+            return;
+        };
+        self.log(
+            Level::Error,
+            format!("cannot record the review's end: {reason}"),
+        );
+        report.status = ReviewStatus::Failed;
+        report.status_reason = reason;
+        self.emit(Progress::Finished {
+            status: "failed".into(),
+        });
         self.out.push(Command::Finish(Box::new(report)));
     }
 }

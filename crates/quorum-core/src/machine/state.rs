@@ -193,6 +193,8 @@ pub struct ReviewMachine {
     pub(super) entered: Vec<Phase>,
     /// While a stop fails what is unfinished, the review is not moved on from inside it.
     pub(super) halting: bool,
+    /// The report as last handed over, until the driver confirms its facts were stored.
+    pub(super) final_report: Option<crate::report::Report>,
 }
 
 impl ReviewMachine {
@@ -223,6 +225,7 @@ impl ReviewMachine {
             memory: Memory::default(),
             entered: Vec::new(),
             halting: false,
+            final_report: None,
         }
     }
 

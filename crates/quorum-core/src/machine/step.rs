@@ -14,7 +14,12 @@ impl ReviewMachine {
     pub fn step(&mut self, now_ms: u64, event: Event) -> Vec<Command> {
         self.now = now_ms;
         if self.is_done() {
-            return Vec::new();
+            if let Event::StoreFailed { reason } = event {
+                // The finish itself could not be stored: what the driver did not hand over is
+                // handed over failed, saying why.
+                self.store_failed_at_finish(reason);
+            }
+            return std::mem::take(&mut self.out);
         }
         match event {
             Event::Start => self.start(None),
