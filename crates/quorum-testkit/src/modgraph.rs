@@ -7,7 +7,8 @@
 //! every qualified path in its code (`crate::a::b`, `super::x`, `child::f`, a path through an
 //! imported module) is an edge from the module to the module that defines the named item,
 //! following re-exports (`pub use`) to the definition, as rust-analyzer's resolution does.
-//! A module's `mod` declarations are ownership, not use. Code under `#[cfg(test)]` is left
+//! A module's `mod` declarations are ownership, not use, and a visibility (`pub(crate)`,
+//! `pub(super)`) is not a use of the module it names. Code under `#[cfg(test)]` is left
 //! out. Paths into other crates are not edges: cargo already keeps crates acyclic.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -655,6 +656,21 @@ fn scan_body(src: &str, m: &mut Module) -> BTreeMap<String, String> {
                 prev_word = word.to_string();
                 continue;
             }
+            "pub" => {
+                // A visibility (`pub(crate)`, `pub(super)`, `pub(in crate::a)`) says who may use
+                // an item; it does not use the module it names.
+                let mut j = i;
+                while j < b.len() && b[j].is_ascii_whitespace() {
+                    j += 1;
+                }
+                if b.get(j) == Some(&b'(') {
+                    if let Some(close) = src[j..].find(')') {
+                        i = j + close + 1;
+                    }
+                }
+                prev_word = word.to_string();
+                continue;
+            }
             "macro_rules" if depth == 0 && b.get(i) == Some(&b'!') => {
                 let (name, after) = next_ident(b, src, i + 1);
                 if let Some(n) = name {
@@ -894,6 +910,30 @@ mod tests {
         assert!(g.circles().is_empty(), "{:?}", g.circles());
         assert!(g.edges["crate::b"].contains("crate::a"));
         assert!(!g.edges["crate::b"].contains("crate"));
+    }
+
+    #[test]
+    fn a_visibility_is_not_a_use_of_the_module_it_names() {
+        let g = graph(&[
+            ("lib.rs", "mod a;\npub use a::Thing;\n"),
+            (
+                "a.rs",
+                "mod inner;\npub struct Thing;\npub(crate) fn f() { inner::g(); }\n",
+            ),
+            (
+                "a/inner.rs",
+                "pub(super) fn g() {}\npub(in crate::a) struct S;\npub (crate) const N: u8 = 1;\n",
+            ),
+        ]);
+        assert!(g.circles().is_empty(), "{:?}", g.circles());
+        assert!(!g.edges["crate::a"].contains("crate"));
+        assert!(g.edges["crate::a::inner"].is_empty());
+        // A path inside a function is still an edge.
+        let g = graph(&[
+            ("lib.rs", "mod a;\npub fn top() {}\n"),
+            ("a.rs", "pub(crate) fn f() { crate::top(); }\n"),
+        ]);
+        assert!(g.edges["crate::a"].contains("crate"));
     }
 
     #[test]
