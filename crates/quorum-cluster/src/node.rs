@@ -23,14 +23,16 @@ use tokio::sync::{broadcast, mpsc, oneshot, Notify};
 use tokio::task::JoinHandle;
 
 use crate::blackboard::{BbEntry, BbStore, Blackboard};
+use crate::config::ClusterConfig;
 use crate::error::ClusterError;
 use crate::filter::{
     TransportFilter, Verdict, KIND_ACK, KIND_BB_PUBLISH, KIND_BB_SYNC, KIND_HEARTBEAT, KIND_LEAVE,
 };
 use crate::lanes::{Lanes, Limits, Queued};
+use crate::member::{Member, MembershipEvent, NodeAdvert};
+use crate::message::{Envelope, MessageHandler};
 use crate::tls::ClusterTls;
-use crate::wire::{AgentMsg, Body, Frame, PeerAddr};
-use crate::{ClusterConfig, Envelope, Member, MembershipEvent, MessageHandler, NodeAdvert};
+use crate::wire::{AgentMsg, Body, Frame, PeerAddr, MAX_FRAME_BYTES};
 
 /// Prefix of every agent actor's name; the rest identifies the node server it belongs to.
 const AGENT_PREFIX: &str = "quorum-cluster|";
@@ -38,9 +40,6 @@ const AGENT_PREFIX: &str = "quorum-cluster|";
 const ANTI_ENTROPY_EVERY: u64 = 5;
 /// Repair batches stay well under ractor_cluster's 16 MiB frame limit.
 const MAX_BATCH_BYTES: usize = 1 << 20;
-/// The largest frame sent. A peer drops the whole link on a frame over its 16 MiB inbound limit,
-/// so a bigger one is refused here instead (leaving room for ractor's own envelope).
-pub const MAX_FRAME_BYTES: usize = 15 << 20;
 /// How long `shutdown` waits for peers to acknowledge the leave notice.
 const LEAVE_ACK_WAIT: Duration = Duration::from_secs(1);
 
