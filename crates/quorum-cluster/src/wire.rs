@@ -5,7 +5,12 @@ use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
 
 use crate::blackboard::{BbEntry, EntryId};
-use crate::{Envelope, NodeAdvert};
+use crate::member::NodeAdvert;
+use crate::message::Envelope;
+
+/// The largest frame sent. A peer drops the whole link on a frame over its 16 MiB inbound limit,
+/// so a bigger one is refused here instead (leaving room for ractor's own envelope).
+pub const MAX_FRAME_BYTES: usize = 15 << 20;
 
 /// The agent actor's message. Remote nodes reach it through ractor_cluster `RemoteActor`s.
 #[derive(RactorClusterMessage)]

@@ -1,12 +1,12 @@
-//! How Raft messages travel: an abstract request/reply [`Transport`] (one per node), openraft's
-//! network over it, an adapter over `quorum_cluster::Cluster::request`, and an in-memory
-//! transport with partitions for tests.
+//! How Raft messages travel: an abstract request/reply [`Transport`] (one per node) and
+//! openraft's network over it. The transports are rooms of their own: `cluster` (over
+//! `quorum_cluster`) and `memnet` (in-process, for tests).
 //!
 //! Every message is JSON, so the cluster adapter can put it into an `Envelope` payload as is. An
 //! append request larger than [`MAX_RPC_BYTES`] is refused before it is sent with a hint to send
 //! fewer entries, which keeps every frame well under the cluster's 16 MiB limit.
 
-use crate::{NodeId, TypeConfig};
+use crate::raft::{NodeId, TypeConfig};
 use openraft::error::{
     InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
     Unreachable,
@@ -18,8 +18,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, RaftNetwork, RaftNetworkFactory};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Envelope kinds of the control plane. A node's message handler routes requests of these kinds
@@ -174,155 +173,5 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         // A lost peer is retried every 200 ms rather than openraft's 500 ms, so a node that comes
         // back catches up quickly; the cluster's heartbeats make an unreachable answer cheap.
         openraft::network::Backoff::new(std::iter::repeat(Duration::from_millis(200)))
-    }
-}
-
-/// The control plane over `quorum_cluster`: every call is a `Cluster::request` whose envelope
-/// kind is the Raft message kind and whose payload is the message.
-///
-/// The cluster is bound after it starts, because the cluster's message handler (which routes to
-/// the control plane) must exist before the cluster does.
-#[derive(Clone, Default)]
-pub struct ClusterTransport {
-    cluster: Arc<OnceLock<quorum_cluster::Cluster>>,
-}
-
-impl ClusterTransport {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Use this cluster node for every call from now on. Binding twice keeps the first.
-    pub fn bind(&self, cluster: quorum_cluster::Cluster) {
-        let _ = self.cluster.set(cluster);
-    }
-}
-
-#[async_trait::async_trait]
-impl Transport for ClusterTransport {
-    async fn call(
-        &self,
-        target: &str,
-        kind: &str,
-        body: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<Vec<u8>, TransportError> {
-        use quorum_cluster::ClusterError as C;
-        let Some(cluster) = self.cluster.get() else {
-            return Err(TransportError::Unreachable(target.to_string()));
-        };
-        let payload: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| TransportError::Failed(format!("cannot encode {kind}: {e}")))?;
-        let env = quorum_cluster::Envelope {
-            kind: kind.to_string(),
-            flow_id: String::new(),
-            payload,
-        };
-        match cluster.request(target, env, timeout).await {
-            Ok(reply) => serde_json::to_vec(&reply.payload)
-                .map_err(|e| TransportError::Failed(format!("cannot decode {kind} reply: {e}"))),
-            Err(C::UnknownNode(n) | C::NodeLost(n)) => Err(TransportError::Unreachable(n)),
-            Err(C::Timeout { node, ms }) => Err(TransportError::Timeout { node, ms }),
-            Err(C::Transport(_)) => Err(TransportError::Unreachable(target.to_string())),
-            Err(e) => Err(TransportError::Failed(e.to_string())),
-        }
-    }
-}
-
-/// The reply envelope for a control-plane request handled by `plane`: the handler a node's
-/// `MessageHandler::on_request` calls for [`is_control_kind`] kinds.
-pub async fn handle_envelope(
-    plane: &crate::ControlPlane,
-    msg: quorum_cluster::Envelope,
-) -> Result<quorum_cluster::Envelope, String> {
-    let body = serde_json::to_vec(&msg.payload).map_err(|e| e.to_string())?;
-    let reply = plane.handle(&msg.kind, &body).await?;
-    let payload = serde_json::from_slice(&reply).map_err(|e| e.to_string())?;
-    Ok(quorum_cluster::Envelope {
-        kind: msg.kind,
-        flow_id: msg.flow_id,
-        payload,
-    })
-}
-
-/// An in-process network of control planes, for tests: calls go straight to the target's
-/// handler, and any node can be cut off from the others.
-#[derive(Default)]
-pub struct MemNet {
-    nodes: Mutex<HashMap<String, crate::ControlPlane>>,
-    cut: Mutex<BTreeSet<String>>,
-}
-
-impl MemNet {
-    pub fn new() -> Arc<MemNet> {
-        Arc::new(MemNet::default())
-    }
-
-    /// The transport a node named `from` uses.
-    pub fn transport(self: &Arc<Self>, from: &str) -> Arc<dyn Transport> {
-        Arc::new(MemTransport {
-            net: self.clone(),
-            from: from.to_string(),
-        })
-    }
-
-    /// Route calls for `plane`'s name to it.
-    pub fn register(&self, plane: &crate::ControlPlane) {
-        self.lock_nodes()
-            .insert(plane.name().to_string(), plane.clone());
-    }
-
-    /// Forget a node (it crashed): calls to it fail as unreachable.
-    pub fn unregister(&self, name: &str) {
-        self.lock_nodes().remove(name);
-    }
-
-    /// Cut `name` off: nothing it sends arrives and nothing reaches it.
-    pub fn partition(&self, name: &str) {
-        self.lock_cut().insert(name.to_string());
-    }
-
-    pub fn heal(&self, name: &str) {
-        self.lock_cut().remove(name);
-    }
-
-    fn lock_nodes(&self) -> std::sync::MutexGuard<'_, HashMap<String, crate::ControlPlane>> {
-        self.nodes.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn lock_cut(&self) -> std::sync::MutexGuard<'_, BTreeSet<String>> {
-        self.cut.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-struct MemTransport {
-    net: Arc<MemNet>,
-    from: String,
-}
-
-#[async_trait::async_trait]
-impl Transport for MemTransport {
-    async fn call(
-        &self,
-        target: &str,
-        kind: &str,
-        body: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<Vec<u8>, TransportError> {
-        let cut_off = {
-            let cut = self.net.lock_cut();
-            cut.contains(&self.from) || cut.contains(target)
-        };
-        let plane = self.net.lock_nodes().get(target).cloned();
-        let Some(plane) = plane.filter(|_| !cut_off) else {
-            return Err(TransportError::Unreachable(target.to_string()));
-        };
-        match tokio::time::timeout(timeout, plane.handle(kind, &body)).await {
-            Ok(r) => r.map_err(TransportError::Failed),
-            Err(_) => Err(TransportError::Timeout {
-                node: target.to_string(),
-                ms: timeout.as_millis() as u64,
-            }),
-        }
     }
 }

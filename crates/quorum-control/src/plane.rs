@@ -2,13 +2,14 @@
 //! node is not it), read reviews from the local replica, see who leads, and bootstrap the voter
 //! set.
 
+use crate::error::ControlError;
 use crate::network::{
     Network, Transport, TransportError, KIND_APPEND, KIND_FORWARD, KIND_PING, KIND_SNAPSHOT,
     KIND_VOTE,
 };
+use crate::raft::{node_id, NodeId, TypeConfig};
 use crate::state::{Command, Outcome, ReviewRecord, Reviews};
 use crate::store::{self, StateMachineStore};
-use crate::{node_id, ControlError, NodeId, TypeConfig};
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
 use serde::{Deserialize, Serialize};

@@ -15,8 +15,8 @@
 // type so they compose with `?`, and boxing it would only be unboxed again at the trait edge.
 #![allow(clippy::result_large_err)]
 
+use crate::raft::{NodeId, TypeConfig};
 use crate::state::{Command, Outcome, ReviewRecord, Reviews};
-use crate::{NodeId, TypeConfig};
 use openraft::storage::{LogFlushed, RaftLogStorage, RaftStateMachine};
 use openraft::{
     AnyError, BasicNode, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, LogState,
@@ -46,8 +46,8 @@ fn sm_err(verb: ErrorVerb, e: impl std::fmt::Display) -> SErr {
 }
 
 /// Open (or create) the control-plane database of a node.
-pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), crate::ControlError> {
-    let store_err = |e: sled::Error| crate::ControlError::Store {
+pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), crate::error::ControlError> {
+    let store_err = |e: sled::Error| crate::error::ControlError::Store {
         path: dir.display().to_string(),
         message: e.to_string(),
     };
@@ -57,7 +57,7 @@ pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), crate::ControlE
         raft: db.open_tree("raft").map_err(store_err)?,
         db: db.clone(),
     };
-    let sm = StateMachineStore::load(db).map_err(|e| crate::ControlError::Store {
+    let sm = StateMachineStore::load(db).map_err(|e| crate::error::ControlError::Store {
         path: dir.display().to_string(),
         message: e.to_string(),
     })?;
@@ -68,7 +68,10 @@ pub fn open(dir: &Path) -> Result<(LogStore, StateMachineStore), crate::ControlE
 /// applied), read without starting Raft: what `quorum resume` rebuilds a review from on a node
 /// that never conducted it. `Ok(None)` when the replica does not know the review (or there is
 /// no control-plane store in `dir`). Fails while a running node holds the store.
-pub fn read_review(dir: &Path, flow_id: &str) -> Result<Option<ReviewRecord>, crate::ControlError> {
+pub fn read_review(
+    dir: &Path,
+    flow_id: &str,
+) -> Result<Option<ReviewRecord>, crate::error::ControlError> {
     if !dir.join("conf").exists() && !dir.join("db").exists() {
         return Ok(None);
     }

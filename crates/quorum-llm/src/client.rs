@@ -1,5 +1,6 @@
 //! `LlmClient`: what the runtime calls. It wraps one backend with a concurrency bound (a model
-//! server degrades badly past a few parallel generations) and retries transient failures.
+//! server degrades badly past a few parallel generations) and retries transient failures;
+//! `backend_from_config` builds that backend for a config's kind.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,10 +8,20 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use crate::backend::ChatBackend;
 use crate::error::LlmError;
+use crate::ollama::OllamaBackend;
+use crate::openai::OpenAiBackend;
 use crate::retry::RetryPolicy;
-use crate::types::{BackendConfig, ChatRequest, ChatResponse, ModelInfo};
-use crate::{backend_from_config, ChatBackend};
+use crate::types::{BackendConfig, BackendKind, ChatRequest, ChatResponse, ModelInfo};
+
+/// Builds the backend for `cfg.kind`; fails on a URL that is not http(s) or a zero timeout.
+pub fn backend_from_config(cfg: &BackendConfig) -> Result<Arc<dyn ChatBackend>, LlmError> {
+    Ok(match cfg.kind {
+        BackendKind::Ollama => Arc::new(OllamaBackend::new(cfg)?),
+        BackendKind::OpenAi => Arc::new(OpenAiBackend::new(cfg)?),
+    })
+}
 
 /// Cheap to clone; clones share the backend and the concurrency bound.
 #[derive(Clone, Debug)]
@@ -251,5 +262,27 @@ impl LlmClient {
                 secs: self.probe_timeout.as_secs_f64().ceil() as u64,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_from_config_picks_the_kind_and_rejects_bad_config() {
+        let b = backend_from_config(&BackendConfig::new(
+            BackendKind::OpenAi,
+            "http://127.0.0.1:8080/v1/",
+        ))
+        .unwrap();
+        assert_eq!(b.kind(), BackendKind::OpenAi);
+        assert_eq!(b.url(), "http://127.0.0.1:8080/v1");
+        let mut cfg = BackendConfig::new(BackendKind::Ollama, "http://127.0.0.1:11434");
+        cfg.timeout_secs = 0;
+        assert_eq!(backend_from_config(&cfg).unwrap_err().class(), "config");
+        cfg.timeout_secs = 1;
+        cfg.max_concurrent = 0;
+        assert_eq!(LlmClient::from_config(&cfg).unwrap_err().class(), "config");
     }
 }

@@ -186,6 +186,19 @@ fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
     }
 }
 
+/// The base URL without trailing slashes, after checking it is an absolute http(s) URL.
+pub(crate) fn validated_base_url(raw: &str) -> Result<String, LlmError> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    let parsed = reqwest::Url::parse(trimmed)
+        .map_err(|e| LlmError::Config(format!("invalid backend url '{raw}': {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(LlmError::Config(format!(
+            "invalid backend url '{raw}': expected http:// or https:// with a host"
+        )));
+    }
+    Ok(trimmed.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +243,17 @@ mod tests {
             status_error(u, StatusCode::BAD_GATEWAY, None, b""),
             LlmError::Server { status: 502, .. }
         ));
+    }
+
+    #[test]
+    fn base_urls_are_validated_and_trimmed() {
+        assert_eq!(
+            validated_base_url("http://127.0.0.1:8080/v1/").unwrap(),
+            "http://127.0.0.1:8080/v1"
+        );
+        assert!(validated_base_url("127.0.0.1:11434").is_err());
+        assert!(validated_base_url("ftp://h").is_err());
+        assert!(validated_base_url("").is_err());
     }
 
     #[test]

@@ -7,13 +7,13 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use crate::backend::ChatBackend;
 use crate::error::LlmError;
 use crate::http::{Http, ReplyMessage};
 use crate::types::{
     estimate_completion_tokens, estimate_prompt_tokens, BackendConfig, BackendKind, ChatMessage,
     ChatRequest, ChatResponse, ModelInfo, Role, ToolCall, Usage,
 };
-use crate::ChatBackend;
 
 #[derive(Debug)]
 pub struct OllamaBackend {
@@ -26,7 +26,7 @@ pub struct OllamaBackend {
 
 impl OllamaBackend {
     pub fn new(cfg: &BackendConfig) -> Result<Self, LlmError> {
-        let url = crate::validated_base_url(&cfg.url)?;
+        let url = crate::http::validated_base_url(&cfg.url)?;
         Ok(OllamaBackend {
             chat_url: format!("{url}/api/chat"),
             tags_url: format!("{url}/api/tags"),

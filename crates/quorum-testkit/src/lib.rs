@@ -31,6 +31,7 @@
 //! The same server runs as the `quorum-scripted` binary with a YAML script, for tests that drive
 //! whole `quorum` processes.
 
+mod api;
 mod error;
 pub mod modgraph;
 mod render;
@@ -41,9 +42,8 @@ pub mod review;
 mod script;
 mod server;
 
+pub use api::Api;
 pub use error::ScriptError;
 pub use request::RecordedRequest;
-pub use script::{
-    Api, ContextWindow, Match, Reply, Rule, Script, CONTEXT_WINDOW_RULE, DEFAULT_MODEL,
-};
+pub use script::{ContextWindow, Match, Reply, Rule, Script, CONTEXT_WINDOW_RULE, DEFAULT_MODEL};
 pub use server::ScriptedServer;

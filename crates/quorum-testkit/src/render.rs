@@ -6,8 +6,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use crate::api::Api;
 use crate::request::{token_estimate, RecordedRequest};
-use crate::script::{Api, DEFAULT_MODEL};
+use crate::script::DEFAULT_MODEL;
 
 /// The body of a successful chat answer: `content` as the assistant text, `calls` as native
 /// tool calls (OpenAI then sends `content: null`, as the real servers do).

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::script::Api;
+use crate::api::Api;
 
 /// One chat request as received. Only chat calls are recorded (`/api/chat`,
 /// `/v1/chat/completions`); model listings and `/api/show` are not, so counting requests counts

@@ -9,30 +9,12 @@ use std::collections::BTreeSet;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
+use crate::api::Api;
 use crate::error::ScriptError;
 use crate::request::RecordedRequest;
 
 /// The model a script serves when it names none.
 pub const DEFAULT_MODEL: &str = "scripted-model";
-
-/// Which backend API a request came in through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Api {
-    /// Ollama's native API (`/api/chat`).
-    Ollama,
-    /// The OpenAI-compatible API (`/v1/chat/completions`).
-    OpenAi,
-}
-
-impl std::fmt::Display for Api {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Api::Ollama => "ollama",
-            Api::OpenAi => "openai",
-        })
-    }
-}
 
 /// A whole script: rules tried in order, what to say when none matches, and the models served.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -25,10 +25,11 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use crate::api::Api;
 use crate::render;
 use crate::request::RecordedRequest;
 use crate::script::{
-    duplicate_rule_names, same_model, Api, ContextWindow, Reply, Rule, Script, CONTEXT_WINDOW_RULE,
+    duplicate_rule_names, same_model, ContextWindow, Reply, Rule, Script, CONTEXT_WINDOW_RULE,
 };
 
 /// Prompts carry whole files; the real servers accept far more than axum's 2 MB default.
