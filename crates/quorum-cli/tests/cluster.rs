@@ -169,26 +169,6 @@ fn specialist_nodes(r: &Value) -> Vec<String> {
     v
 }
 
-fn assert_complete_once(r: &Value) {
-    assert_eq!(r["status"], "completed", "{}", r["status_reason"]);
-    let tasks: Vec<&Value> = r["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
-        .collect();
-    assert_eq!(tasks.len(), SIX_TASKS);
-    assert!(
-        tasks.iter().all(|t| t["status"] == "completed"),
-        "{tasks:?}"
-    );
-    let a = anchors(r);
-    let mut d = a.clone();
-    d.dedup();
-    assert_eq!(a.len(), SIX_TASKS, "{a:?}");
-    assert_eq!(a, d, "duplicated findings");
-}
-
 /// Wait (bounded) until a worker's model server receives its first specialist request; the task id.
 async fn first_attempt(
     feed: &mut tokio::sync::mpsc::UnboundedReceiver<quorum_testkit::RecordedRequest>,

@@ -248,32 +248,6 @@ fn completed_on(data: &Path, flow_id: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn assert_complete_once(r: &Value) {
-    assert_eq!(r["status"], "completed", "{}", r["status_reason"]);
-    let tasks: Vec<&Value> = r["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
-        .collect();
-    assert_eq!(tasks.len(), SIX_TASKS);
-    assert!(
-        tasks.iter().all(|t| t["status"] == "completed"),
-        "{tasks:?}"
-    );
-    let mut anchors: Vec<String> = r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["anchor"].to_string())
-        .collect();
-    anchors.sort();
-    let n = anchors.len();
-    anchors.dedup();
-    assert_eq!(anchors.len(), n, "duplicated findings");
-    assert_eq!(n, SIX_TASKS, "{anchors:?}");
-}
-
 fn urls(nodes: &[Node]) -> String {
     nodes[..3]
         .iter()

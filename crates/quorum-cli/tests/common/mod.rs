@@ -300,6 +300,34 @@ pub fn delimited<'a>(text: &'a str, label: &str) -> Option<&'a str> {
     Some(&text[start..start + len])
 }
 
+/// A report of the six-task script completed once: every task completed, each finding
+/// reported once (no two share an anchor), six of them.
+pub fn assert_complete_once(r: &Value) {
+    assert_eq!(r["status"], "completed", "{}", r["status_reason"]);
+    let tasks: Vec<&Value> = r["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
+        .collect();
+    assert_eq!(tasks.len(), SIX_TASKS);
+    assert!(
+        tasks.iter().all(|t| t["status"] == "completed"),
+        "{tasks:?}"
+    );
+    let mut anchors: Vec<String> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["anchor"].to_string())
+        .collect();
+    anchors.sort();
+    let n = anchors.len();
+    anchors.dedup();
+    assert_eq!(anchors.len(), n, "duplicated findings");
+    assert_eq!(n, SIX_TASKS, "{anchors:?}");
+}
+
 /// The six-task script of `tests/support` in which only the first `done` specialist tasks
 /// (t1..) answer at once and every later one is held until the server is released: a review
 /// stops at exactly "`done` tasks completed, the rest asked and unanswered", however fast or
