@@ -47,3 +47,8 @@ pub fn one_line(err: &anyhow::Error) -> String {
     }
     parts.join(": ").replace('\n', " ")
 }
+
+/// Store errors are input errors (exit 2): a corrupt store is named, never silently reset.
+pub fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
+    anyhow::anyhow!("{e}")
+}

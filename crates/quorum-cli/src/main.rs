@@ -1,471 +1,86 @@
-//! The `quorum` binary: parses the command line, loads configuration and hands off to the
-//! library crates. Glue only — every decision about a review lives in quorum-runtime/-core.
+//! The `quorum` binary: parses the command line, sets up logs and the async runtime,
+//! dispatches to the command's file under `commands/` and maps what it returns to the process's
+//! exit code. Glue only — every decision about a review lives in quorum-runtime/-core, and
+//! everything the commands share lives in the rooms below them.
 
-mod bench;
-mod certs;
+mod args;
+mod client;
 mod commands;
-mod dashboard;
 mod exit;
 mod fixes;
-mod mcp;
-mod node;
+mod local;
+mod logs;
 #[cfg(feature = "otel")]
 mod otel;
+mod outcome;
 mod progress;
 mod settings;
+mod setup;
 mod target;
-mod watch;
 
-use clap::{Args, Parser, Subcommand};
+use anyhow::Result;
+use args::{BenchCommand, Cli, ClusterCommand, Command, FlowsCommand, ModelsCommand};
+use clap::Parser;
 use exit::{Coded, ExitCode};
-use std::path::PathBuf;
 
-#[derive(Parser, Debug)]
-#[command(
-    name = "quorum",
-    version,
-    about = "Review a body of work with a team of verified LLM specialists"
-)]
-pub struct Cli {
-    /// Log format for RUST_LOG-controlled logs on stderr.
-    #[arg(long, global = true, default_value = "text", value_parser = ["text", "json"])]
-    pub log_format: String,
-    /// CA (PEM) that signed the API server's certificate, for --cluster https://... (default:
-    /// the public web roots).
-    #[arg(long, global = true, env = "QUORUM_API_CA")]
-    pub ca: Option<PathBuf>,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Review PATH on this machine and write the reports (report.md, .json, .sarif, ...).
-    Review(ReviewArgs),
-    /// Show what a review of PATH would read and leave out, without calling any model.
-    Pack(PackArgs),
-    /// Continue an interrupted review; completed tasks are never re-run.
-    Resume(ResumeArgs),
-    /// Run a long-lived node: the review service behind the gRPC API.
-    Node(NodeArgs),
-    /// Serve the Model Context Protocol on stdio: tools to start, follow and read reviews.
-    Mcp(mcp::McpArgs),
-    /// Inspect and prune stored reviews.
-    Flows {
-        #[command(subcommand)]
-        command: FlowsCommand,
-        #[command(flatten)]
-        common: CommonArgs,
-    },
-    /// The cluster as a node sees it.
-    Cluster {
-        #[command(subcommand)]
-        command: ClusterCommand,
-    },
-    /// Export recorded model conversations.
-    Trace {
-        #[command(subcommand)]
-        command: TraceCommand,
-        #[command(flatten)]
-        common: CommonArgs,
-    },
-    /// Browse and validate the persona catalog.
-    Personas {
-        #[command(subcommand)]
-        command: PersonasCommand,
-        #[command(flatten)]
-        common: CommonArgs,
-    },
-    /// Model cards as this node sees them.
-    Models {
-        #[command(subcommand)]
-        command: ModelsCommand,
-    },
-    /// Measure the reviewer itself.
-    Bench {
-        #[command(subcommand)]
-        command: BenchCommand,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// Review a corpus with an answer key and score the findings: recall, precision, F1, and
-    /// what grounding and the verifier removed (build corpora with tests/corpora/build.sh).
-    Quality(bench::QualityArgs),
-}
-
-#[derive(Subcommand, Debug)]
-pub enum FlowsCommand {
-    /// Stored reviews, newest first, with their derived status.
-    List,
-    /// One review: what it was started with, its tasks and events.
-    Show {
-        flow_id: String,
-        /// Follow a running review until it ends, then show it.
-        #[arg(long)]
-        watch: bool,
-        /// Follow it on a cluster through a node's API (http://host:port[,…]); needs --watch.
-        #[arg(long, value_delimiter = ',', requires = "watch")]
-        cluster: Vec<String>,
-        /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
-        #[arg(long)]
-        token_file: Option<PathBuf>,
-    },
-    /// Delete finished and interrupted reviews older than DAYS (never running ones).
-    Gc {
-        #[arg(long, value_name = "DAYS")]
-        older_than: u64,
-    },
-    /// Stop a review: its live attempts stop, it ends partial and says it was cancelled.
-    Cancel {
-        flow_id: String,
-        /// Cancel on a running cluster through its API (http(s)://host:port[,…]) instead of locally.
-        #[arg(long, value_delimiter = ',')]
-        cluster: Vec<String>,
-        /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
-        #[arg(long)]
-        token_file: Option<PathBuf>,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum ClusterCommand {
-    /// Every node: state, role, capacity, load, models, and the reviews it conducts.
-    Status {
-        /// A node's API (http(s)://host:port[,…]); the first that answers is asked.
-        #[arg(long, value_delimiter = ',', required = true)]
-        cluster: Vec<String>,
-        /// text | json
-        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-        format: String,
-        /// File holding the API bearer token (QUORUM_API_TOKEN wins when set).
-        #[arg(long)]
-        token_file: Option<PathBuf>,
-    },
-    /// Create a cluster CA in DIR (ca.pem, ca.key): it signs every node's certificate.
-    InitCa { dir: PathBuf },
-    /// Issue NAME.pem and NAME.key for node NAME, signed by the CA in --ca DIR. The node name
-    /// is the certificate's subject and DNS name: peers accept frames only in that name.
-    IssueCert {
-        name: String,
-        /// The directory `init-ca` wrote.
-        #[arg(long)]
-        ca: PathBuf,
-        /// Extra host names or IP addresses peers dial this node by (repeatable).
-        #[arg(long)]
-        host: Vec<String>,
-        /// Where to write NAME.pem and NAME.key (default: the CA directory).
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum TraceCommand {
-    /// Write every task attempt's conversation as Hermes-format JSONL.
-    Export {
-        flow_id: String,
-        /// Output file (default: stdout).
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct NodeArgs {
-    /// Cluster address to listen on for peer nodes (host:port).
-    #[arg(long)]
-    pub listen: Option<String>,
-    /// A peer's cluster address to join (repeatable).
-    #[arg(long)]
-    pub join: Vec<String>,
-    /// Serve the gRPC API here (host:port); requires QUORUM_API_TOKEN or --token-file.
-    #[arg(long)]
-    pub api: Option<String>,
-    /// Serve the live dashboard and Prometheus /metrics here (host:port), behind the API's
-    /// token (open it as http://HOST:PORT/?token=...).
-    #[arg(long, requires = "api")]
-    pub http: Option<String>,
-    /// This node's name (default: the host name).
-    #[arg(long)]
-    pub name: Option<String>,
-    /// File holding the API bearer token (QUORUM_API_TOKEN wins when set).
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
-    /// File holding the cluster cookie (QUORUM_COOKIE wins when set).
-    #[arg(long)]
-    pub cookie_file: Option<PathBuf>,
-    /// Allow listening on a non-loopback address without TLS.
-    #[arg(long)]
-    pub insecure: bool,
-    /// This node's certificate (PEM) for cluster links, naming this node (`quorum cluster
-    /// issue-cert NAME`): links are mutual TLS, and a peer counts only as the node its
-    /// certificate names.
-    #[arg(long, requires = "tls_key", requires = "tls_ca")]
-    pub tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM) for cluster links.
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// The cluster CA (PEM) every node's certificate must chain to (`quorum cluster init-ca`).
-    #[arg(long, requires = "tls_cert")]
-    pub tls_ca: Option<PathBuf>,
-    /// TLS certificate (PEM) for the API: clients then use --cluster https://... (with --ca).
-    #[arg(long, requires = "api_tls_key")]
-    pub api_tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM) for the API.
-    #[arg(long, requires = "api_tls_cert")]
-    pub api_tls_key: Option<PathBuf>,
-    /// Address peers should dial to reach this node (default: the --listen address).
-    #[arg(long)]
-    pub advertise: Option<String>,
-    /// Heartbeat interval in milliseconds.
-    #[arg(long, default_value_t = 500)]
-    pub heartbeat_ms: u64,
-    /// A peer silent this long (ms) is declared lost and its attempts are reassigned.
-    #[arg(long, default_value_t = 3000)]
-    pub deadline_ms: u64,
-    /// The control plane's voters (3 or 5 node names, the same list on every node, this one
-    /// included or not): reviews are replicated and survive the loss of their node. Nodes not
-    /// listed join as non-voting learners. Without it (or with fewer than 3) no takeover.
-    #[arg(long, value_delimiter = ',')]
-    pub voters: Vec<String>,
-    #[command(flatten)]
-    pub backend: BackendArgs,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct PackArgs {
-    /// The directory a review would read.
-    pub path: PathBuf,
-    /// text (a summary) or json (every entry; shape in README).
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    pub format: String,
-    /// List every excluded and included entry in the text output, not the first 40 of each.
-    #[arg(long)]
-    pub all: bool,
-    #[command(flatten)]
-    pub common: CommonArgs,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct ResumeArgs {
-    pub flow_id: String,
-    /// Override the stored backends (the machine's servers may have moved).
-    #[command(flatten)]
-    pub backend: BackendArgs,
-    /// Output directory (default: the one the review was started with).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    #[arg(long)]
-    pub quiet: bool,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum PersonasCommand {
-    /// One line per persona: name, domain, summary.
-    List,
-    /// A persona in full, with its resolved heuristics.
-    Show { name: String },
-    /// Validate every persona and heuristic; exit 2 naming the file and field on error.
-    Check,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum ModelsCommand {
-    /// Query the configured backends and list their models.
-    List {
-        #[command(flatten)]
-        backend: BackendArgs,
-        /// table or json
-        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
-        format: String,
-    },
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct CommonArgs {
-    /// Configuration file (TOML), layered over the defaults.
-    #[arg(long, global = true)]
-    pub config: Option<PathBuf>,
-    /// Where reviews are stored (default: $QUORUM_DATA_DIR, else the user data dir).
-    #[arg(long, global = true)]
-    pub data_dir: Option<PathBuf>,
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct BackendArgs {
-    #[command(flatten)]
-    pub common: CommonArgs,
-    /// Model server as KIND=URL (KIND: ollama | openai); repeatable; replaces configured backends.
-    #[arg(long = "backend", value_name = "KIND=URL")]
-    pub backends: Vec<String>,
-    /// Default model ("auto" = the first model the backend reports).
-    #[arg(long)]
-    pub model: Option<String>,
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct ReviewArgs {
-    /// The directory to review.
-    pub path: PathBuf,
-    #[command(flatten)]
-    pub backend: BackendArgs,
-    /// Flow name (in flows/) or a flow file.
-    #[arg(long)]
-    pub flow: Option<String>,
-    /// Output directory (default ./quorum-out/<flow-id>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Report formats, comma-separated: md,json,sarif,rdjson,gitlab.
-    #[arg(long, value_delimiter = ',')]
-    pub format: Option<Vec<String>>,
-    /// Exit 1 when a finding at or above this severity survives: P0|P1|P2|P3|none.
-    #[arg(long)]
-    pub fail_on: Option<String>,
-    /// Model for the verifier (prefer another family than the finders').
-    #[arg(long)]
-    pub verifier_model: Option<String>,
-    /// Specialist tasks running at once.
-    #[arg(long)]
-    pub max_concurrent: Option<usize>,
-    /// Independent verifier calls per grounded finding (1-9); overrides the flow's
-    /// `verifiers`. Each is blind to the finder and to the other verifiers.
-    #[arg(long, value_name = "N")]
-    pub verifiers: Option<usize>,
-    /// How the verifiers' votes combine: any | majority | unanimous; overrides the flow's
-    /// `verify_threshold`.
-    #[arg(long, value_name = "T")]
-    pub verify_threshold: Option<String>,
-    /// How much of the tree a planned review reads: sampled (the planner's tasks) | full (the
-    /// planner's tasks, then directory batches for every file they leave out). Overrides the
-    /// config's `coverage` and the flow's `parameters.coverage`.
-    #[arg(long, value_name = "MODE")]
-    pub coverage: Option<String>,
-    /// Persona catalog directory.
-    #[arg(long)]
-    pub personas: Option<PathBuf>,
-    /// Review through a running cluster's API instead of locally (http(s)://host:port; several
-    /// nodes comma-separated or repeated: the review is followed across them).
-    #[arg(long, value_delimiter = ',')]
-    pub cluster: Vec<String>,
-    /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
-    /// Continue the interrupted review of this target and flow, if there is one.
-    #[arg(long)]
-    pub resume: bool,
-    /// Sensitive material: only models on local/private hosts may see it.
-    #[arg(long)]
-    pub sensitive: bool,
-    /// Review a change: BASE..HEAD (or BASE, meaning BASE..HEAD) in the target's git
-    /// repository. The head commit's tree is reviewed; findings off the change are listed
-    /// apart as pre_existing.
-    #[arg(long, value_name = "BASE..HEAD")]
-    pub diff: Option<String>,
-    /// Review profile: default | chill (gate 0.7, no P3) | assertive (gate 0.4, keep all).
-    #[arg(long, value_name = "PROFILE")]
-    pub profile: Option<String>,
-    /// The acceptance criteria a conformance flow judges the target against (a markdown spec:
-    /// checklists, numbered requirements, MUST/SHALL lines). Read from anywhere; required by
-    /// flows with a conformance stage, refused by the others.
-    #[arg(long, value_name = "FILE")]
-    pub spec: Option<PathBuf>,
-    /// The report.json of a prior review that a finish flow adjudicates against the target:
-    /// each of its findings ruled fixed, still_present, disputed_accepted or disputed_rejected.
-    /// Required by flows with an adjudicator stage, refused by the others.
-    #[arg(long, value_name = "REPORT.json")]
-    pub prior: Option<PathBuf>,
-    /// The author's dispositions of the prior findings (YAML or JSON): finding id ->
-    /// {disposition: fixed|wont_fix|deferred|disputed, comment: "..."}. Only with --prior.
-    #[arg(long, value_name = "FILE")]
-    pub dispositions: Option<PathBuf>,
-    /// No progress line.
-    #[arg(long)]
-    pub quiet: bool,
-    /// Write a copy of the target to DIR with the findings' safe_auto fixes applied (exact
-    /// old -> new replacements); the target itself is never changed.
-    #[arg(long, value_name = "DIR")]
-    pub apply_safe_fixes: Option<PathBuf>,
-    /// Do not run the deterministic analyzers (ruff, bandit, ... from the analyzer catalog)
-    /// before the review, even where they are on PATH.
-    #[arg(long)]
-    pub no_analyzers: bool,
-    /// Neither offer earlier reviews' insights nor keep this review's, and give specialists
-    /// no teammates' insights (`[memory] enabled = false` for this run).
-    #[arg(long)]
-    pub no_memory: bool,
-}
-
-/// What must be flushed before the process exits.
-struct LogGuard {
-    #[cfg(feature = "otel")]
-    traces: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
-}
-
-impl LogGuard {
-    fn shutdown(self) {
-        #[cfg(feature = "otel")]
-        if let Some(p) = self.traces {
-            if let Err(e) = p.shutdown() {
-                eprintln!("quorum: traces not all exported: {e}");
-            }
+/// The command's function for the parsed command line.
+async fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Review(args) => commands::review::review(args).await,
+        Command::Personas { command, common } => {
+            commands::personas::personas(command, common.config.as_deref())
         }
-    }
-}
-
-fn init_logs(format: &str, service: &str) -> LogGuard {
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::{EnvFilter, Layer};
-    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error"));
-    // openraft logs every failed RPC to a down peer (5 a second, at error level); the control
-    // plane reports what matters itself. Ask for it by name in RUST_LOG to see it.
-    if !std::env::var("RUST_LOG")
-        .unwrap_or_default()
-        .contains("openraft")
-    {
-        if let Ok(d) = "openraft=off".parse() {
-            filter = filter.add_directive(d);
-        }
-    }
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_target(false);
-    let fmt = if format == "json" {
-        fmt.json().with_filter(filter).boxed()
-    } else {
-        fmt.with_filter(filter).boxed()
-    };
-    let registry = tracing_subscriber::registry().with(fmt);
-    #[cfg(feature = "otel")]
-    if otel::wanted() {
-        match otel::layer(service) {
-            Ok((layer, provider)) => {
-                registry.with(layer).init();
-                return LogGuard {
-                    traces: Some(provider),
-                };
-            }
-            Err(e) => eprintln!("quorum: {e}; traces are not exported"),
-        }
-    }
-    let _ = service;
-    registry.init();
-    LogGuard {
-        #[cfg(feature = "otel")]
-        traces: None,
-    }
-}
-
-/// How this process is named in exported traces: `quorum-node-NAME` for a named node.
-fn service_name(cli: &Cli) -> String {
-    match &cli.command {
-        Command::Node(n) => match &n.name {
-            Some(name) => format!("quorum-node-{name}"),
-            None => "quorum-node".into(),
-        },
-        _ => "quorum".into(),
+        Command::Models {
+            command: ModelsCommand::List { backend, format },
+        } => commands::models::models_list(backend, &format).await,
+        Command::Bench {
+            command: BenchCommand::Quality(args),
+        } => commands::bench::quality(args).await,
+        Command::Pack(args) => commands::pack::pack(&args),
+        Command::Resume(args) => commands::resume::resume(args).await,
+        Command::Trace { command, common } => commands::trace::trace(command, &common),
+        Command::Node(args) => commands::node::node(args).await,
+        Command::Mcp(args) => commands::mcp::serve(args).await,
+        Command::Flows {
+            command:
+                FlowsCommand::Cancel {
+                    flow_id,
+                    cluster,
+                    token_file,
+                },
+            common,
+        } => commands::flows::cancel(&flow_id, &cluster, token_file.as_deref(), &common).await,
+        Command::Flows {
+            command:
+                FlowsCommand::Show {
+                    flow_id,
+                    watch: true,
+                    cluster,
+                    token_file,
+                },
+            common,
+        } => commands::flows::watch(&flow_id, &cluster, token_file.as_deref(), &common).await,
+        Command::Flows { command, common } => commands::flows::flows(command, &common),
+        Command::Cluster {
+            command:
+                ClusterCommand::Status {
+                    cluster,
+                    format,
+                    token_file,
+                },
+        } => commands::cluster::cluster_status(&cluster, &format, token_file.as_deref()).await,
+        Command::Cluster {
+            command: ClusterCommand::InitCa { dir },
+        } => commands::cluster::certs::init_ca(&dir),
+        Command::Cluster {
+            command:
+                ClusterCommand::IssueCert {
+                    name,
+                    ca,
+                    host,
+                    out,
+                },
+        } => commands::cluster::certs::issue_cert(&name, &ca, &host, out.as_deref()),
     }
 }
 
@@ -483,8 +98,8 @@ fn main() {
             std::process::exit(code);
         }
     };
-    let logs = init_logs(&cli.log_format, &service_name(&cli));
-    node::set_api_ca(cli.ca.clone());
+    let logs = logs::init_logs(&cli.log_format, &logs::service_name(&cli));
+    client::set_api_ca(cli.ca.clone());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -495,7 +110,7 @@ fn main() {
             std::process::exit(ExitCode::Incomplete as i32);
         }
     };
-    let result = runtime.block_on(commands::run(cli));
+    let result = runtime.block_on(dispatch(cli));
     let code = match result {
         Ok(code) => code,
         Err(e) => {

@@ -1,8 +1,9 @@
 //! Layered configuration: shipped defaults < user config < ./quorum.toml < --config < env < flags.
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 use quorum_core::finding::Severity;
 use quorum_core::pack::PackOptions;
+use quorum_core::scope::Profile;
 use quorum_llm::BackendConfig;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -191,7 +192,7 @@ impl Settings {
             .try_deserialize()
             .context("invalid configuration (check the field named above)")?;
         s.fail_on_severity()?;
-        crate::target::parse_profile(&s.profile, "configuration: profile")?;
+        parse_profile(&s.profile, "configuration: profile")?;
         s.coverage_mode(None)?;
         check_formats(&s.formats, "configuration `formats`")?;
         s.memory.check()?;
@@ -235,6 +236,11 @@ pub fn check_formats(formats: &[String], what: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Parse a profile name from a flag or a config key.
+pub fn parse_profile(value: &str, what: &str) -> Result<Profile> {
+    Profile::parse(value).ok_or_else(|| anyhow!("invalid {what} {value:?}: use {}", Profile::NAMES))
 }
 
 pub fn parse_fail_on(s: &str) -> Result<Option<Severity>> {

@@ -3,17 +3,12 @@
 //! `.quorum.toml`; the profile. Every failure here is an input error (exit 2), before anything
 //! ran.
 
-use crate::settings::Settings;
+use crate::settings::{parse_profile, Settings};
 use anyhow::{anyhow, bail, Result};
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::repo_config::{RepoConfig, FILE_NAME};
-use quorum_core::scope::{Profile, ReviewScope};
+use quorum_core::scope::ReviewScope;
 use std::path::Path;
-
-/// Parse a profile name from a flag or a config key.
-pub fn parse_profile(value: &str, what: &str) -> Result<Profile> {
-    Profile::parse(value).ok_or_else(|| anyhow!("invalid {what} {value:?}: use {}", Profile::NAMES))
-}
 
 /// `.quorum.toml` at the root of a directory target, if there is one.
 pub fn repo_config_on_disk(root: &Path) -> Result<Option<RepoConfig>> {

@@ -4,52 +4,22 @@
 //! leads recorded when it started even though the tool is gone.
 #![cfg(unix)]
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::ScriptedServer;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Output, Stdio};
 use std::time::Duration;
-use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-
-/// The binary with PATH = `bin` only, isolated from the user's config and data dirs.
+/// `quorum ARGS` with the analyzers on (the shared runner turns them off) and `bin` the whole
+/// PATH, so the tools found are the fakes a test put there.
 fn cmd(args: &[&str], work: &Path, bin: &Path) -> tokio::process::Command {
-    let home = work.join(".home");
-    let mut c = tokio::process::Command::new(BIN);
-    c.args(args)
-        .current_dir(work)
-        .env("PATH", bin)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
+    let mut c = command(args, work);
+    c.env("PATH", bin)
         .env("QUORUM_ANALYZERS__TIMEOUT_SECS", "1")
-        .env_remove("QUORUM_ANALYZERS__ENABLED")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .env_remove("QUORUM_ANALYZERS__ENABLED");
     c
-}
-
-async fn run(c: &mut tokio::process::Command) -> Output {
-    tokio::time::timeout(Duration::from_secs(90), c.output())
-        .await
-        .expect("quorum did not exit in time")
-        .expect("quorum ran")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn report(out: &Path) -> Value {

@@ -1,36 +1,11 @@
 //! `quorum bench quality` end to end against the scripted server: the corpus is reviewed like
 //! any target, and the score printed follows the answer key, grounding and the verifier.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
 use serde_json::{json, Value};
-use std::path::Path;
-use std::process::Output;
-use std::time::Duration;
-use support::*;
-
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-
-async fn quorum(args: &[&str], cwd: &Path) -> Output {
-    let home = cwd.join(".home");
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        // An analyzer installed on the machine must not change the findings scored here.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(90), cmd.output())
-        .await
-        .expect("quorum did not exit in time")
-        .expect("quorum ran")
-}
 
 /// One specialist reporting three findings on the mini corpus: one on a planted defect (a line
 /// off), one real but about something else, one quoting code that is not there.

@@ -1,49 +1,12 @@
 //! The `quorum` binary end to end: exit codes, report files, and every bad-input case of
 //! DESIGN §6, against the scripted model server.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Output;
-use std::time::{Duration, Instant};
-use support::*;
-
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-
-/// Run the binary with a bounded wall time; isolated from the user's config and data dirs.
-async fn quorum(args: &[&str], cwd: &Path) -> Output {
-    let home = cwd.join(".home");
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(90), cmd.output())
-        .await
-        .expect("quorum did not exit in time")
-        .expect("quorum ran")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn review_writes_three_reports_and_exits_1_on_findings() {
@@ -395,13 +358,14 @@ async fn bad_input_exit_codes() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("nothing to review"));
     assert!(out.join("report.json").is_file());
 
-    // No backend reachable: exit 3 within seconds, naming the URL and how to configure one.
+    // No backend reachable: exit 3 from the probe, before a review is even stored (so it
+    // waits on no stage and retries nothing), naming the URL and how to configure one.
     let dead = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
     let url = format!("http://127.0.0.1:{dead}");
-    let started = Instant::now();
+    let stored_before = quorum(&["flows", "list"], w).await;
     let o = quorum(
         &[
             "review",
@@ -415,7 +379,14 @@ async fn bad_input_exit_codes() {
     assert_eq!(code(&o), 3, "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&url) && err.contains("--backend"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(err.contains("no backend reachable"), "{err}");
+    let stored_after = quorum(&["flows", "list"], w).await;
+    assert_eq!(code(&stored_after), 0, "{}", text(&stored_after));
+    assert_eq!(
+        stdout(&stored_after),
+        stdout(&stored_before),
+        "a review was stored before the backend was found unreachable"
+    );
 
     // Invalid persona YAML: exit 2 naming the file and the field.
     let personas = w.join("personas");

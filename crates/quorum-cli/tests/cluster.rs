@@ -4,20 +4,17 @@
 //! `QUORUM_TEST_NODE_LOG=1` prints every node's log lines (prefixed with its name) instead of
 //! keeping them for the tests that read them — for diagnosing a failure, not for a full run.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_api::ApiClient;
 use quorum_testkit::ScriptedServer;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-const TOKEN: &str = "cluster-test-token";
 const COOKIE: &str = "cluster-test-cookie";
 
 struct Node {
@@ -27,20 +24,6 @@ struct Node {
     stderr: Option<tokio::io::Lines<BufReader<tokio::process::ChildStderr>>>,
     _server: ScriptedServer,
     data: PathBuf,
-}
-
-impl Node {
-    fn pid(&self) -> String {
-        self.child.id().expect("node exited").to_string()
-    }
-    fn signal(&self, sig: &str) {
-        let ok = std::process::Command::new("kill")
-            .args([sig, &self.pid()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig} failed");
-    }
 }
 
 async fn start(
@@ -72,7 +55,6 @@ async fn start_at(
     let data = work.join(format!("data-{name}"));
     let backend = format!("ollama={}", server.ollama_url());
     let mut args: Vec<String> = vec![
-        "node".into(),
         "--name".into(),
         name.into(),
         "--listen".into(),
@@ -94,40 +76,18 @@ async fn start_at(
     for j in join {
         args.extend(["--join".into(), j.to_string()]);
     }
-    let home = work.join(".home");
-    let mut child = tokio::process::Command::new(BIN)
-        .args(&args)
-        .current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
-        .env("QUORUM_API_TOKEN", TOKEN)
-        .env("QUORUM_COOKIE", cookie)
-        .env("QUORUM_MAX_CONCURRENT", capacity.to_string())
-        .env("QUORUM_FAULTS", work.join(format!("faults-{name}")))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("node did not start")
-        .unwrap()
-        .expect("node printed nothing");
-    let cluster = line
-        .split("cluster on ")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
-    let api = line.split("api on ").nth(1).map(|s| s.trim().to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = spawn_node(
+        node_command(&args, work)
+            .env("QUORUM_COOKIE", cookie)
+            .env("QUORUM_MAX_CONCURRENT", capacity.to_string())
+            .env("QUORUM_FAULTS", work.join(format!("faults-{name}")))
+            .env("RUST_LOG", "warn")
+            .stderr(Stdio::piped()),
+    )
+    .await;
+    let (cluster, api) = (node.cluster().to_string(), node.api.clone());
+    let mut child = node.child;
     let mut stderr = Some(BufReader::new(child.stderr.take().unwrap()).lines());
     if std::env::var_os("QUORUM_TEST_NODE_LOG").is_some() {
         let mut lines = stderr.take().unwrap();
@@ -148,8 +108,8 @@ async fn start_at(
     }
 }
 
-async fn client(node: &Node) -> ApiClient {
-    ApiClient::connect(node.api.as_ref().unwrap(), TOKEN)
+async fn connect(node: &Node) -> ApiClient {
+    ApiClient::connect(node.api.as_ref().unwrap(), NODE_TOKEN)
         .await
         .unwrap()
 }
@@ -178,43 +138,11 @@ async fn wait_alive(c: &ApiClient, names: &[&str]) {
     panic!("cluster never reached {want:?}; last saw {last:?}");
 }
 
+/// [`review_through`] one node, which must end it with a report (exit 0 or 1).
 async fn review_via(api: &str, work: &Path, out: &str) -> (i32, Value) {
-    let home = work.join(".home");
-    let out = work.join(out);
-    let o = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(BIN)
-            .args([
-                "review",
-                fixture("code_project").to_str().unwrap(),
-                "--cluster",
-                api,
-                "--out",
-                out.to_str().unwrap(),
-                "--quiet",
-            ])
-            .current_dir(work)
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-            .env("QUORUM_ANALYZERS__ENABLED", "false")
-            .env("QUORUM_API_TOKEN", TOKEN)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("review hung")
-    .unwrap();
-    let code = o.status.code().unwrap_or(-1);
-    assert!(
-        code == 0 || code == 1,
-        "review failed ({code}): {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (
-        code,
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap(),
-    )
+    let (code, report, stderr) = review_through(api, work, out).await;
+    assert!(code == 0 || code == 1, "review failed ({code}): {stderr}");
+    (code, report.expect("no report written"))
 }
 
 fn anchors(r: &Value) -> Vec<String> {
@@ -239,26 +167,6 @@ fn specialist_nodes(r: &Value) -> Vec<String> {
     v.sort();
     v.dedup();
     v
-}
-
-fn assert_complete_once(r: &Value) {
-    assert_eq!(r["status"], "completed", "{}", r["status_reason"]);
-    let tasks: Vec<&Value> = r["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
-        .collect();
-    assert_eq!(tasks.len(), SIX_TASKS);
-    assert!(
-        tasks.iter().all(|t| t["status"] == "completed"),
-        "{tasks:?}"
-    );
-    let a = anchors(r);
-    let mut d = a.clone();
-    d.dedup();
-    assert_eq!(a.len(), SIX_TASKS, "{a:?}");
-    assert_eq!(a, d, "duplicated findings");
 }
 
 /// Wait (bounded) until a worker's model server receives its first specialist request; the task id.
@@ -296,7 +204,7 @@ async fn three_nodes_find_what_one_node_finds() {
     let n1 = start("n1", w, &[], true, COOKIE, 150, 2).await;
     let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 150, 2).await;
     let n3 = start("n3", w, &[&n1.cluster], false, COOKIE, 150, 2).await;
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["n1", "n2", "n3"]).await;
     let (_, clustered) = review_via(n1.api.as_ref().unwrap(), w, "three").await;
     assert_complete_once(&clustered);
@@ -314,7 +222,7 @@ async fn kill_9_a_worker_and_the_review_completes_once() {
     let w = work.path();
     let n1 = start("n1", w, &[], true, COOKIE, 300, 1).await;
     let mut n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 3000, 2).await;
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
     let mut feed = n2._server.subscribe();
     let review = {
@@ -358,7 +266,7 @@ async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
     let n1 = start("n1", w, &[], true, COOKIE, 0, 1).await;
     n1._server.set_script(held_six_task_script());
     let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 1500, 2).await;
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
     let mut feed = n2._server.subscribe();
     let review = {
@@ -368,7 +276,7 @@ async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
     };
     first_attempt(&mut feed).await;
     // Freeze n2 past the deadline: n1 declares it lost and reassigns.
-    n2.signal("-STOP");
+    signal(&n2.child, "-STOP");
     wait_alive(&c, &["n1"]).await;
     // A new node joins mid-review and takes work.
     let n3 = start("n3", w, &[&n1.cluster], false, COOKIE, 100, 2).await;
@@ -376,7 +284,7 @@ async fn a_stopped_worker_s_late_results_are_ignored_and_a_joiner_gets_work() {
     specialist_requests(&n3._server, 1).await;
     n1._server.release();
     // n2 wakes up and delivers its stale result.
-    n2.signal("-CONT");
+    signal(&n2.child, "-CONT");
     let (_, report) = review.await.unwrap();
     assert_complete_once(&report);
     assert!(
@@ -393,7 +301,7 @@ async fn a_worker_whose_result_frames_are_all_dropped_has_its_attempts_re_placed
     std::fs::write(w.join("faults-n2"), "drop attempt_result\n").unwrap();
     let n1 = start("n1", w, &[], true, COOKIE, 100, 1).await;
     let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 100, 2).await;
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
     let (_, report) = review_via(n1.api.as_ref().unwrap(), w, "out").await;
     assert_complete_once(&report);
@@ -432,7 +340,7 @@ async fn a_node_with_the_wrong_cookie_is_refused() {
     .await
     .expect("the intruder never logged a refusal");
     assert!(refused.contains(&n1.cluster), "{refused}");
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     let names: Vec<String> = c
         .cluster_status()
         .await
@@ -449,7 +357,7 @@ async fn sigterm_drains_a_worker_its_attempt_finishes_not_lost() {
     let w = work.path();
     let n1 = start("n1", w, &[], true, COOKIE, 300, 1).await;
     let mut n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 1500, 1).await;
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
     let mut feed = n2._server.subscribe();
     let review = {
@@ -459,7 +367,7 @@ async fn sigterm_drains_a_worker_its_attempt_finishes_not_lost() {
     };
     let first = first_attempt(&mut feed).await;
     // Ask n2 to leave while it is mid-attempt: it finishes that attempt, then exits cleanly.
-    n2.signal("-TERM");
+    signal(&n2.child, "-TERM");
     let status = tokio::time::timeout(Duration::from_secs(60), n2.child.wait())
         .await
         .expect("n2 did not exit")
@@ -487,71 +395,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// `quorum review --cluster URL` in the background; its exit code and report.
-async fn review_code(api: &str, work: &Path, out: &str) -> (i32, Option<Value>, String) {
-    let home = work.join(".home");
-    let out = work.join(out);
-    let o = tokio::time::timeout(
-        Duration::from_secs(180),
-        tokio::process::Command::new(BIN)
-            .args([
-                "review",
-                fixture("code_project").to_str().unwrap(),
-                "--cluster",
-                api,
-                "--out",
-                out.to_str().unwrap(),
-                "--quiet",
-            ])
-            .current_dir(work)
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-            .env("QUORUM_ANALYZERS__ENABLED", "false")
-            .env("QUORUM_API_TOKEN", TOKEN)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("review hung")
-    .unwrap();
-    let report = std::fs::read_to_string(out.join("report.json"))
-        .ok()
-        .map(|s| serde_json::from_str(&s).unwrap());
-    (
-        o.status.code().unwrap_or(-1),
-        report,
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
-}
-
-/// Run the quorum binary to completion (bounded); (exit code, stdout, stderr).
-async fn quorum(work: &Path, args: &[&str]) -> (i32, String, String) {
-    let home = work.join(".home");
-    let o = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(BIN)
-            .args(args)
-            .current_dir(work)
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-            .env("QUORUM_ANALYZERS__ENABLED", "false")
-            .env("QUORUM_HOME", repo_root())
-            .env("QUORUM_API_TOKEN", TOKEN)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("quorum hung")
-    .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
 }
 
 /// The id of the one review `c`'s node knows, once it has one (bounded).
@@ -583,12 +426,12 @@ async fn kill_9_the_accepting_node_restart_it_and_the_followed_review_completes_
     let api = format!("127.0.0.1:{}", free_port());
     let mut n1 = start_at("n1", w, &[], Some(&api), COOKIE, 400, 1).await;
     let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 400, 1).await;
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
     let url = format!("http://{api}");
     let review = {
         let (w, url) = (w.to_path_buf(), url.clone());
-        tokio::spawn(async move { review_code(&url, &w, "out").await })
+        tokio::spawn(async move { review_through(&url, &w, "out").await })
     };
     // Two specialist tasks are done (on either node), then the conductor's node dies.
     let flow_id = the_flow(&c).await;
@@ -633,16 +476,17 @@ async fn cancel_through_the_api_stops_the_review_and_the_client_exits_3() {
     let n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 0, 1).await;
     n1._server.set_script(held_six_task_script());
     n2._server.set_script(held_six_task_script());
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
     let api = n1.api.clone().unwrap();
     let review = {
         let (w, api) = (w.to_path_buf(), api.clone());
-        tokio::spawn(async move { review_code(&api, &w, "out").await })
+        tokio::spawn(async move { review_through(&api, &w, "out").await })
     };
     let flow_id = the_flow(&c).await;
     specialist_requests(&n2._server, 1).await;
-    let (code, out, err) = quorum(w, &["flows", "cancel", &flow_id, "--cluster", &api]).await;
+    let (code, out, err) =
+        parts(&client(&["flows", "cancel", &flow_id, "--cluster", &api], w).await);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("cancelled"), "{out}");
     let seen = (n1._server.requests().len(), n2._server.requests().len());
@@ -673,14 +517,16 @@ async fn cluster_status_shows_every_node_with_its_state_and_role() {
     let w = work.path();
     let n1 = start("n1", w, &[], true, COOKIE, 100, 2).await;
     let _n2 = start("n2", w, &[&n1.cluster], false, COOKIE, 100, 3).await;
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["n1", "n2"]).await;
     let api = n1.api.clone().unwrap();
-    let (code, out, err) = quorum(
-        w,
-        &["cluster", "status", "--cluster", &api, "--format", "json"],
-    )
-    .await;
+    let (code, out, err) = parts(
+        &client(
+            &["cluster", "status", "--cluster", &api, "--format", "json"],
+            w,
+        )
+        .await,
+    );
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     let nodes = v["nodes"].as_array().unwrap();
@@ -703,7 +549,7 @@ async fn cluster_status_shows_every_node_with_its_state_and_role() {
     }
     let n2 = nodes.iter().find(|n| n["name"] == "n2").unwrap();
     assert_eq!(n2["capacity"], 3);
-    let (code, text, _) = quorum(w, &["cluster", "status", "--cluster", &api]).await;
+    let (code, text, _) = parts(&client(&["cluster", "status", "--cluster", &api], w).await);
     assert_eq!(code, 0);
     assert!(text.contains("n1") && text.contains("n2"), "{text}");
 }
@@ -713,11 +559,11 @@ async fn a_submitted_review_interrupted_by_kill_9_resumes_by_hand() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let mut n1 = start("n1", w, &[], true, COOKIE, 400, 1).await;
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     let api = n1.api.clone().unwrap();
     let review = {
         let (w, api) = (w.to_path_buf(), api.clone());
-        tokio::spawn(async move { review_code(&api, &w, "out").await })
+        tokio::spawn(async move { review_through(&api, &w, "out").await })
     };
     let flow_id = the_flow(&c).await;
     specialist_requests(&n1._server, 2).await;
@@ -730,23 +576,25 @@ async fn a_submitted_review_interrupted_by_kill_9_resumes_by_hand() {
         .unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let out = w.join("resumed");
-    let (code, stdout, stderr) = quorum(
-        w,
-        &[
-            "resume",
-            &flow_id,
-            "--data-dir",
-            n1.data.to_str().unwrap(),
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-        ],
-    )
-    .await;
+    let (code, stdout, stderr) = parts(
+        &client(
+            &[
+                "resume",
+                &flow_id,
+                "--data-dir",
+                n1.data.to_str().unwrap(),
+                "--backend",
+                &backend,
+                "--model",
+                MODEL,
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+            ],
+            w,
+        )
+        .await,
+    );
     assert!(
         code == 0 || code == 1,
         "resume exited {code}: {stdout}{stderr}"
@@ -789,7 +637,7 @@ async fn a_second_node_with_a_taken_name_is_refused_saying_so() {
         "{said}"
     );
     // The first node is untouched.
-    let c = client(&n1).await;
+    let c = connect(&n1).await;
     wait_alive(&c, &["twin"]).await;
 }
 
@@ -800,23 +648,25 @@ async fn verifier_flags_travel_with_a_submitted_review() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path();
     let solo = start("solo", w, &[], true, COOKIE, 0, 2).await;
-    let (code, stdout, stderr) = quorum(
-        w,
-        &[
-            "review",
-            fixture("code_project").to_str().unwrap(),
-            "--cluster",
-            solo.api.as_ref().unwrap(),
-            "--out",
-            w.join("out").to_str().unwrap(),
-            "--quiet",
-            "--verifiers",
-            "2",
-            "--verify-threshold",
-            "majority",
-        ],
-    )
-    .await;
+    let (code, stdout, stderr) = parts(
+        &client(
+            &[
+                "review",
+                fixture("code_project").to_str().unwrap(),
+                "--cluster",
+                solo.api.as_ref().unwrap(),
+                "--out",
+                w.join("out").to_str().unwrap(),
+                "--quiet",
+                "--verifiers",
+                "2",
+                "--verify-threshold",
+                "majority",
+            ],
+            w,
+        )
+        .await,
+    );
     assert!(code == 0 || code == 1, "{code}: {stdout}\n{stderr}");
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(w.join("out/report.json")).unwrap()).unwrap();

@@ -4,54 +4,16 @@
 //! errors of `--spec`; and a kill -9 mid-judging that a resume finishes without judging again.
 
 mod common;
-#[path = "../../../tests/support/mod.rs"]
-mod support;
 
+use common::*;
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
-use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
 const JUDGE: &str = "You are the conformance judge";
 const CRITERIA_STAGE: &str = "You read a spec and list its acceptance criteria";
-
-fn command(args: &[&str], cwd: &Path) -> tokio::process::Command {
-    let home = cwd.join(".home");
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-async fn quorum(args: &[&str], cwd: &Path) -> Output {
-    tokio::time::timeout(Duration::from_secs(90), command(args, cwd).output())
-        .await
-        .expect("quorum did not exit in time")
-        .expect("quorum ran")
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn target() -> PathBuf {
     fixture("conformance/service")
@@ -140,12 +102,6 @@ async fn review(server: &ScriptedServer, work: &Path, spec: &Path, extra: &[&str
     ];
     args.extend_from_slice(extra);
     quorum(&args, work).await
-}
-
-fn read_json(path: &Path) -> Value {
-    let body = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&body).unwrap()
 }
 
 fn judge_requests(server: &ScriptedServer) -> Vec<RecordedRequest> {
@@ -641,27 +597,21 @@ async fn kill_9_while_judging_then_resume_judges_only_what_was_not_judged() {
         .unwrap();
     let backend = format!("ollama={}", second.ollama_url());
     let out2 = work.path().join("out2");
-    let o = tokio::time::timeout(
-        Duration::from_secs(90),
-        command(
-            &[
-                "resume",
-                flow_id,
-                "--data-dir",
-                data.to_str().unwrap(),
-                "--backend",
-                &backend,
-                "--out",
-                out2.to_str().unwrap(),
-                "--quiet",
-            ],
-            work.path(),
-        )
-        .output(),
+    let o = quorum(
+        &[
+            "resume",
+            flow_id,
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--out",
+            out2.to_str().unwrap(),
+            "--quiet",
+        ],
+        work.path(),
     )
-    .await
-    .expect("resume hung")
-    .unwrap();
+    .await;
     assert_eq!(code(&o), 1, "{}", text(&o));
     let after = second.requests();
     let judged_after: Vec<&str> = after.iter().filter_map(judge_of).collect();
@@ -730,30 +680,13 @@ async fn a_judge_that_never_answers_leaves_the_review_partial_and_never_ready() 
     );
 }
 
-/// `quorum node` with the scripted server as its backend; the process and its API URL.
-async fn start_node(server: &ScriptedServer, work: &Path) -> (tokio::process::Child, String) {
-    common::start_node(BIN, &repo_root(), work, "n1", &server.ollama_url(), MODEL).await
-}
-
-async fn client(args: &[&str], work: &Path) -> Output {
-    tokio::time::timeout(
-        Duration::from_secs(90),
-        command(args, work)
-            .env("QUORUM_API_TOKEN", common::NODE_TOKEN)
-            .output(),
-    )
-    .await
-    .expect("the client did not exit in time")
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conformance_review_sent_to_a_node_carries_its_spec_and_gates_the_same() {
     let server = ScriptedServer::start(script(mixed_judgments()))
         .await
         .unwrap();
     let work = tempfile::tempdir().unwrap();
-    let (mut node, url) = start_node(&server, work.path()).await;
+    let (mut node, url) = start_node(&server, work.path(), "n1").await;
     let (t, spec) = (target(), spec());
     let out = work.path().join("out");
     let o = client(

@@ -4,56 +4,17 @@
 //! review killed before planning keeps the mode, and a `--cluster` review carries it to the
 //! node that runs it.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
 /// The default flow's `full_coverage` persona.
 const FULL: &str = "You are software_developer,";
-
-fn command(args: &[&str], cwd: &Path) -> tokio::process::Command {
-    let home = cwd.join(".home");
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("RUST_LOG")
-        .env_remove("QUORUM_COVERAGE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-async fn run(mut cmd: tokio::process::Command) -> Output {
-    tokio::time::timeout(Duration::from_secs(90), cmd.output())
-        .await
-        .expect("quorum did not exit in time")
-        .expect("quorum ran")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 /// The files whose bodies reached the added (engine) tasks' prompts.
 fn added_task_files(reqs: &[RecordedRequest]) -> BTreeSet<String> {
@@ -108,7 +69,7 @@ async fn full_coverage_adds_the_files_the_planner_left_out_and_sampled_adds_noth
         let backend = format!("ollama={}", server.ollama_url());
         let mut args = review_args(t, &backend, out.to_str().unwrap());
         args.extend(["--coverage", mode]);
-        let o = run(command(&args, work.path())).await;
+        let o = quorum(&args, work.path()).await;
         assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
         let report = read_json(&out.join("report.json"));
         let reqs = server.requests();
@@ -146,7 +107,7 @@ async fn the_config_key_sets_the_mode_and_bad_values_exit_2_in_one_line() {
         work.path(),
     );
     cmd.env("QUORUM_COVERAGE", "full");
-    let o = run(cmd).await;
+    let o = run(&mut cmd).await;
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     assert_full(&read_json(&out.join("report.json")));
     // ... and the flag wins over it.
@@ -155,7 +116,7 @@ async fn the_config_key_sets_the_mode_and_bad_values_exit_2_in_one_line() {
     args.extend(["--coverage", "sampled"]);
     let mut cmd = command(&args, work.path());
     cmd.env("QUORUM_COVERAGE", "full");
-    let o = run(cmd).await;
+    let o = run(&mut cmd).await;
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     assert_eq!(
         read_json(&out2.join("report.json"))["coverage"]["mode"],
@@ -180,7 +141,7 @@ async fn the_config_key_sets_the_mode_and_bad_values_exit_2_in_one_line() {
     for (flags, want) in cases {
         let mut args = vec!["review", t, "--backend", &backend, "--model", MODEL];
         args.extend_from_slice(flags);
-        let o = run(command(&args, work.path())).await;
+        let o = quorum(&args, work.path()).await;
         assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", text(&o));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(err.trim().lines().count(), 1, "{flags:?}: {err}");
@@ -188,7 +149,7 @@ async fn the_config_key_sets_the_mode_and_bad_values_exit_2_in_one_line() {
     }
     let mut cmd = command(&["review", t, "--backend", &backend], work.path());
     cmd.env("QUORUM_COVERAGE", "everything");
-    let o = run(cmd).await;
+    let o = run(&mut cmd).await;
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("configuration `coverage`"));
     assert_eq!(server.requests().len(), before, "nothing ran");
@@ -260,7 +221,7 @@ async fn a_resume_before_planning_keeps_the_full_mode() {
     let second = ScriptedServer::start(code_review_script()).await.unwrap();
     let out = work.path().join("out");
     let backend = format!("ollama={}", second.ollama_url());
-    let o = run(command(
+    let o = quorum(
         &[
             "resume",
             &flow_id,
@@ -273,7 +234,7 @@ async fn a_resume_before_planning_keeps_the_full_mode() {
             "--quiet",
         ],
         work.path(),
-    ))
+    )
     .await;
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     assert!(second
@@ -284,50 +245,11 @@ async fn a_resume_before_planning_keeps_the_full_mode() {
     assert_full(&read_json(&out.join("report.json")));
 }
 
-/// Start `quorum node` on an ephemeral API port with the scripted server as its backend.
-async fn start_node(server: &ScriptedServer, work: &Path) -> (tokio::process::Child, String) {
-    use tokio::io::{AsyncBufReadExt, BufReader};
-    let backend = format!("ollama={}", server.ollama_url());
-    let mut node = command(
-        &[
-            "node",
-            "--api",
-            "127.0.0.1:0",
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--name",
-            "n1",
-        ],
-        work,
-    )
-    .env("QUORUM_API_TOKEN", "s3cret")
-    .spawn()
-    .unwrap();
-    let stdout = node.stdout.take().unwrap();
-    let line = tokio::time::timeout(
-        Duration::from_secs(30),
-        BufReader::new(stdout).lines().next_line(),
-    )
-    .await
-    .expect("node did not start")
-    .unwrap()
-    .expect("node printed nothing");
-    let url = line
-        .split("api on ")
-        .nth(1)
-        .expect("no api url")
-        .trim()
-        .to_string();
-    (node, url)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_review_carries_the_mode_to_the_node() {
     let server = ScriptedServer::start(code_review_script()).await.unwrap();
     let work = tempfile::tempdir().unwrap();
-    let (mut node, url) = start_node(&server, work.path()).await;
+    let (mut node, url) = start_node(&server, work.path(), "n1").await;
     let target = fixture("code_project");
     let out = work.path().join("out");
     let mut cmd = command(
@@ -345,7 +267,7 @@ async fn a_cluster_review_carries_the_mode_to_the_node() {
         work.path(),
     );
     cmd.env("QUORUM_API_TOKEN", "s3cret");
-    let o = run(cmd).await;
+    let o = run(&mut cmd).await;
     let _ = node.kill().await;
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     assert_full(&read_json(&out.join("report.json")));

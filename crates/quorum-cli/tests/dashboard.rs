@@ -1,37 +1,22 @@
 //! `quorum node --http`: the dashboard in a real headless Chromium and `/metrics` as
 //! Prometheus text, against a real node process running a scripted review.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::ScriptedServer;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
-use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
 const TOKEN: &str = "dash-token/+=";
 const NODE: &str = "dash-node-1";
 
+/// `quorum ARGS` sending this test's token, one with characters a URL must encode.
 fn cmd(args: &[&str], work: &Path) -> tokio::process::Command {
-    let home = work.join(".home");
-    let mut c = tokio::process::Command::new(BIN);
-    c.args(args)
-        .current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        .env("QUORUM_API_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .kill_on_drop(true);
+    let mut c = command(args, work);
+    c.env("QUORUM_API_TOKEN", TOKEN);
     c
 }
 
@@ -47,63 +32,48 @@ async fn start_node_at(
     api: &str,
     http: &str,
 ) -> (tokio::process::Child, String, String) {
-    let mut child = cmd(
-        &[
-            "node",
-            "--api",
-            api,
-            "--http",
-            http,
-            "--backend",
-            backend,
-            "--model",
-            MODEL,
-            "--name",
-            NODE,
-        ],
-        work,
+    let node = spawn_node(
+        node_command(
+            &[
+                "--api",
+                api,
+                "--http",
+                http,
+                "--backend",
+                backend,
+                "--model",
+                MODEL,
+                "--name",
+                NODE,
+            ],
+            work,
+        )
+        .env("QUORUM_API_TOKEN", TOKEN),
     )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit())
-    .spawn()
-    .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("node did not start")
-        .unwrap()
-        .expect("node printed nothing");
-    let dash = line
-        .split("dashboard on ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no dashboard url in {line:?}"))
-        .to_string();
-    let api = line.split("api on ").nth(1).unwrap().trim().to_string();
-    (child, api, dash)
+    .await;
+    let dash = node
+        .dashboard
+        .clone()
+        .unwrap_or_else(|| panic!("no dashboard url in {:?}", node.banner));
+    let api = node.api().to_string();
+    (node.child, api, dash)
 }
 
 async fn review(api: &str, work: &Path) -> Value {
     let out = work.join("out");
-    let o = tokio::time::timeout(
-        Duration::from_secs(120),
-        cmd(
-            &[
-                "review",
-                fixture("code_project").to_str().unwrap(),
-                "--cluster",
-                api,
-                "--out",
-                out.to_str().unwrap(),
-                "--quiet",
-            ],
-            work,
-        )
-        .output(),
-    )
-    .await
-    .expect("review hung")
-    .unwrap();
+    let o = run(&mut cmd(
+        &[
+            "review",
+            fixture("code_project").to_str().unwrap(),
+            "--cluster",
+            api,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        work,
+    ))
+    .await;
     assert!(
         matches!(o.status.code(), Some(0) | Some(1)),
         "review failed: {}",
@@ -260,6 +230,21 @@ fn chromium() -> Option<PathBuf> {
         })
 }
 
+/// Chromium, or `None` with a SKIP line saying what went unchecked — unless the environment
+/// says it installed one (`QUORUM_REQUIRE_CHROMIUM=1`, as `.ci/run` does): then a missing
+/// browser fails the test instead of skipping it.
+fn chromium_or_skip(unchecked: &str) -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        assert!(
+            std::env::var("QUORUM_REQUIRE_CHROMIUM").as_deref() != Ok("1"),
+            "QUORUM_REQUIRE_CHROMIUM=1 but no chromium, chromium-browser or google-chrome on PATH: {unchecked}"
+        );
+        println!("SKIP: no chromium on PATH; {unchecked} (apt-get install chromium)");
+    }
+    found
+}
+
 async fn chromium_run(
     bin: &Path,
     profile: &Path,
@@ -303,7 +288,11 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
         assert_eq!(code, 401, "/metrics without a token must be refused");
         let (code, _) = get(&format!("{dash}api/cluster?token=wrong"), None).await;
         assert_eq!(code, 401);
-        let (code, _) = get(&format!("{dash}api/cluster?token={}", urlencode(TOKEN)), None).await;
+        let (code, _) = get(
+            &format!("{dash}api/cluster?token={}", urlencode(TOKEN)),
+            None,
+        )
+        .await;
         assert_eq!(code, 200, "the token in the query must be accepted");
         let (code, before) = get(&format!("{dash}metrics"), Some(TOKEN)).await;
         assert_eq!(code, 200);
@@ -321,13 +310,27 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
         assert_eq!(sum(&samples, "quorum_reviews_started_total", None), 1.0);
         let status = report["status"].as_str().unwrap();
         assert_eq!(
-            sum(&samples, "quorum_reviews_finished_total", Some(("status", status))),
+            sum(
+                &samples,
+                "quorum_reviews_finished_total",
+                Some(("status", status))
+            ),
             1.0,
             "{text}"
         );
         let calls = server.requests().len() as f64;
-        assert_eq!(sum(&samples, "quorum_model_calls_total", None), calls, "{text}");
-        assert!(sum(&samples, "quorum_model_tokens_total", Some(("direction", "in"))) > 0.0);
+        assert_eq!(
+            sum(&samples, "quorum_model_calls_total", None),
+            calls,
+            "{text}"
+        );
+        assert!(
+            sum(
+                &samples,
+                "quorum_model_tokens_total",
+                Some(("direction", "in"))
+            ) > 0.0
+        );
         assert_eq!(
             sum(&samples, "quorum_model_call_duration_seconds_count", None),
             calls
@@ -337,17 +340,34 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
             1.0,
             "{text}"
         );
-        assert!(sum(&samples, "quorum_placements_total", Some(("placement", "local"))) >= 3.0);
-        assert_eq!(sum(&samples, "quorum_cluster_nodes", Some(("state", "up"))), 1.0);
+        assert!(
+            sum(
+                &samples,
+                "quorum_placements_total",
+                Some(("placement", "local"))
+            ) >= 3.0
+        );
+        assert_eq!(
+            sum(&samples, "quorum_cluster_nodes", Some(("state", "up"))),
+            1.0
+        );
         // Everything drained once the review ended; the gauges exist.
-        for q in ["reviews_running", "tasks_pending", "specialists_active", "model_calls_in_flight"] {
+        for q in [
+            "reviews_running",
+            "tasks_pending",
+            "specialists_active",
+            "model_calls_in_flight",
+        ] {
             assert!(
-                samples
-                    .iter()
-                    .any(|s| s.name == "quorum_queue_depth" && s.labels.get("queue").map(String::as_str) == Some(q)),
+                samples.iter().any(|s| s.name == "quorum_queue_depth"
+                    && s.labels.get("queue").map(String::as_str) == Some(q)),
                 "no queue_depth{{queue={q:?}}}: {text}"
             );
-            assert_eq!(sum(&samples, "quorum_queue_depth", Some(("queue", q))), 0.0, "{q}");
+            assert_eq!(
+                sum(&samples, "quorum_queue_depth", Some(("queue", q))),
+                0.0,
+                "{q}"
+            );
         }
 
         // The JSON feeds the page reads.
@@ -360,7 +380,10 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
             .iter()
             .map(|e| e["kind"].as_str().unwrap())
             .collect();
-        assert!(kinds.contains(&"finding") && kinds.last() == Some(&"finished"), "{kinds:?}");
+        assert!(
+            kinds.contains(&"finding") && kinds.last() == Some(&"finished"),
+            "{kinds:?}"
+        );
         // Progress events carry when they happened, for the timeline.
         let stage = events["events"]
             .as_array()
@@ -370,8 +393,7 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
             .unwrap();
         assert!(stage["data"]["at_ms"].as_u64().unwrap() > 0, "{stage}");
 
-        let Some(bin) = chromium() else {
-            println!("SKIP: no chromium on PATH; the dashboard was not checked in a browser (apt-get install chromium)");
+        let Some(bin) = chromium_or_skip("the dashboard was not checked in a browser") else {
             let _ = node.kill().await;
             return;
         };
@@ -384,9 +406,15 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
             "chromium failed: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        assert!(dom.contains(&format!("data-node=\"{NODE}\"")), "no node row:\n{dom}");
+        assert!(
+            dom.contains(&format!("data-node=\"{NODE}\"")),
+            "no node row:\n{dom}"
+        );
         for t in ["t1", "t2", "t3", "scout", "planner", "verifier"] {
-            assert!(dom.contains(&format!("data-task=\"{t}\"")), "no task {t}:\n{dom}");
+            assert!(
+                dom.contains(&format!("data-task=\"{t}\"")),
+                "no task {t}:\n{dom}"
+            );
         }
         assert!(dom.contains(&title), "no finding {title:?}:\n{dom}");
         assert!(dom.contains(&flow_id));
@@ -405,7 +433,10 @@ async fn the_dashboard_shows_the_cluster_the_dag_and_the_findings_and_metrics_co
         assert!(png.starts_with(b"\x89PNG"), "the screenshot is not a PNG");
         // Kept: the temp dir is persisted so the screenshot can be looked at.
         let kept = work.keep();
-        println!("dashboard screenshot: {}", kept.join("dashboard.png").display());
+        println!(
+            "dashboard screenshot: {}",
+            kept.join("dashboard.png").display()
+        );
         let _ = node.kill().await;
     })
     .await
@@ -434,7 +465,8 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_a_review_the_node_resumed_after_a_restart() {
     tokio::time::timeout(Duration::from_secs(300), async {
-        let server = ScriptedServer::start(six_task_script(600, false))
+        // Every specialist answer is held until the node has died: it dies mid-review.
+        let server = ScriptedServer::start(six_tasks_holding_after(0))
             .await
             .unwrap();
         let work = tempfile::tempdir().unwrap();
@@ -464,12 +496,12 @@ async fn the_dashboard_shows_a_review_the_node_resumed_after_a_restart() {
         }
         node.kill().await.unwrap();
         let _ = node.wait().await;
+        server.release();
         let (mut node, _, dash) = start_node_at(work.path(), &backend, &api, &http).await;
         let report = review.await.unwrap();
         let flow_id = report["flow_id"].as_str().unwrap().to_string();
 
-        let Some(bin) = chromium() else {
-            println!("SKIP: no chromium on PATH; the resumed review was not checked in a browser");
+        let Some(bin) = chromium_or_skip("the resumed review was not checked in a browser") else {
             let _ = node.kill().await;
             return;
         };
@@ -498,7 +530,9 @@ async fn the_dashboard_shows_a_review_the_node_resumed_after_a_restart() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_live_stream_sends_a_running_review_s_events_as_sse_until_it_finishes() {
     tokio::time::timeout(Duration::from_secs(300), async {
-        let server = ScriptedServer::start(six_task_script(400, false))
+        // Every specialist answer is held until the stream is asked for: the review is running
+        // while the test looks at it.
+        let server = ScriptedServer::start(six_tasks_holding_after(0))
             .await
             .unwrap();
         let work = tempfile::tempdir().unwrap();
@@ -508,7 +542,7 @@ async fn the_live_stream_sends_a_running_review_s_events_as_sse_until_it_finishe
             let (w, api) = (work.path().to_path_buf(), api.clone());
             tokio::spawn(async move { review(&api, &w).await })
         };
-        // The review is running once a specialist has been asked (each takes 400 ms).
+        // The review is running once a specialist has been asked (and held).
         for i in 0.. {
             assert!(i < 2000, "the specialists never started");
             if server.requests().iter().any(|r| task_of(r).is_some()) {
@@ -521,12 +555,15 @@ async fn the_live_stream_sends_a_running_review_s_events_as_sse_until_it_finishe
         let flow_id = list["reviews"][0]["flow_id"].as_str().unwrap().to_string();
         assert_eq!(list["reviews"][0]["status"], "running", "{list}");
 
-        // Skip what the page already rendered from the backlog: the first two events.
-        let (code, body) = get(
-            &format!("{dash}api/reviews/{flow_id}/stream?after=2"),
-            Some(TOKEN),
-        )
-        .await;
+        // Skip what the page already rendered from the backlog: the first two events. The
+        // specialists are let go as the stream is asked for: what it must carry is the same
+        // whether it attaches while the review runs or after it ended.
+        let stream = {
+            let url = format!("{dash}api/reviews/{flow_id}/stream?after=2");
+            tokio::spawn(async move { get(&url, Some(TOKEN)).await })
+        };
+        server.release();
+        let (code, body) = stream.await.unwrap();
         assert_eq!(code, 200);
         let mut ids = Vec::new();
         let mut kinds = Vec::new();

@@ -1,17 +1,14 @@
 //! `quorum flows gc` on a data dir a clustered node used: the cluster blackboard's notes older
 //! than DAYS are pruned and counted, and while a node holds that database gc only warns.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_cluster::{Cluster, ClusterConfig, Envelope, MessageHandler};
 use std::path::Path;
 use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
-use support::*;
-
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
 
 struct Quiet;
 
@@ -30,23 +27,14 @@ async fn node_on(data: &Path) -> Cluster {
     Cluster::start(cfg, Arc::new(Quiet)).await.unwrap()
 }
 
+/// `quorum flows gc --older-than DAYS` on `data`.
 async fn gc(data: &Path, days: &str) -> Output {
-    let home = data.join(".home");
-    tokio::time::timeout(
-        Duration::from_secs(90),
-        tokio::process::Command::new(BIN)
-            .args(["flows", "gc", "--older-than", days, "--data-dir"])
-            .arg(data)
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("QUORUM_HOME", repo_root())
-            .env_remove("RUST_LOG")
-            .kill_on_drop(true)
-            .output(),
+    let d = data.to_str().unwrap();
+    quorum(
+        &["flows", "gc", "--older-than", days, "--data-dir", d],
+        data,
     )
     .await
-    .expect("gc did not exit in time")
-    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

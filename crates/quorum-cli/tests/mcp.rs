@@ -2,18 +2,15 @@
 //! against the scripted model server.
 
 mod common;
-#[path = "../../../tests/support/mod.rs"]
-mod support;
 
+use common::*;
 use quorum_testkit::ScriptedServer;
 use serde_json::{json, Value};
 use std::process::Stdio;
 use std::time::Duration;
-use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-const TOKEN: &str = common::NODE_TOKEN;
+const TOKEN: &str = NODE_TOKEN;
 
 struct Session {
     child: tokio::process::Child,
@@ -70,23 +67,11 @@ impl Session {
 }
 
 async fn spawn_mcp(work: &std::path::Path, args: &[&str]) -> Session {
-    let home = work.join(".home");
-    let mut child = tokio::process::Command::new(BIN)
-        .arg("mcp")
-        .args(args)
-        .current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
+    let args: Vec<&str> = std::iter::once("mcp").chain(args.iter().copied()).collect();
+    let mut child = command(&args, work)
         .env("QUORUM_API_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .kill_on_drop(true)
         .spawn()
         .unwrap();
     Session {
@@ -127,29 +112,12 @@ impl Session {
     }
 }
 
-/// `quorum node` on an ephemeral API port, its backend the scripted server; the process and
-/// its API URL.
-async fn spawn_node(
-    work: &std::path::Path,
-    server: &ScriptedServer,
-) -> (tokio::process::Child, String) {
-    common::start_node(
-        BIN,
-        &repo_root(),
-        work,
-        "mcp-node",
-        &server.ollama_url(),
-        MODEL,
-    )
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_cluster_the_review_runs_on_the_node_and_is_read_back_through_its_api() {
     tokio::time::timeout(Duration::from_secs(180), async {
         let server = ScriptedServer::start(code_review_script()).await.unwrap();
         let work = tempfile::tempdir().unwrap();
-        let (mut node, api) = spawn_node(work.path(), &server).await;
+        let (mut node, api) = start_node(&server, work.path(), "mcp-node").await;
 
         // No backend here: everything runs on the node.
         let mut s = spawn_mcp(work.path(), &["--cluster", &api]).await;
@@ -410,7 +378,7 @@ async fn an_agent_runs_a_conformance_review_on_a_cluster_with_its_spec() {
     tokio::time::timeout(Duration::from_secs(180), async {
         let server = ScriptedServer::start(conformance_script()).await.unwrap();
         let work = tempfile::tempdir().unwrap();
-        let (mut node, api) = spawn_node(work.path(), &server).await;
+        let (mut node, api) = start_node(&server, work.path(), "mcp-node").await;
         let mut s = spawn_mcp(work.path(), &["--cluster", &api]).await;
         s.initialize().await;
         let target = fixture("conformance/service");

@@ -4,47 +4,13 @@
 //! target is offered nothing; `quorum flows gc` prunes them and says how many.
 
 mod common;
-#[path = "../../../tests/support/mod.rs"]
-mod support;
 
+use common::*;
 use quorum_testkit::ScriptedServer;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Output;
-use std::time::Duration;
-use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
 const EARLIER: &str = "## Insights from earlier reviews";
-
-/// Run the binary isolated from the user's config; the data dir lives under `cwd`, so every
-/// run from the same `cwd` shares it.
-async fn quorum(args: &[&str], cwd: &Path) -> Output {
-    let home = cwd.join(".home");
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("QUORUM_DATA_DIR")
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(90), cmd.output())
-        .await
-        .expect("quorum did not exit in time")
-        .expect("quorum ran")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// Review `target` against a fresh scripted server; the planner's prompt and report.json.
 async fn review(work: &Path, target: &Path, out: &str) -> (String, Value) {
@@ -220,15 +186,7 @@ async fn a_node_offers_a_submitted_review_the_insights_of_the_last_one_of_its_ta
     let target = work.path().join("project");
     copy_dir(&fixture("code_project"), &target);
     let server = ScriptedServer::start(code_review_script()).await.unwrap();
-    let (mut node, api) = common::start_node(
-        BIN,
-        &repo_root(),
-        work.path(),
-        "mem-node",
-        &server.ollama_url(),
-        MODEL,
-    )
-    .await;
+    let (mut node, api) = start_node(&server, work.path(), "mem-node").await;
     let submit = |out: &str, extra: &[&str]| {
         let mut args: Vec<String> = [
             "review",
@@ -246,19 +204,7 @@ async fn a_node_offers_a_submitted_review_the_insights_of_the_last_one_of_its_ta
         let work = work.path().to_path_buf();
         async move {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let mut cmd = tokio::process::Command::new(BIN);
-            cmd.args(&args)
-                .current_dir(&work)
-                .env("HOME", work.join(".home"))
-                .env("XDG_CONFIG_HOME", work.join(".home/config"))
-                .env("QUORUM_HOME", repo_root())
-                .env("QUORUM_API_TOKEN", common::NODE_TOKEN)
-                .env_remove("RUST_LOG")
-                .kill_on_drop(true);
-            let o = tokio::time::timeout(Duration::from_secs(90), cmd.output())
-                .await
-                .expect("the client did not exit in time")
-                .unwrap();
+            let o = client(&args, &work).await;
             assert_eq!(o.status.code(), Some(1), "{}", text(&o));
             let json: Value = serde_json::from_str(
                 &std::fs::read_to_string(work.join(out_name(&args)).join("report.json")).unwrap(),

@@ -1,40 +1,25 @@
 //! `quorum node --api` and `quorum review --cluster`: a real node process, a real client
 //! process, the scripted model server behind the node; token checks at the edge.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::ScriptedServer;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
-use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-
+/// `quorum ARGS` sending `token` as the API token, or none at all.
 fn cmd(args: &[&str], work: &Path, token: Option<&str>) -> tokio::process::Command {
-    let home = work.join(".home");
-    let mut c = tokio::process::Command::new(BIN);
-    c.args(args)
-        .current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("RUST_LOG")
-        .env_remove("QUORUM_API_TOKEN")
-        .kill_on_drop(true);
+    let mut c = command(args, work);
     if let Some(t) = token {
         c.env("QUORUM_API_TOKEN", t);
     }
     c
 }
 
-/// Start a node and return it with its API URL (read from its first stdout line).
+/// Start node n1 (its API on an ephemeral port, its data dir the default one under `work`, so a
+/// `quorum flows show` there reads it) and return it with its API URL.
 async fn start_node(work: &Path, backend: &str) -> (tokio::process::Child, String) {
     start_node_with(work, backend, |_| {}).await
 }
@@ -45,9 +30,8 @@ async fn start_node_with(
     backend: &str,
     adjust: impl FnOnce(&mut tokio::process::Command),
 ) -> (tokio::process::Child, String) {
-    let mut c = cmd(
+    let mut c = node_command(
         &[
-            "node",
             "--api",
             "127.0.0.1:0",
             "--backend",
@@ -58,28 +42,11 @@ async fn start_node_with(
             "n1",
         ],
         work,
-        Some("s3cret"),
     );
     adjust(&mut c);
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("node did not start")
-        .unwrap()
-        .expect("node printed nothing");
-    let url = line
-        .split("api on ")
-        .nth(1)
-        .expect("no api url")
-        .trim()
-        .to_string();
-    (child, url)
+    let node = spawn_node(&mut c).await;
+    let api = node.api().to_string();
+    (node.child, api)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,25 +58,18 @@ async fn review_through_a_node_matches_a_local_review() {
     let target = fixture("code_project");
 
     let out = work.path().join("remote");
-    let o = tokio::time::timeout(
-        Duration::from_secs(90),
-        cmd(
-            &[
-                "review",
-                target.to_str().unwrap(),
-                "--cluster",
-                &url,
-                "--out",
-                out.to_str().unwrap(),
-            ],
-            work.path(),
-            Some("s3cret"),
-        )
-        .output(),
+    let o = client(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--cluster",
+            &url,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        work.path(),
     )
-    .await
-    .unwrap()
-    .unwrap();
+    .await;
     assert_eq!(
         o.status.code(),
         Some(1),
@@ -122,7 +82,7 @@ async fn review_through_a_node_matches_a_local_review() {
 
     // The same review, locally: the same findings.
     let local_out = work.path().join("local");
-    let o = cmd(
+    let o = quorum(
         &[
             "review",
             target.to_str().unwrap(),
@@ -134,11 +94,8 @@ async fn review_through_a_node_matches_a_local_review() {
             local_out.to_str().unwrap(),
         ],
         work.path(),
-        None,
     )
-    .output()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(o.status.code(), Some(1));
     let local: Value =
         serde_json::from_str(&std::fs::read_to_string(local_out.join("report.json")).unwrap())
@@ -172,14 +129,12 @@ async fn review_through_a_node_matches_a_local_review() {
     // No token, or a wrong one: refused at the edge, exit 2, nothing started.
     let before = server.requests().len();
     for token in [None, Some("wrong")] {
-        let o = cmd(
+        let o = run(&mut cmd(
             &["review", target.to_str().unwrap(), "--cluster", &url],
             work.path(),
             token,
-        )
-        .output()
-        .await
-        .unwrap();
+        ))
+        .await;
         assert_eq!(
             o.status.code(),
             Some(2),
@@ -221,7 +176,7 @@ async fn review_through_a_node_matches_a_local_review() {
 async fn node_refuses_bad_setups() {
     let work = tempfile::tempdir().unwrap();
     // No token.
-    let o = cmd(
+    let o = run(&mut cmd(
         &[
             "node",
             "--api",
@@ -231,14 +186,12 @@ async fn node_refuses_bad_setups() {
         ],
         work.path(),
         None,
-    )
-    .output()
-    .await
-    .unwrap();
+    ))
+    .await;
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("QUORUM_API_TOKEN"));
     // Non-loopback without TLS.
-    let o = cmd(
+    let o = run(&mut cmd(
         &[
             "node",
             "--api",
@@ -248,10 +201,8 @@ async fn node_refuses_bad_setups() {
         ],
         work.path(),
         Some("t"),
-    )
-    .output()
-    .await
-    .unwrap();
+    ))
+    .await;
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--insecure"));
 }
@@ -281,13 +232,8 @@ async fn the_accepting_node_runs_its_analyzers_and_the_client_can_turn_them_off(
             out.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        let mut c = cmd(&args, work.path(), Some("s3cret"));
-        async move {
-            tokio::time::timeout(Duration::from_secs(90), c.output())
-                .await
-                .unwrap()
-                .unwrap()
-        }
+        let mut c = cmd(&args, work.path(), Some(NODE_TOKEN));
+        async move { run(&mut c).await }
     };
     let credited = |report: &Value| {
         report["findings"]
@@ -331,13 +277,7 @@ async fn the_accepting_node_runs_its_analyzers_and_the_client_can_turn_them_off(
         .contains(&format!("src/db.py:{PLANTED_LINE} [ruff Q001]")));
     // Recorded with the review's facts on the node (what a takeover or resume replays).
     let flow_id = report["flow_id"].as_str().unwrap();
-    let shown = tokio::time::timeout(
-        Duration::from_secs(30),
-        cmd(&["flows", "show", flow_id], work.path(), None).output(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let shown = quorum(&["flows", "show", flow_id], work.path()).await;
     assert!(
         String::from_utf8_lossy(&shown.stdout).contains("analyzer:  ruff: 3 hits"),
         "{}",

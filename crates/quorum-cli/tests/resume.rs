@@ -1,38 +1,31 @@
 //! Durable reviews: kill -9 the review process mid-flight, resume it, and check that nothing
 //! finished is redone, nothing is lost, and nothing is reported twice.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
-use quorum_testkit::{RecordedRequest, Script, ScriptedServer};
+use common::*;
+use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
-use support::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
 const TASKS: usize = SIX_TASKS;
 
-fn script(flaky: bool) -> Script {
-    six_task_script(250, flaky)
-}
-
-fn cmd(args: &[&str], work: &Path) -> tokio::process::Command {
-    let home = work.join(".home");
-    let mut c = tokio::process::Command::new(BIN);
-    c.args(args)
-        .current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    c
+/// The six tasks, the first `done` answered at once and the rest held until the server is
+/// released (after the kill): the review is killed at exactly `done` completed tasks.
+/// `flaky` puts three 500s in front of the specialists.
+fn script(done: usize, flaky: bool) -> Script {
+    let mut s = six_tasks_holding_after(done);
+    if flaky {
+        s.rules.insert(
+            2,
+            Rule::new("flaky")
+                .when_system(["You are security_sentinel"])
+                .reply(Reply::status(500))
+                .times(3),
+        );
+    }
+    s
 }
 
 fn only_flow(data: &Path) -> String {
@@ -53,7 +46,8 @@ struct Crashed {
     requests_before_kill: usize,
 }
 
-/// Start a review, kill -9 it once `after` specialist tasks have completed.
+/// Start a review, kill -9 it once `after` specialist tasks have completed (the server holds
+/// every later answer), then let the server answer again for the resume.
 async fn review_then_kill(server: &ScriptedServer, after: usize) -> Crashed {
     let work = tempfile::tempdir().unwrap();
     let target = work.path().join("target");
@@ -61,7 +55,7 @@ async fn review_then_kill(server: &ScriptedServer, after: usize) -> Crashed {
     let data = work.path().join("data");
     let backend = format!("ollama={}", server.ollama_url());
     let mut feed = server.subscribe();
-    let mut child = cmd(
+    let mut child = command(
         &[
             "review",
             target.to_str().unwrap(),
@@ -80,7 +74,8 @@ async fn review_then_kill(server: &ScriptedServer, after: usize) -> Crashed {
     )
     .spawn()
     .unwrap();
-    // With one task at a time, the request for the (after+1)-th task means `after` finished.
+    // With one task at a time, the request for the (after+1)-th task means `after` finished;
+    // that request is held, so nothing more finishes before the kill.
     let mut seen = std::collections::BTreeSet::new();
     let waited = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(r) = feed.recv().await {
@@ -99,7 +94,9 @@ async fn review_then_kill(server: &ScriptedServer, after: usize) -> Crashed {
         after + 1
     );
     child.kill().await.unwrap(); // SIGKILL
+    let _ = child.wait().await;
     let requests_before_kill = server.requests().len();
+    server.release();
     let flow_id = only_flow(&data);
     // What the store says was completed at the moment of the kill.
     let store = quorum_store::DataDir::new(&data)
@@ -161,10 +158,7 @@ async fn resume_with(
         "--out",
         out.to_str().unwrap(),
     ]);
-    let o = tokio::time::timeout(Duration::from_secs(90), cmd(&args, c.work.path()).output())
-        .await
-        .expect("resume hung")
-        .unwrap();
+    let o = quorum(&args, c.work.path()).await;
     let code = o.status.code().unwrap_or(-1);
     assert!(
         code == 0 || code == 1,
@@ -229,11 +223,11 @@ fn assert_resumed_correctly(c: &Crashed, report: &Value, after: &[RecordedReques
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
-    let server = ScriptedServer::start(script(false)).await.unwrap();
+    let server = ScriptedServer::start(script(3, false)).await.unwrap();
     let crashed = review_then_kill(&server, 3).await;
 
     // `flows list` sees it as interrupted; a new review of the same target says so.
-    let o = cmd(
+    let o = quorum(
         &[
             "flows",
             "list",
@@ -242,9 +236,7 @@ async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
         ],
         crashed.work.path(),
     )
-    .output()
-    .await
-    .unwrap();
+    .await;
     let list = String::from_utf8_lossy(&o.stdout);
     assert!(
         list.contains(&crashed.flow_id) && list.contains("interrupted"),
@@ -257,7 +249,7 @@ async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
 
     // Finished now; resuming again re-emits the stored report without model calls.
     let before = server.requests().len();
-    let o = cmd(
+    let o = quorum(
         &[
             "resume",
             &crashed.flow_id,
@@ -266,9 +258,7 @@ async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
         ],
         crashed.work.path(),
     )
-    .output()
-    .await
-    .unwrap();
+    .await;
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("already finished"),
         "code {:?} stdout {} stderr {}",
@@ -280,7 +270,7 @@ async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
 
     // The trace export has one line per recorded attempt.
     let trace = crashed.work.path().join("trace.jsonl");
-    let o = cmd(
+    let o = quorum(
         &[
             "trace",
             "export",
@@ -292,9 +282,7 @@ async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
         ],
         crashed.work.path(),
     )
-    .output()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         o.status.code(),
         Some(0),
@@ -312,7 +300,7 @@ async fn kill_9_then_resume_redoes_nothing_and_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_with_a_flaky_server_then_resume() {
-    let server = ScriptedServer::start(script(true)).await.unwrap();
+    let server = ScriptedServer::start(script(2, true)).await.unwrap();
     let crashed = review_then_kill(&server, 2).await;
     // This time through `review PATH --resume`, which finds the interrupted flow by target.
     let (_, report, after) = resume_by_review(&crashed, &server).await;
@@ -321,7 +309,7 @@ async fn kill_9_with_a_flaky_server_then_resume() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changing_the_target_after_a_crash_does_not_change_what_is_reviewed() {
-    let server = ScriptedServer::start(script(false)).await.unwrap();
+    let server = ScriptedServer::start(script(2, false)).await.unwrap();
     let crashed = review_then_kill(&server, 2).await;
     // Rewrite and delete files the remaining tasks will read.
     std::fs::write(
@@ -361,7 +349,7 @@ async fn a_corrupt_store_is_reported_not_reset() {
     std::fs::create_dir_all(flow.join("db")).unwrap();
     std::fs::write(flow.join("db/conf"), b"garbage garbage garbage").unwrap();
     std::fs::write(flow.join("db/db"), b"garbage").unwrap();
-    let o = cmd(
+    let o = quorum(
         &[
             "resume",
             "20260101-000000-abcdef",
@@ -370,9 +358,7 @@ async fn a_corrupt_store_is_reported_not_reset() {
         ],
         work.path(),
     )
-    .output()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         o.status.code(),
         Some(2),
@@ -393,7 +379,9 @@ async fn a_corrupt_store_is_reported_not_reset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flows_cancel_stops_a_review_running_in_another_process() {
-    let server = ScriptedServer::start(six_task_script(3000, false))
+    // Every specialist answer is held (never released): the review is mid-call when the cancel
+    // comes, however fast the machine.
+    let server = ScriptedServer::start(six_tasks_holding_after(0))
         .await
         .unwrap();
     let work = tempfile::tempdir().unwrap();
@@ -401,7 +389,7 @@ async fn flows_cancel_stops_a_review_running_in_another_process() {
     let out = work.path().join("out");
     let backend = format!("ollama={}", server.ollama_url());
     let mut feed = server.subscribe();
-    let child = cmd(
+    let child = command(
         &[
             "review",
             fixture("code_project").to_str().unwrap(),
@@ -429,7 +417,7 @@ async fn flows_cancel_stops_a_review_running_in_another_process() {
     .await
     .expect("no specialist started");
     let flow_id = only_flow(&data);
-    let cancel = cmd(
+    let cancel = quorum(
         &[
             "flows",
             "cancel",
@@ -439,9 +427,7 @@ async fn flows_cancel_stops_a_review_running_in_another_process() {
         ],
         work.path(),
     )
-    .output()
-    .await
-    .unwrap();
+    .await;
     let said = String::from_utf8_lossy(&cancel.stdout).to_string();
     assert_eq!(
         cancel.status.code(),
@@ -474,7 +460,7 @@ async fn flows_cancel_stops_a_review_running_in_another_process() {
         "a model request started after cancel"
     );
     // The stored review reads as finished (partial) and is not resumable.
-    let again = cmd(
+    let again = quorum(
         &[
             "flows",
             "cancel",
@@ -484,8 +470,6 @@ async fn flows_cancel_stops_a_review_running_in_another_process() {
         ],
         work.path(),
     )
-    .output()
-    .await
-    .unwrap();
+    .await;
     assert!(String::from_utf8_lossy(&again.stdout).contains("already finished"));
 }

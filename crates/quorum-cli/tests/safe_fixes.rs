@@ -1,44 +1,12 @@
 //! `quorum review --flow document-review --apply-safe-fixes DIR` end to end: the target is left
 //! byte for byte as it was, the copy carries exactly the safe_auto fixes, the report lists them.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::ScriptedServer;
 use serde_json::Value;
 use std::path::Path;
-use std::process::Output;
-use std::time::Duration;
-use support::*;
-
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-
-async fn quorum(args: &[&str], cwd: &Path) -> Output {
-    let home = cwd.join(".home");
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(90), cmd.output())
-        .await
-        .expect("quorum did not exit in time")
-        .expect("quorum ran")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();

@@ -3,21 +3,16 @@
 //! (or SIGSTOPped past the election timeout) mid-review; a survivor takes the review over from
 //! the replicated facts and the followed review completes, with no completed task asked again.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_api::ApiClient;
 use quorum_testkit::ScriptedServer;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
-use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-const TOKEN: &str = "takeover-test-token";
 const COOKIE: &str = "takeover-test-cookie";
 const VOTERS: &str = "n1,n2,n3";
 
@@ -30,28 +25,16 @@ struct Node {
     data: PathBuf,
 }
 
-impl Node {
-    fn signal(&self, sig: &str) {
-        let pid = self.child.id().expect("node exited").to_string();
-        let ok = std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill {sig} failed");
-    }
-}
-
 async fn start(name: &str, work: &Path, join: &[&str]) -> Node {
-    // A second per specialist answer: the review must still be running when the test has seen
-    // two tasks done through the conductor's watch (watchable once the control plane agreed
-    // it). At 400 ms a fresh-clone CI run saw a whole review finish first, twice.
-    let server = ScriptedServer::start(six_task_script(1000, false))
+    // t1 and t2 answer at once, t3..t6 are held until the test releases them: the review
+    // stops at exactly two tasks done, the rest asked and unanswered, however fast or slow the
+    // machine, and the test kills, stops or cuts off the conductor at that point. (A scripted
+    // delay of 400 ms, then 1 s, had let a fresh-clone CI run finish the whole review first.)
+    let server = ScriptedServer::start(six_tasks_holding_after(2))
         .await
         .unwrap();
     let data = work.join(format!("data-{name}"));
     let mut args: Vec<String> = [
-        "node",
         "--name",
         name,
         "--listen",
@@ -78,59 +61,35 @@ async fn start(name: &str, work: &Path, join: &[&str]) -> Node {
     for j in join {
         args.extend(["--join".into(), j.to_string()]);
     }
-    let home = work.join(".home");
-    let mut child = tokio::process::Command::new(BIN)
-        .args(&args)
-        .current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
-        .env("QUORUM_API_TOKEN", TOKEN)
-        .env("QUORUM_COOKIE", COOKIE)
-        .env("QUORUM_MAX_CONCURRENT", "1")
-        .env("QUORUM_FAULTS", work.join(format!("faults-{name}")))
-        .env(
-            "RUST_LOG",
-            std::env::var("QUORUM_TEST_NODE_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("node did not start")
-        .unwrap()
-        .expect("node printed nothing");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = spawn_node(
+        node_command(&args, work)
+            .env("QUORUM_COOKIE", COOKIE)
+            .env("QUORUM_MAX_CONCURRENT", "1")
+            .env("QUORUM_FAULTS", work.join(format!("faults-{name}")))
+            .env(
+                "RUST_LOG",
+                std::env::var("QUORUM_TEST_NODE_LOG").unwrap_or_else(|_| "warn".into()),
+            ),
+    )
+    .await;
     assert!(
-        line.contains("control plane with voters n1,n2,n3"),
-        "{line}"
+        node.banner.contains("control plane with voters n1,n2,n3"),
+        "{}",
+        node.banner
     );
-    let field = |key: &str| {
-        line.split(key)
-            .nth(1)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_string()
-    };
     Node {
         name: name.to_string(),
-        cluster: field("cluster on "),
-        api: field("api on "),
-        child,
+        cluster: node.cluster().to_string(),
+        api: node.api().to_string(),
+        child: node.child,
         server,
         data,
     }
 }
 
-async fn client(node: &Node) -> ApiClient {
-    ApiClient::connect(&node.api, TOKEN).await.unwrap()
+async fn connect(node: &Node) -> ApiClient {
+    ApiClient::connect(&node.api, NODE_TOKEN).await.unwrap()
 }
 
 /// Four nodes up, every one seen alive, the three voters in one group with a leader and the
@@ -142,7 +101,7 @@ async fn cluster(work: &Path) -> Vec<Node> {
     for n in ["n2", "n3", "n4"] {
         nodes.push(start(n, work, &[&join]).await);
     }
-    let c = client(&nodes[0]).await;
+    let c = connect(&nodes[0]).await;
     let mut last = Vec::new();
     for _ in 0..600 {
         let st = c.cluster_status().await.unwrap();
@@ -169,7 +128,7 @@ async fn watch_to_the_end(
     flow_id: &str,
 ) -> tokio::task::JoinHandle<(BTreeSet<String>, Option<String>)> {
     use tokio_stream::StreamExt;
-    let c = client(node).await;
+    let c = connect(node).await;
     let mut events = None;
     // The learner's replica may lag the leader by a few entries.
     for _ in 0..600 {
@@ -196,44 +155,6 @@ async fn watch_to_the_end(
         }
         (done, None)
     })
-}
-
-/// `quorum review --cluster URL,URL,URL` in the background; its exit code and report.
-async fn review(urls: String, work: PathBuf) -> (i32, Option<Value>, String) {
-    let home = work.join(".home");
-    let out = work.join("out");
-    let o = tokio::time::timeout(
-        Duration::from_secs(240),
-        tokio::process::Command::new(BIN)
-            .args([
-                "review",
-                fixture("code_project").to_str().unwrap(),
-                "--cluster",
-                &urls,
-                "--out",
-                out.to_str().unwrap(),
-                "--quiet",
-            ])
-            .current_dir(&work)
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-            .env("QUORUM_ANALYZERS__ENABLED", "false")
-            .env("QUORUM_API_TOKEN", TOKEN)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("review hung")
-    .unwrap();
-    let report = std::fs::read_to_string(out.join("report.json"))
-        .ok()
-        .map(|s| serde_json::from_str(&s).unwrap());
-    (
-        o.status.code().unwrap_or(-1),
-        report,
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
 }
 
 /// Specialist requests per task, over every node's model server.
@@ -267,7 +188,7 @@ async fn review_under_way(
 
 async fn under_way(nodes: &[Node], n: usize) -> String {
     use tokio_stream::StreamExt;
-    let c = client(&nodes[0]).await;
+    let c = connect(&nodes[0]).await;
     let mut flow_id = None;
     for _ in 0..1200 {
         flow_id = c
@@ -327,32 +248,6 @@ fn completed_on(data: &Path, flow_id: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn assert_complete_once(r: &Value) {
-    assert_eq!(r["status"], "completed", "{}", r["status_reason"]);
-    let tasks: Vec<&Value> = r["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["id"].as_str().unwrap().starts_with('t'))
-        .collect();
-    assert_eq!(tasks.len(), SIX_TASKS);
-    assert!(
-        tasks.iter().all(|t| t["status"] == "completed"),
-        "{tasks:?}"
-    );
-    let mut anchors: Vec<String> = r["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["anchor"].to_string())
-        .collect();
-    anchors.sort();
-    let n = anchors.len();
-    anchors.dedup();
-    assert_eq!(anchors.len(), n, "duplicated findings");
-    assert_eq!(n, SIX_TASKS, "{anchors:?}");
-}
-
 fn urls(nodes: &[Node]) -> String {
     nodes[..3]
         .iter()
@@ -366,7 +261,10 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
     let work = tempfile::tempdir().unwrap();
     let w = work.path().to_path_buf();
     let mut nodes = cluster(&w).await;
-    let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
+    let mut follow = {
+        let (urls, w) = (urls(&nodes), w.clone());
+        tokio::spawn(async move { review_through(&urls, &w, "out").await })
+    };
     let flow_id = review_under_way(&nodes, 2, &mut follow).await;
     // A watcher on the learner, which never conducts: its stream outlives the conductor.
     let watcher = watch_to_the_end(&nodes[3], &flow_id).await;
@@ -376,6 +274,11 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
     let killed = std::time::Instant::now();
     nodes[0].child.kill().await.unwrap();
     let _ = nodes[0].child.wait().await;
+    // The survivors' model servers answer again: what the conductor had asked of them, and
+    // what the survivor that takes over asks.
+    for n in &nodes[1..] {
+        n.server.release();
+    }
     let done_before = completed_on(&nodes[0].data, &flow_id);
     let mut first_new_attempt = None;
     for _ in 0..1200 {
@@ -390,6 +293,11 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
         "takeover: conductor killed -> first new attempt on a survivor after {first_new_attempt:?}"
     );
     assert!(done_before.len() >= 2, "{done_before:?}");
+    // Exactly the two tasks that could answer were done when the conductor died.
+    assert_eq!(
+        done_before,
+        BTreeSet::from(["t1".to_string(), "t2".to_string()])
+    );
 
     let (code, report, stderr) = follow.await.unwrap();
     assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
@@ -416,7 +324,7 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
     assert_eq!(finished_tasks.len(), SIX_TASKS, "{finished_tasks:?}");
     // Any surviving node answers for the finished review from the replicated facts.
     for n in &nodes[1..3] {
-        let c = client(n).await;
+        let c = connect(n).await;
         let mut got = None;
         for _ in 0..600 {
             if let Ok(r) = c.report(&flow_id).await {
@@ -446,12 +354,15 @@ async fn a_conductor_stopped_past_the_election_timeout_steps_down_when_it_wakes(
     let work = tempfile::tempdir().unwrap();
     let w = work.path().to_path_buf();
     let nodes = cluster(&w).await;
-    let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
+    let mut follow = {
+        let (urls, w) = (urls(&nodes), w.clone());
+        tokio::spawn(async move { review_through(&urls, &w, "out").await })
+    };
     let flow_id = review_under_way(&nodes, 2, &mut follow).await;
 
-    nodes[0].signal("-STOP");
+    signal(&nodes[0].child, "-STOP");
     // Another node takes the review over (it says so in its cluster status).
-    let c2 = client(&nodes[1]).await;
+    let c2 = connect(&nodes[1]).await;
     let mut taken = None;
     for _ in 0..1200 {
         let st = c2.cluster_status().await.unwrap();
@@ -465,7 +376,12 @@ async fn a_conductor_stopped_past_the_election_timeout_steps_down_when_it_wakes(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let taken = taken.expect("nobody took the review over");
-    nodes[0].signal("-CONT");
+    // Every model server answers again — n1's own too, so that n1, woken, has a result to
+    // commit and learns it was fenced — then n1 wakes.
+    for n in &nodes {
+        n.server.release();
+    }
+    signal(&nodes[0].child, "-CONT");
 
     let (code, report, stderr) = follow.await.unwrap();
     assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
@@ -475,7 +391,7 @@ async fn a_conductor_stopped_past_the_election_timeout_steps_down_when_it_wakes(
     // Woken, n1 no longer conducts the review: asked for it, it answers from the replicated
     // facts (one event, the end) instead of from a run of its own (its whole event log).
     use tokio_stream::StreamExt;
-    let c1 = client(&nodes[0]).await;
+    let c1 = connect(&nodes[0]).await;
     let mut seen = Vec::new();
     for _ in 0..600 {
         seen.clear();
@@ -518,7 +434,10 @@ async fn a_partition_isolating_the_conductor_moves_the_review_to_the_majority() 
     let work = tempfile::tempdir().unwrap();
     let w = work.path().to_path_buf();
     let mut nodes = cluster(&w).await;
-    let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
+    let mut follow = {
+        let (urls, w) = (urls(&nodes), w.clone());
+        tokio::spawn(async move { review_through(&urls, &w, "out").await })
+    };
     let flow_id = review_under_way(&nodes, 2, &mut follow).await;
 
     // The transport filter cuts n1 (the conductor) off from every peer, both ways; the API
@@ -537,7 +456,7 @@ async fn a_partition_isolating_the_conductor_moves_the_review_to_the_majority() 
     }
 
     // The majority side takes the review over.
-    let c2 = client(&nodes[1]).await;
+    let c2 = connect(&nodes[1]).await;
     let mut taken = None;
     for _ in 0..1200 {
         let st = c2.cluster_status().await.unwrap();
@@ -551,6 +470,11 @@ async fn a_partition_isolating_the_conductor_moves_the_review_to_the_majority() 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let taken = taken.expect("the majority never took the review over");
+    // Every model server answers again: the majority finishes the review, and n1, cut off,
+    // gets its own attempt's result and cannot commit it.
+    for n in &nodes {
+        n.server.release();
+    }
 
     let (code, report, stderr) = follow.await.unwrap();
     assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
@@ -569,7 +493,7 @@ async fn a_partition_isolating_the_conductor_moves_the_review_to_the_majority() 
     );
 
     // The minority side stopped conducting: its own view no longer lists the review.
-    let c1 = client(&nodes[0]).await;
+    let c1 = connect(&nodes[0]).await;
     let mut still = true;
     for _ in 0..600 {
         let st = c1.cluster_status().await.unwrap();
@@ -610,10 +534,13 @@ async fn the_whole_cluster_down_a_node_that_never_conducted_resumes_the_review_b
     let work = tempfile::tempdir().unwrap();
     let w = work.path().to_path_buf();
     let mut nodes = cluster(&w).await;
-    let mut follow = tokio::spawn(review(urls(&nodes), w.clone()));
+    let mut follow = {
+        let (urls, w) = (urls(&nodes), w.clone());
+        tokio::spawn(async move { review_through(&urls, &w, "out").await })
+    };
     let flow_id = review_under_way(&nodes, 2, &mut follow).await;
     // n2 has the facts agreed so far: wait (bounded) until its replica holds two results.
-    let c2 = client(&nodes[1]).await;
+    let c2 = connect(&nodes[1]).await;
     let mut seen = BTreeSet::new();
     {
         use tokio_stream::StreamExt;
@@ -645,34 +572,26 @@ async fn the_whole_cluster_down_a_node_that_never_conducted_resumes_the_review_b
         "n2 conducted the review, so this would not test a node that never did"
     );
 
-    let home = w.join(".home");
+    // n2's model server stands in for the cluster's: it answers everything now.
+    nodes[1].server.release();
     let out = w.join("resumed");
-    let o = tokio::time::timeout(
-        Duration::from_secs(240),
-        tokio::process::Command::new(BIN)
-            .args([
-                "resume",
-                &flow_id,
-                "--data-dir",
-                nodes[1].data.to_str().unwrap(),
-                "--backend",
-                &format!("ollama={}", nodes[1].server.ollama_url()),
-                "--model",
-                MODEL,
-                "--out",
-                out.to_str().unwrap(),
-                "--quiet",
-            ])
-            .current_dir(&w)
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("QUORUM_HOME", repo_root())
-            .kill_on_drop(true)
-            .output(),
+    let o = quorum(
+        &[
+            "resume",
+            &flow_id,
+            "--data-dir",
+            nodes[1].data.to_str().unwrap(),
+            "--backend",
+            &format!("ollama={}", nodes[1].server.ollama_url()),
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        &w,
     )
-    .await
-    .expect("quorum resume did not finish")
-    .unwrap();
+    .await;
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.code() == Some(0) || o.status.code() == Some(1),

@@ -2,34 +2,22 @@
 //! `script`), NO_COLOR, nothing drawn when stderr is not a terminal, and
 //! `quorum flows show --watch` following a running review locally and through a node.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::ScriptedServer;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
-use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-const TOKEN: &str = "terminal-test-token";
-
+/// `program` (the binary, or `script` running it in a pseudo-terminal) isolated in `work`,
+/// sending the test node's token.
 fn cmd(program: &str, work: &Path) -> tokio::process::Command {
-    let home = work.join(".home");
     let mut c = tokio::process::Command::new(program);
-    c.current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
-        .env("QUORUM_API_TOKEN", TOKEN)
-        .env_remove("RUST_LOG")
-        .env_remove("NO_COLOR")
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
+    isolate(&mut c, work)
+        .env("QUORUM_API_TOKEN", NODE_TOKEN)
+        .stdin(Stdio::null());
     c
 }
 
@@ -84,8 +72,8 @@ async fn the_progress_display_draws_stages_in_a_terminal_honours_no_color_and_st
         let backend = format!("ollama={}", server.ollama_url());
 
         // Not a terminal: not a single control sequence or carriage return on stderr.
-        let o = cmd(BIN, work.path())
-            .args([
+        let o = quorum(
+            &[
                 "review",
                 fixture("code_project").to_str().unwrap(),
                 "--backend",
@@ -96,10 +84,10 @@ async fn the_progress_display_draws_stages_in_a_terminal_honours_no_color_and_st
                 work.path().join("piped").to_str().unwrap(),
                 "--data-dir",
                 work.path().join("data").to_str().unwrap(),
-            ])
-            .output()
-            .await
-            .unwrap();
+            ],
+            work.path(),
+        )
+        .await;
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(matches!(o.status.code(), Some(0) | Some(1)), "{err}");
         assert!(
@@ -168,14 +156,15 @@ async fn word_after(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flows_show_watch_follows_a_running_local_review_to_its_end() {
     tokio::time::timeout(Duration::from_secs(240), async {
-        // Slow specialists: the review is surely still running when the watcher starts.
-        let server = ScriptedServer::start(six_task_script(1500, false))
+        // Every specialist answer is held until the watcher has said it follows the running
+        // review: it starts while the review runs, however fast the machine.
+        let server = ScriptedServer::start(six_tasks_holding_after(0))
             .await
             .unwrap();
         let work = tempfile::tempdir().unwrap();
         let data = work.path().join("data");
-        let mut review = cmd(BIN, work.path())
-            .args([
+        let mut review = command(
+            &[
                 "review",
                 fixture("code_project").to_str().unwrap(),
                 "--backend",
@@ -186,30 +175,50 @@ async fn flows_show_watch_follows_a_running_local_review_to_its_end() {
                 work.path().join("out").to_str().unwrap(),
                 "--data-dir",
                 data.to_str().unwrap(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            ],
+            work.path(),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
         let mut lines = BufReader::new(review.stderr.take().unwrap()).lines();
         let flow_id = word_after(&mut lines, "quorum: review ").await;
-        // Scout, planner, then a specialist call that takes 1.5 s: the review holds its lock.
+        // Scout, planner, then a held specialist call: the review holds its lock.
         server.wait_for_requests(3).await;
 
-        let o = cmd(BIN, work.path())
-            .args([
+        let mut watcher = command(
+            &[
                 "flows",
                 "show",
                 &flow_id,
                 "--watch",
                 "--data-dir",
                 data.to_str().unwrap(),
-            ])
-            .output()
+            ],
+            work.path(),
+        )
+        .spawn()
+        .unwrap();
+        // It says it follows the running review (its first line), then the review goes on.
+        let mut said = BufReader::new(watcher.stderr.take().unwrap()).lines();
+        let first = tokio::time::timeout(Duration::from_secs(60), said.next_line())
             .await
+            .expect("the watcher said nothing")
+            .unwrap()
+            .unwrap_or_default();
+        server.release();
+        let mut rest = String::new();
+        while let Some(l) = said.next_line().await.unwrap() {
+            rest.push_str(&l);
+            rest.push('\n');
+        }
+        let o = tokio::time::timeout(Duration::from_secs(120), watcher.wait_with_output())
+            .await
+            .expect("the watcher did not end with the review")
             .unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = format!("{first}\n{rest}");
         assert!(o.status.success(), "{err}");
         assert!(
             err.contains(&format!("review {flow_id} (review of ")),
@@ -226,18 +235,18 @@ async fn flows_show_watch_follows_a_running_local_review_to_its_end() {
         assert!(matches!(status.code(), Some(0) | Some(1)));
 
         // A stored review: --watch just shows it.
-        let o = cmd(BIN, work.path())
-            .args([
+        let o = quorum(
+            &[
                 "flows",
                 "show",
                 &flow_id,
                 "--watch",
                 "--data-dir",
                 data.to_str().unwrap(),
-            ])
-            .output()
-            .await
-            .unwrap();
+            ],
+            work.path(),
+        )
+        .await;
         assert!(String::from_utf8_lossy(&o.stdout).contains("status:    completed"));
         assert!(!String::from_utf8_lossy(&o.stderr).contains("is running"));
     })
@@ -252,9 +261,8 @@ async fn flows_show_watch_with_cluster_follows_the_review_through_the_node() {
             .await
             .unwrap();
         let work = tempfile::tempdir().unwrap();
-        let mut node = cmd(BIN, work.path())
-            .args([
-                "node",
+        let node = spawn_node(&mut node_command(
+            &[
                 "--api",
                 "127.0.0.1:0",
                 "--name",
@@ -265,39 +273,37 @@ async fn flows_show_watch_with_cluster_follows_the_review_through_the_node() {
                 &format!("ollama={}", server.ollama_url()),
                 "--data-dir",
                 work.path().join("node-data").to_str().unwrap(),
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(node.stdout.take().unwrap()).lines();
-        let line = out
-            .next_line()
-            .await
-            .unwrap()
-            .expect("node printed nothing");
-        let api = line.split("api on ").nth(1).unwrap().trim().to_string();
+            ],
+            work.path(),
+        ))
+        .await;
+        let api = node.api().to_string();
+        let mut node = node.child;
 
-        let mut review = cmd(BIN, work.path())
-            .args([
+        let mut review = command(
+            &[
                 "review",
                 fixture("code_project").to_str().unwrap(),
                 "--cluster",
                 &api,
                 "--out",
                 work.path().join("out").to_str().unwrap(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            ],
+            work.path(),
+        )
+        .env("QUORUM_API_TOKEN", NODE_TOKEN)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
         let mut lines = BufReader::new(review.stderr.take().unwrap()).lines();
         let flow_id = word_after(&mut lines, "quorum: review ").await;
 
-        let o = cmd(BIN, work.path())
-            .args(["flows", "show", &flow_id, "--watch", "--cluster", &api])
-            .output()
-            .await
-            .unwrap();
+        let o = client(
+            &["flows", "show", &flow_id, "--watch", "--cluster", &api],
+            work.path(),
+        )
+        .await;
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert!(text.contains("status:    completed"), "{text}");
@@ -305,18 +311,18 @@ async fn flows_show_watch_with_cluster_follows_the_review_through_the_node() {
         assert!(text.contains("Defect in area 1"), "{text}");
         let _ = review.wait().await;
 
-        let o = cmd(BIN, work.path())
-            .args([
+        let o = client(
+            &[
                 "flows",
                 "show",
                 "20990101-000000-abcdef",
                 "--watch",
                 "--cluster",
                 &api,
-            ])
-            .output()
-            .await
-            .unwrap();
+            ],
+            work.path(),
+        )
+        .await;
         assert!(!o.status.success());
         assert!(String::from_utf8_lossy(&o.stderr).contains("no review 20990101-000000-abcdef"));
         let _ = node.kill().await;

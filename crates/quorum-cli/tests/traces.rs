@@ -1,10 +1,9 @@
 //! OpenTelemetry: a real two-node `quorum node` cluster exports its spans over OTLP/HTTP to an
 //! in-test receiver; the review's trace covers every stage and continues on the peer.
 #![cfg(feature = "otel")]
+mod common;
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
-
+use common::*;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use prost::Message;
@@ -12,13 +11,7 @@ use quorum_api::ApiClient;
 use quorum_testkit::ScriptedServer;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
-use support::*;
-use tokio::io::{AsyncBufReadExt, BufReader};
-
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-const TOKEN: &str = "trace-test-token";
 
 #[derive(Debug, Clone)]
 struct Span {
@@ -99,9 +92,7 @@ async fn start(name: &str, work: &Path, join: Option<&str>, api: bool, otlp: &st
     let server = ScriptedServer::start(six_task_script(0, false))
         .await
         .unwrap();
-    let home = work.join(".home");
     let mut args: Vec<String> = [
-        "node",
         "--name",
         name,
         "--listen",
@@ -130,45 +121,21 @@ async fn start(name: &str, work: &Path, join: Option<&str>, api: bool, otlp: &st
     if let Some(j) = join {
         args.extend(["--join".into(), j.to_string()]);
     }
-    let mut child = tokio::process::Command::new(BIN)
-        .args(&args)
-        .current_dir(work)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-        .env("QUORUM_ANALYZERS__ENABLED", "false")
-        .env("QUORUM_HOME", repo_root())
-        .env("QUORUM_API_TOKEN", TOKEN)
-        .env("QUORUM_COOKIE", "trace-test-cookie")
-        // One specialist at a time per node, so the conductor spreads tasks over both.
-        .env("QUORUM_MAX_CONCURRENT", "1")
-        .env("RUST_LOG", "warn")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
-        .env("OTEL_BSP_SCHEDULE_DELAY", "200")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("node did not start")
-        .unwrap()
-        .expect("node printed nothing");
-    let cluster = line
-        .split("cluster on ")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
-    let api = line.split("api on ").nth(1).map(|s| s.trim().to_string());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = spawn_node(
+        node_command(&args, work)
+            .env("QUORUM_COOKIE", "trace-test-cookie")
+            // One specialist at a time per node, so the conductor spreads tasks over both.
+            .env("QUORUM_MAX_CONCURRENT", "1")
+            .env("RUST_LOG", "warn")
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp)
+            .env("OTEL_BSP_SCHEDULE_DELAY", "200"),
+    )
+    .await;
     Node {
-        child,
-        cluster,
-        api,
+        cluster: node.cluster().to_string(),
+        api: node.api,
+        child: node.child,
         server,
     }
 }
@@ -196,7 +163,7 @@ async fn a_two_node_review_is_one_trace_covering_every_stage_and_the_peer() {
         let mut a = start("ta", w, None, true, &otlp).await;
         let mut b = start("tb", w, Some(&a.cluster.clone()), false, &otlp).await;
         let api = a.api.clone().unwrap();
-        let c = ApiClient::connect(&api, TOKEN).await.unwrap();
+        let c = ApiClient::connect(&api, NODE_TOKEN).await.unwrap();
         for i in 0.. {
             assert!(i < 600, "the two nodes never saw each other");
             let alive = c
@@ -211,9 +178,8 @@ async fn a_two_node_review_is_one_trace_covering_every_stage_and_the_peer() {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let home = w.join(".home");
-        let o = tokio::process::Command::new(BIN)
-            .args([
+        let o = client(
+            &[
                 "review",
                 fixture("code_project").to_str().unwrap(),
                 "--cluster",
@@ -221,17 +187,10 @@ async fn a_two_node_review_is_one_trace_covering_every_stage_and_the_peer() {
                 "--out",
                 w.join("out").to_str().unwrap(),
                 "--quiet",
-            ])
-            .current_dir(w)
-            .env("HOME", &home)
-            .env("XDG_CONFIG_HOME", home.join("config"))
-            // Tools on this machine's PATH (ruff, bandit...) must not change what is reviewed.
-            .env("QUORUM_ANALYZERS__ENABLED", "false")
-            .env("QUORUM_API_TOKEN", TOKEN)
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .output()
-            .await
-            .unwrap();
+            ],
+            w,
+        )
+        .await;
         assert!(
             matches!(o.status.code(), Some(0) | Some(1)),
             "{}",

@@ -2,42 +2,13 @@
 //! the scripted server's recorded requests and in report.json's verification ledger), and bad
 //! values stop the command with exit 2 and one line before anything runs.
 
-#[path = "../../../tests/support/mod.rs"]
-mod support;
+mod common;
 
+use common::*;
 use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-use support::*;
-
-const BIN: &str = env!("CARGO_BIN_EXE_quorum");
-
-async fn quorum(args: &[&str], cwd: &Path) -> Output {
-    let home = cwd.join(".home");
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("RUST_LOG")
-        .kill_on_drop(true);
-    tokio::time::timeout(Duration::from_secs(90), cmd.output())
-        .await
-        .expect("quorum did not exit in time")
-        .expect("quorum ran")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn verifier_calls(server: &ScriptedServer) -> usize {
     server
@@ -160,10 +131,9 @@ async fn resume_keeps_the_verifier_flags_of_the_interrupted_review() {
     let first = ScriptedServer::start(stuck).await.unwrap();
     let work = tempfile::tempdir().unwrap();
     let data = work.path().join("data");
-    let home = work.path().join(".home");
     let mut feed = first.subscribe();
-    let mut child = tokio::process::Command::new(BIN)
-        .args([
+    let mut child = command(
+        &[
             "review",
             fixture("code_project").to_str().unwrap(),
             "--backend",
@@ -177,17 +147,13 @@ async fn resume_keeps_the_verifier_flags_of_the_interrupted_review() {
             "2",
             "--verify-threshold",
             "majority",
-        ])
-        .current_dir(work.path())
-        .env("HOME", &home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("QUORUM_HOME", repo_root())
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        ],
+        work.path(),
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let reached = tokio::time::timeout(Duration::from_secs(60), async {
         while let Some(r) = feed.recv().await {
             if r.system.contains(VERIFIER) {

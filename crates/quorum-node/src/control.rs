@@ -4,7 +4,7 @@
 //! assigned to it that it is not running.
 
 use crate::error::NodeError;
-use crate::service::NodeService;
+use quorum_api::ApiError;
 use quorum_cluster::{Cluster, Envelope};
 use quorum_control::{Command, ControlPlane, Outcome, ReviewRecord};
 use quorum_core::pack::ContextPack;
@@ -116,6 +116,17 @@ fn replicable(fact: &ReplicatedFact) -> Result<serde_json::Value, NodeError> {
     )))
 }
 
+/// The node's review service as the takeover loop needs it: whether it runs a review now, and
+/// resuming one the control plane assigned here from its rebuilt store, its facts going on
+/// through `sink` at the new epoch. `NodeService` is the one implementation; the control side
+/// names only this, so it depends on the service no more than the service's API needs.
+pub trait ReviewHost: Send + Sync {
+    /// Has this process run (or is it running) the review?
+    fn conducts(&self, flow_id: &str) -> bool;
+    /// Resume the review from its store rebuilt from the replicated facts.
+    fn resume_replicated(&self, flow_id: &str, sink: Arc<dyn FactSink>) -> Result<bool, ApiError>;
+}
+
 /// The control plane as this node uses it.
 pub struct NodeControl {
     plane: ControlPlane,
@@ -129,7 +140,7 @@ pub struct NodeControl {
     /// Takeover failures already logged, so a review that cannot be taken over here is said once.
     reported: Mutex<HashSet<(String, String)>>,
     cluster: OnceLock<Cluster>,
-    service: OnceLock<Weak<NodeService>>,
+    service: OnceLock<Weak<dyn ReviewHost>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -156,7 +167,9 @@ impl NodeControl {
         &self.plane
     }
 
-    pub(crate) fn bind_service(&self, service: Weak<NodeService>) {
+    /// The service that resumes the reviews the control plane assigns to this node (set once,
+    /// by `NodeService::set_control`).
+    pub fn bind_service(&self, service: Weak<dyn ReviewHost>) {
         let _ = self.service.set(service);
     }
 
@@ -431,7 +444,7 @@ impl NodeControl {
 
     async fn take_over(
         &self,
-        service: &Arc<NodeService>,
+        service: &Arc<dyn ReviewHost>,
         flow_id: &str,
         epoch: u64,
     ) -> Result<(), NodeError> {

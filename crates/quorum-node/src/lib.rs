@@ -9,11 +9,12 @@ pub mod cluster;
 pub mod control;
 mod error;
 pub mod http;
+mod packs;
 mod service;
 
-pub use cluster::{
-    BlobCache, ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry, BLOB_CACHE_BYTES,
-};
-pub use control::{ControlSink, NodeControl};
+pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent};
+pub use control::{ControlSink, NodeControl, ReviewHost};
 pub use error::NodeError;
-pub use service::{NodeMemory, NodeService, NodeSetup};
+pub use packs::{BlobCache, PackRegistry, BLOB_CACHE_BYTES};
+pub use service::setup::{NodeMemory, NodeSetup};
+pub use service::state::NodeService;

@@ -1,24 +1,22 @@
-//! `quorum node` and `quorum review --cluster`: glue between the CLI, the node service and the
-//! API client.
+//! `quorum node`: a long-running node — the review API, the dashboard, cluster links with the
+//! control plane — started from the command line, drained on ctrl-c or SIGTERM.
 
-use crate::commands::{
-    backend_configs, data_dir, load_settings, node_name, print_outcome, ready_backends,
-    write_reports,
-};
-use crate::exit::{incomplete, ExitCode};
+mod dashboard;
+mod faults;
+
+use crate::args::NodeArgs;
+use crate::client::TOKEN_ENV;
+use crate::exit::ExitCode;
 use crate::settings;
-use crate::{NodeArgs, ReviewArgs};
+use crate::setup::{
+    backend_configs, data_dir, load_settings, node_name, ready_backends, RuntimeLayer, RUNTIME_KEY,
+};
 use anyhow::{bail, Context, Result};
-use quorum_api::{pb, ApiClient};
-use quorum_core::pack::ContextPack;
-use quorum_core::report::Report;
+use quorum_api::pb;
 use quorum_node::{NodeService, NodeSetup};
-use quorum_runtime::Progress;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-const TOKEN_ENV: &str = "QUORUM_API_TOKEN";
 
 fn is_loopback(addr: &SocketAddr) -> bool {
     addr.ip().is_loopback()
@@ -64,7 +62,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             bail!("refusing to serve the API on non-loopback {a} without TLS; pass --api-tls-cert/--api-tls-key, put it behind a TLS proxy, or pass --insecure");
         }
     }
-    let http_addr = crate::dashboard::http_addr(args.http.as_deref(), args.insecure)?;
+    let http_addr = dashboard::http_addr(args.http.as_deref(), args.insecure)?;
     let listen: Option<SocketAddr> = match &args.listen {
         Some(l) => Some(
             l.parse()
@@ -114,9 +112,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         .ok()
         .map(Arc::new);
     if let Some(ns) = &node_store {
-        if let Ok(Some(learned)) =
-            ns.get::<crate::commands::RuntimeLayer>(crate::commands::RUNTIME_KEY)
-        {
+        if let Ok(Some(learned)) = ns.get::<RuntimeLayer>(RUNTIME_KEY) {
             backends.apply_runtime(&learned);
         }
         // Saved every 30 s too, so a kill -9 loses at most that much learning.
@@ -127,7 +123,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             tick.tick().await;
             loop {
                 tick.tick().await;
-                if let Err(e) = ns.put(crate::commands::RUNTIME_KEY, &b.runtime_snapshot()) {
+                if let Err(e) = ns.put(RUNTIME_KEY, &b.runtime_snapshot()) {
                     tracing::warn!(error = %e, "cannot persist runtime model stats");
                 }
             }
@@ -218,7 +214,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         a.attach(started.clone());
         transport.bind(started.clone());
         if let Ok(path) = std::env::var("QUORUM_FAULTS") {
-            tokio::spawn(fault_file_loop(started.clone(), path.into()));
+            tokio::spawn(faults::fault_file_loop(started.clone(), path.into()));
         }
         if let Some(c) = &control {
             c.attach(started.clone(), control_tick);
@@ -349,7 +345,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             });
         }
         if let Some(addr) = http_addr {
-            let url = crate::dashboard::start(addr, svc.clone(), &token).await?;
+            let url = dashboard::start(addr, svc.clone(), &token).await?;
             line.push_str(&format!(" dashboard on {url}"));
         }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -439,7 +435,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         c.shutdown().await;
     }
     if let Some(ns) = &node_store {
-        if let Err(e) = ns.put(crate::commands::RUNTIME_KEY, &backends.runtime_snapshot()) {
+        if let Err(e) = ns.put(RUNTIME_KEY, &backends.runtime_snapshot()) {
             tracing::warn!(error = %e, "cannot persist runtime model stats");
         }
     }
@@ -456,46 +452,6 @@ fn election_timeouts(
     let min = (deadline / 3).max(heartbeat * 2);
     let max = (deadline / 2).max(min + heartbeat);
     (min, max)
-}
-
-/// Fault injection for tests and chaos drills (`QUORUM_FAULTS=FILE`): every 100 ms the file is
-/// read and each `partition NAME` line cuts this node off from that peer through the cluster's
-/// transport filter (frames both ways are dropped), and each `drop KIND` line drops this node's
-/// outgoing frames of that kind (`attempt_result`: a worker whose results never arrive); a line
-/// removed undoes it. Without the variable nothing of this runs.
-async fn fault_file_loop(cluster: quorum_cluster::Cluster, path: std::path::PathBuf) {
-    use std::collections::BTreeSet;
-    let (mut cut, mut dropped) = (BTreeSet::<String>::new(), BTreeSet::<String>::new());
-    let mut tick = tokio::time::interval(std::time::Duration::from_millis(100));
-    loop {
-        tick.tick().await;
-        let text = tokio::fs::read_to_string(&path).await.unwrap_or_default();
-        let rule = |prefix: &str| -> BTreeSet<String> {
-            text.lines()
-                .filter_map(|l| l.trim().strip_prefix(prefix))
-                .map(|n| n.trim().to_string())
-                .filter(|n| !n.is_empty())
-                .collect()
-        };
-        let (want_cut, want_dropped) = (rule("partition "), rule("drop "));
-        for n in want_cut.difference(&cut) {
-            tracing::warn!(peer = %n, "fault injection: partitioned from peer");
-            cluster.filter().partition(n);
-        }
-        for n in cut.difference(&want_cut) {
-            tracing::warn!(peer = %n, "fault injection: partition healed");
-            cluster.filter().heal(n);
-        }
-        for k in want_dropped.difference(&dropped) {
-            tracing::warn!(kind = %k, "fault injection: dropping outgoing frames");
-            cluster.filter().drop_kinds(&[k.as_str()]);
-        }
-        for k in dropped.difference(&want_dropped) {
-            tracing::warn!(kind = %k, "fault injection: sending frames again");
-            cluster.filter().allow_kinds(&[k.as_str()]);
-        }
-        (cut, dropped) = (want_cut, want_dropped);
-    }
 }
 
 async fn shutdown_signal() {
@@ -518,377 +474,6 @@ async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-/// How long a follower keeps trying to find its review again after losing the stream (the
-/// node restarting and resuming it, or another node answering for it).
-const FOLLOW_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// The CA given with the global `--ca`, for `https://` cluster URLs.
-static API_CA: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-
-pub fn set_api_ca(ca: Option<std::path::PathBuf>) {
-    let _ = API_CA.set(ca);
-}
-
-/// Connect to the first node of `urls` that answers.
-pub(crate) async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, String)> {
-    let ca = match API_CA.get().and_then(|c| c.as_deref()) {
-        Some(path) => Some(quorum_api::read_ca(path).map_err(|e| anyhow::anyhow!("--ca: {e}"))?),
-        None => None,
-    };
-    let mut last = String::new();
-    for url in urls {
-        match ApiClient::connect_with_ca(url, token, ca.as_deref()).await {
-            Ok(c) => return Ok((c, url.clone())),
-            Err(e) => last = format!("{url}: {e}"),
-        }
-    }
-    Err(incomplete(format!("cannot reach the cluster ({last})")))
-}
-
-/// Follow `flow_id` to its end, reconnecting to any of `urls` when the stream is lost. Returns
-/// the client of the node that holds the finished review. With `unknown_is_error`, a node
-/// that has never heard of the review ends the follow at once (`flows show --watch`); a
-/// review just submitted is followed through such answers instead.
-pub(crate) async fn follow(
-    urls: &[String],
-    token: &str,
-    mut client: ApiClient,
-    flow_id: &str,
-    quiet: bool,
-    unknown_is_error: bool,
-) -> Result<ApiClient> {
-    use tokio_stream::StreamExt;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let draw = !quiet && std::io::stderr().is_terminal();
-    let renderer = tokio::spawn(crate::progress::render(rx, draw));
-    let mut lost_since: Option<std::time::Instant> = None;
-    let mut last_error = String::new();
-    // Each reconnect starts one URL further on: after a takeover the node that answered first
-    // may not be the one that conducts the review now.
-    let mut turn = 0usize;
-    'follow: loop {
-        match client.watch(flow_id).await {
-            Ok(mut events) => {
-                lost_since = None;
-                while let Some(ev) = events.next().await {
-                    match ev {
-                        Ok(ev) if ev.kind == quorum_api::FINISHED_KIND => break 'follow,
-                        Ok(ev) => {
-                            if let Ok(p) = serde_json::from_str::<Progress>(&ev.json) {
-                                let _ = tx.send(p);
-                            }
-                        }
-                        Err(e) => {
-                            last_error = e.to_string();
-                            break;
-                        }
-                    }
-                }
-                if last_error.is_empty() {
-                    last_error = "the event stream ended early".into();
-                }
-            }
-            Err(quorum_api::ApiError::NotFound(m)) if unknown_is_error => {
-                drop(tx);
-                renderer.abort();
-                bail!("no review {flow_id} on {}: {m}", urls.join(","));
-            }
-            Err(e) => last_error = e.to_string(),
-        }
-        let since = *lost_since.get_or_insert_with(std::time::Instant::now);
-        if since.elapsed() > FOLLOW_WINDOW {
-            drop(tx);
-            renderer.abort();
-            return Err(incomplete(format!(
-                "lost review {flow_id} ({last_error}) and no node of {} has it back after {} s; fetch it later with `quorum flows show`",
-                urls.join(","),
-                FOLLOW_WINDOW.as_secs()
-            )));
-        }
-        if !quiet {
-            eprintln!("quorum: lost the review's event stream ({last_error}); reconnecting");
-        }
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        turn += 1;
-        let mut rotated = urls.to_vec();
-        if !rotated.is_empty() {
-            rotated.rotate_left(turn % urls.len());
-        }
-        if let Ok((c, _)) = connect_any(&rotated, token).await {
-            client = c;
-        }
-    }
-    drop(tx);
-    let _ = renderer.await;
-    Ok(client)
-}
-
-/// A snapshot's files as a submission carries them.
-pub(crate) fn source_files(pack: &ContextPack) -> Vec<pb::SourceFile> {
-    pack.files
-        .values()
-        .map(|f| pb::SourceFile {
-            path: f.path.clone(),
-            content: f.content.as_bytes().to_vec(),
-        })
-        .collect()
-}
-
-fn api_token(token_file: Option<&std::path::Path>) -> Result<String> {
-    quorum_api::load_token(TOKEN_ENV, token_file).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-/// `quorum flows cancel FLOW_ID --cluster URL`.
-pub async fn cancel_remote(
-    flow_id: &str,
-    urls: &[String],
-    token_file: Option<&std::path::Path>,
-) -> Result<ExitCode> {
-    let token = api_token(token_file)?;
-    let (client, url) = connect_any(urls, &token).await?;
-    let cancelled = client
-        .cancel(flow_id)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot cancel review {flow_id} on {url}: {e}"))?;
-    if cancelled {
-        println!("review {flow_id} cancelled on {url}; its report says so");
-    } else {
-        println!("review {flow_id} had already finished on {url}; nothing to cancel");
-    }
-    Ok(ExitCode::Clean)
-}
-
-/// `quorum cluster status --cluster URL [--format json]`.
-pub async fn cluster_status(
-    urls: &[String],
-    format: &str,
-    token_file: Option<&std::path::Path>,
-) -> Result<ExitCode> {
-    let token = api_token(token_file)?;
-    let (client, url) = connect_any(urls, &token).await?;
-    let mut nodes = client
-        .cluster_status()
-        .await
-        .map_err(|e| incomplete(format!("cannot read the cluster status from {url}: {e}")))?;
-    nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    if format == "json" {
-        let out: Vec<serde_json::Value> = nodes
-            .iter()
-            .map(|n| {
-                serde_json::json!({
-                    "name": n.name,
-                    "state": if n.state.is_empty() { if n.alive { "up" } else { "lost" } } else { n.state.as_str() },
-                    "voter": n.voter,
-                    "leader": n.leader,
-                    "capacity": n.capacity,
-                    "in_flight": n.in_flight,
-                    "models": n.models,
-                    "conducting": n.conducting,
-                    "addr": n.addr,
-                    "last_seen_ms": n.last_seen_ms,
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "nodes": out }))
-                .context("cannot encode the status")?
-        );
-        return Ok(ExitCode::Clean);
-    }
-    println!(
-        "{:<16} {:<9} {:<10} {:>8} {:>9}  {:<28} conducting",
-        "node", "state", "role", "capacity", "in flight", "models"
-    );
-    for n in &nodes {
-        let role = match (n.voter, n.leader) {
-            (_, true) => "leader",
-            (true, false) => "voter",
-            _ => "member",
-        };
-        println!(
-            "{:<16} {:<9} {:<10} {:>8} {:>9}  {:<28} {}",
-            n.name,
-            if n.state.is_empty() {
-                "up"
-            } else {
-                n.state.as_str()
-            },
-            role,
-            n.capacity,
-            n.in_flight,
-            n.models.join(","),
-            if n.conducting.is_empty() {
-                "-".to_string()
-            } else {
-                n.conducting.join(",")
-            }
-        );
-    }
-    if !nodes.iter().any(|n| n.voter) {
-        println!("\nno consensus group (takeover not available; start 3 or 5 nodes with the same --voters): a review survives its conducting node only by `quorum resume` (or a node restart) on that node");
-    }
-    Ok(ExitCode::Clean)
-}
-
-/// `quorum review PATH --cluster URL[,URL...]`: snapshot locally (the same exclusions as a
-/// local review), upload, follow (across reconnects), and write the same reports with the same
-/// exit codes.
-pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode> {
-    let settings = load_settings(args.backend.common.config.as_deref())?;
-    let fail_on_text = args
-        .fail_on
-        .clone()
-        .unwrap_or_else(|| settings.fail_on.clone());
-    let fail_on = settings::parse_fail_on(&fail_on_text)?;
-    let formats = args
-        .format
-        .clone()
-        .unwrap_or_else(|| settings.formats.clone());
-    settings::check_formats(&formats, "--format")?;
-    let verification =
-        quorum_core::vote::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    // Checked here so a bad value is refused before the upload; the node checks the flow.
-    let coverage = settings.coverage_mode(args.coverage.as_deref())?;
-    let target = &args.path;
-    if !target.is_dir() {
-        bail!(
-            "{} is not a directory: pass the directory to review",
-            target.display()
-        );
-    }
-    let root = target
-        .canonicalize()
-        .with_context(|| format!("cannot resolve {}", target.display()))?;
-    // The same snapshot and scope as a local review: the directory, or with --diff the head
-    // tree and the change; the repository's excludes, guidance and profile. The scope travels
-    // with the pack; the node checks it.
-    let (pack, scope) = crate::target::snapshot(
-        &root,
-        &settings,
-        args.diff.as_deref(),
-        args.profile.as_deref(),
-    )?;
-    let client_scope = quorum_core::scope::ClientScope::of(&scope);
-    let scope_json = (!client_scope.is_default())
-        .then(|| serde_json::to_string(&client_scope))
-        .transpose()
-        .context("cannot encode the review's scope")?;
-    let flow_yaml = match &args.flow {
-        Some(f) if std::path::Path::new(f).is_file() => {
-            Some(std::fs::read_to_string(f).with_context(|| format!("cannot read flow {f}"))?)
-        }
-        _ => None,
-    };
-    let (spec, prior) = review_inputs(
-        args.spec.as_deref(),
-        args.prior.as_deref(),
-        args.dispositions.as_deref(),
-        &root,
-        &pack,
-    )?;
-    let req = pb::SubmitReviewRequest {
-        target_name: root.display().to_string(),
-        head_sha: pack.head_sha.clone(),
-        files: source_files(&pack),
-        spec,
-        prior,
-        scope_json,
-        flow: args
-            .flow
-            .clone()
-            .filter(|_| flow_yaml.is_none())
-            .unwrap_or_default(),
-        flow_yaml,
-        options: Some(pb::ReviewOptions {
-            model: args.backend.model.clone().unwrap_or_default(),
-            fail_on: fail_on_text,
-            max_concurrent: args.max_concurrent.unwrap_or(0) as u32,
-            sensitive: args.sensitive || settings.sensitive,
-            verifier_model: args.verifier_model.clone().unwrap_or_default(),
-            no_analyzers: args.no_analyzers,
-            no_memory: args.no_memory,
-            verifiers: verification.verifiers.unwrap_or(0) as u32,
-            verify_threshold: verification
-                .verify_threshold
-                .map(|t| t.as_str().to_string())
-                .unwrap_or_default(),
-            coverage: coverage.map(|m| m.as_str().to_string()).unwrap_or_default(),
-        }),
-    };
-    let token = api_token(args.token_file.as_deref())?;
-    let (client, url) = connect_any(urls, &token).await?;
-    let flow_id = client
-        .submit(req)
-        .await
-        .map_err(|e| anyhow::anyhow!("the cluster refused the review: {e}"))?;
-    if !args.quiet {
-        eprintln!(
-            "quorum: review {flow_id} submitted to {url} ({} files)",
-            pack.len()
-        );
-    }
-    let client = follow(urls, &token, client, &flow_id, args.quiet, false).await?;
-    let r = client
-        .report(&flow_id)
-        .await
-        .map_err(|e| incomplete(format!("cannot fetch the report of {flow_id}: {e}")))?;
-    let report: Report =
-        serde_json::from_str(&r.report_json).context("the cluster sent an unreadable report")?;
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| std::path::PathBuf::from("quorum-out").join(&flow_id));
-    write_reports(&report, &out_dir, &formats)?;
-    print_outcome(&report, &out_dir, &formats);
-    // The same gate as a local review: a conformance review's readiness and a finish review's
-    // standing findings decide it too.
-    Ok(crate::commands::exit_for(&report, fail_on))
-}
-
-/// What a review sent to a cluster carries besides the pack: the spec a conformance flow
-/// judges against and the prior review a finish review adjudicates, read and checked here so a
-/// bad file is one line before anything is uploaded. The node checks them again against its
-/// flow (which also decides whether the flow reads them at all).
-pub(crate) fn review_inputs(
-    spec: Option<&std::path::Path>,
-    prior: Option<&std::path::Path>,
-    dispositions: Option<&std::path::Path>,
-    root: &std::path::Path,
-    pack: &ContextPack,
-) -> Result<(Option<pb::SpecText>, Option<pb::PriorReview>)> {
-    let spec = match spec {
-        Some(p) => {
-            let spec = crate::target::place_spec(crate::target::read_spec_file(p)?, root, pack);
-            Some(pb::SpecText {
-                path: spec.path,
-                text: spec.text,
-                pack_path: spec.pack_path.unwrap_or_default(),
-            })
-        }
-        None => None,
-    };
-    let prior = match (prior, dispositions) {
-        (Some(p), d) => {
-            let files = crate::target::PriorFiles::read(p, d)?;
-            files.parse()?;
-            let (dispositions_path, dispositions) = files.dispositions.unwrap_or_default();
-            Some(pb::PriorReview {
-                path: files.path,
-                report_json: files.report,
-                dispositions_path,
-                dispositions,
-            })
-        }
-        (None, Some(_)) => bail!(
-            "--dispositions is only read with --prior by a flow with an adjudicator stage: use --flow finish-review --prior REPORT.json, or drop --dispositions"
-        ),
-        (None, None) => None,
-    };
-    Ok((spec, prior))
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@
 //! stdout carries only JSON-RPC: reviews run in this process with their progress collected
 //! here, and nothing they do prints to stdout. Text that comes from the reviewed material
 //! (evidence, cited lines) is returned inside `weaver::delimit` markers, as data.
-
-use crate::commands::{prepare_review, write_reports, Prepared};
-use crate::{BackendArgs, ReviewArgs};
+use crate::args::{McpArgs, ReviewArgs};
+use crate::local::prepare::{prepare_review, Prepared};
+use crate::outcome::write_reports;
 use quorum_api::{pb, ApiClient};
 use quorum_core::finding::{Finding, Severity};
 use quorum_core::report::Report;
@@ -22,18 +22,6 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-
-#[derive(clap::Args, Debug, Clone)]
-pub struct McpArgs {
-    #[command(flatten)]
-    pub backend: BackendArgs,
-    /// Run reviews through a node's API (http://host:port) instead of in this process.
-    #[arg(long, value_delimiter = ',')]
-    pub cluster: Vec<String>,
-    /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
-    #[arg(long)]
-    pub token_file: Option<PathBuf>,
-}
 
 /// What this server knows about a review it started.
 #[derive(Debug, Default, Clone)]
@@ -335,7 +323,7 @@ impl QuorumMcp {
     }
 
     async fn start_remote(&self, p: StartParams) -> Result<String, McpError> {
-        let settings = crate::commands::load_settings(self.args.backend.common.config.as_deref())
+        let settings = crate::setup::load_settings(self.args.backend.common.config.as_deref())
             .map_err(|e| bad(format!("{e:#}")))?;
         let root = PathBuf::from(&p.path)
             .canonicalize()
@@ -349,7 +337,7 @@ impl QuorumMcp {
         let client_scope = quorum_core::scope::ClientScope::of(&scope);
         let scope_json = (!client_scope.is_default())
             .then(|| serde_json::to_string(&client_scope).unwrap_or_default());
-        let (spec, prior) = crate::node::review_inputs(
+        let (spec, prior) = crate::client::review_inputs(
             p.spec.as_deref().map(std::path::Path::new),
             p.prior.as_deref().map(std::path::Path::new),
             p.dispositions.as_deref().map(std::path::Path::new),
@@ -360,7 +348,7 @@ impl QuorumMcp {
         let req = pb::SubmitReviewRequest {
             target_name: root.display().to_string(),
             head_sha: pack.head_sha.clone(),
-            files: crate::node::source_files(&pack),
+            files: crate::client::source_files(&pack),
             spec,
             prior,
             scope_json,
@@ -445,9 +433,9 @@ impl QuorumMcp {
                 .map(Arc::new)
                 .map_err(|e| failed(format!("unreadable report: {e}")));
         }
-        let settings = crate::commands::load_settings(self.args.backend.common.config.as_deref())
+        let settings = crate::setup::load_settings(self.args.backend.common.config.as_deref())
             .map_err(|e| bad(format!("{e:#}")))?;
-        let data = crate::commands::data_dir(&self.args.backend.common, &settings);
+        let data = crate::setup::data_dir(&self.args.backend.common, &settings);
         let store = data
             .open_flow(flow_id)
             .map_err(|e| bad(format!("no review {flow_id}: {e}")))?;
@@ -508,9 +496,9 @@ impl QuorumMcp {
                 "flow_id": r.flow_id, "status": r.status, "findings": r.findings, "target": r.target,
             })));
         }
-        let settings = crate::commands::load_settings(self.args.backend.common.config.as_deref())
+        let settings = crate::setup::load_settings(self.args.backend.common.config.as_deref())
             .map_err(|e| bad(format!("{e:#}")))?;
-        let data = crate::commands::data_dir(&self.args.backend.common, &settings);
+        let data = crate::setup::data_dir(&self.args.backend.common, &settings);
         let list = data.list_flows().map_err(|e| failed(e.to_string()))?;
         let s = list
             .into_iter()

@@ -2,40 +2,15 @@
 //!
 //! The review is an ordinary local review of the corpus's target (same flows, backends and
 //! reports); scoring is `quorum_core::bench`, deterministic over the written report.
-
-use crate::commands::{prepare_review, Prepared};
-use crate::{BackendArgs, ReviewArgs};
+use crate::args::QualityArgs;
+use crate::args::ReviewArgs;
+use crate::exit::ExitCode;
+use crate::local::prepare::{prepare_review, Prepared};
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use quorum_core::bench::{score, Corpus};
 use quorum_core::report::Report;
-use std::path::PathBuf;
 
-#[derive(Args, Debug, Clone)]
-pub struct QualityArgs {
-    /// A corpus directory: corpus.yaml (name, source, target, answers) and its target directory.
-    #[arg(long)]
-    pub corpus: PathBuf,
-    #[command(flatten)]
-    pub backend: BackendArgs,
-    /// Flow name (in flows/) or a flow file (default: the configured flow).
-    #[arg(long)]
-    pub flow: Option<String>,
-    /// Specialist tasks running at once.
-    #[arg(long)]
-    pub max_concurrent: Option<usize>,
-    /// Where the review's reports and bench-quality.json go (default ./quorum-out/<flow-id>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// text | json (the score on stdout).
-    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
-    pub format: String,
-    /// No progress line.
-    #[arg(long)]
-    pub quiet: bool,
-}
-
-pub async fn quality(args: QualityArgs) -> Result<crate::ExitCode> {
+pub async fn quality(args: QualityArgs) -> Result<ExitCode> {
     let (corpus, target) = Corpus::load(&args.corpus)?;
     let review = ReviewArgs {
         path: target,
@@ -95,7 +70,7 @@ pub async fn quality(args: QualityArgs) -> Result<crate::ExitCode> {
         );
         println!("scored: {}", saved.display());
     }
-    Ok(crate::ExitCode::Clean)
+    Ok(ExitCode::Clean)
 }
 
 /// The models that did the review's tasks.

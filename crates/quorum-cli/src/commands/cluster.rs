@@ -1,0 +1,81 @@
+//! `quorum cluster status|init-ca|issue-cert`: every node as the cluster's API reports it, and
+//! the private CA and node certificates for mutual TLS (in `certs`).
+
+pub mod certs;
+
+use crate::client::{api_token, connect_any};
+use crate::exit::{incomplete, ExitCode};
+use anyhow::{Context, Result};
+
+/// `quorum cluster status --cluster URL [--format json]`.
+pub async fn cluster_status(
+    urls: &[String],
+    format: &str,
+    token_file: Option<&std::path::Path>,
+) -> Result<ExitCode> {
+    let token = api_token(token_file)?;
+    let (client, url) = connect_any(urls, &token).await?;
+    let mut nodes = client
+        .cluster_status()
+        .await
+        .map_err(|e| incomplete(format!("cannot read the cluster status from {url}: {e}")))?;
+    nodes.sort_by(|a, b| a.name.cmp(&b.name));
+    if format == "json" {
+        let out: Vec<serde_json::Value> = nodes
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "name": n.name,
+                    "state": if n.state.is_empty() { if n.alive { "up" } else { "lost" } } else { n.state.as_str() },
+                    "voter": n.voter,
+                    "leader": n.leader,
+                    "capacity": n.capacity,
+                    "in_flight": n.in_flight,
+                    "models": n.models,
+                    "conducting": n.conducting,
+                    "addr": n.addr,
+                    "last_seen_ms": n.last_seen_ms,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "nodes": out }))
+                .context("cannot encode the status")?
+        );
+        return Ok(ExitCode::Clean);
+    }
+    println!(
+        "{:<16} {:<9} {:<10} {:>8} {:>9}  {:<28} conducting",
+        "node", "state", "role", "capacity", "in flight", "models"
+    );
+    for n in &nodes {
+        let role = match (n.voter, n.leader) {
+            (_, true) => "leader",
+            (true, false) => "voter",
+            _ => "member",
+        };
+        println!(
+            "{:<16} {:<9} {:<10} {:>8} {:>9}  {:<28} {}",
+            n.name,
+            if n.state.is_empty() {
+                "up"
+            } else {
+                n.state.as_str()
+            },
+            role,
+            n.capacity,
+            n.in_flight,
+            n.models.join(","),
+            if n.conducting.is_empty() {
+                "-".to_string()
+            } else {
+                n.conducting.join(",")
+            }
+        );
+    }
+    if !nodes.iter().any(|n| n.voter) {
+        println!("\nno consensus group (takeover not available; start 3 or 5 nodes with the same --voters): a review survives its conducting node only by `quorum resume` (or a node restart) on that node");
+    }
+    Ok(ExitCode::Clean)
+}
