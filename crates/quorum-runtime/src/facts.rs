@@ -11,8 +11,9 @@
 //! (the review was taken over: this conductor's epoch is stale) fences the log: the fact and every
 //! later one are dropped, and [`FactLog::fenced`] tells the conductor to stop.
 
-use quorum_store::{AttemptRecord, Event, FlowStore, Replay};
+use quorum_store::{AttemptRecord, Event, FlowStore, Replay, StoreError};
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -38,6 +39,54 @@ impl ReplicatedFact {
     }
 }
 
+/// Where a fact log writes: the review's flow store, or something standing in for it (tests
+/// put a fault-injecting wrapper here).
+pub trait FactStore: Send + Sync + std::fmt::Debug {
+    /// Write one fact durably (flushed before it returns).
+    fn write(&self, fact: &ReplicatedFact) -> Result<(), StoreError>;
+    /// The flow store's directory (`<data dir>/flows/<flow id>/db`), for messages.
+    fn path(&self) -> &Path;
+}
+
+impl FactStore for FlowStore {
+    fn write(&self, fact: &ReplicatedFact) -> Result<(), StoreError> {
+        fact.apply_to(self)
+    }
+
+    fn path(&self) -> &Path {
+        FlowStore::path(self)
+    }
+}
+
+/// The one line a user reads when the store refused a fact: which data dir, what is wrong
+/// with it, and what to do. A refused write of any other kind names the store and the error.
+pub fn store_failure(path: &Path, e: &StoreError) -> String {
+    // <data dir>/flows/<flow id>/db
+    let flow_dir = path.parent();
+    let flow_id = flow_dir
+        .and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    let data_dir = flow_dir.and_then(|d| d.parent()).and_then(|d| d.parent());
+    let resume = flow_id
+        .map(|id| format!(", then `quorum resume {id}`"))
+        .unwrap_or_default();
+    match (e.storage_fault(), data_dir) {
+        (Some(fault), Some(dir)) => {
+            let cause = match e {
+                StoreError::Io { source, .. } => format!(" ({source})"),
+                _ => String::new(),
+            };
+            format!(
+                "the data dir {} {}{cause}: {}{resume}",
+                dir.display(),
+                fault.describe(),
+                fault.remedy()
+            )
+        }
+        _ => format!("the review's facts could not be stored: {e}{resume}"),
+    }
+}
+
 /// Where facts are committed before the conductor acts on them. Implemented outside the runtime
 /// (the node's control plane); the runtime only needs to know whether a fact was committed.
 #[async_trait::async_trait]
@@ -59,7 +108,7 @@ pub enum FactError {
 
 #[derive(Debug, Clone, Default)]
 pub struct FactLog {
-    store: Option<FlowStore>,
+    store: Option<Arc<dyn FactStore>>,
     sink: Option<Arc<dyn FactSink>>,
     /// Why the sink refused a fact; set once, shared by every clone of this log.
     fenced: Arc<OnceLock<String>>,
@@ -74,6 +123,11 @@ pub fn now_ms() -> u64 {
 
 impl FactLog {
     pub fn new(store: FlowStore) -> Self {
+        FactLog::with_store(Arc::new(store))
+    }
+
+    /// A log writing to `store` (a flow store, or a stand-in for one).
+    pub fn with_store(store: Arc<dyn FactStore>) -> Self {
         FactLog {
             store: Some(store),
             ..FactLog::default()
@@ -83,7 +137,7 @@ impl FactLog {
     /// A log whose facts are committed through `sink` before they are written to `store`.
     pub fn replicated(store: FlowStore, sink: Arc<dyn FactSink>) -> Self {
         FactLog {
-            store: Some(store),
+            store: Some(Arc::new(store)),
             sink: Some(sink),
             ..FactLog::default()
         }
@@ -112,10 +166,6 @@ impl FactLog {
         self.store.is_some()
     }
 
-    pub fn store(&self) -> Option<&FlowStore> {
-        self.store.as_ref()
-    }
-
     async fn write(&self, what: &'static str, fact: ReplicatedFact) -> Result<(), FactError> {
         if let Some(why) = self.fence_reason() {
             return Err(FactError::Fenced(why.to_string()));
@@ -130,15 +180,21 @@ impl FactLog {
         let Some(store) = self.store.clone() else {
             return Ok(());
         };
-        let result = tokio::task::spawn_blocking(move || fact.apply_to(&store)).await;
+        let result = tokio::task::spawn_blocking(move || {
+            let written = store.write(&fact);
+            written.map_err(|e| store_failure(store.path(), &e))
+        })
+        .await;
         match result {
-            Ok(Ok(())) => {}
-            // A store that stops accepting writes mid-review is loud but not fatal: the review
-            // still produces its report; resume will re-run what was not recorded.
-            Ok(Err(e)) => tracing::error!(what, error = %e, "cannot record fact"),
-            Err(e) => tracing::error!(what, error = %e, "fact writer panicked"),
+            Ok(Ok(())) => Ok(()),
+            // Not stored: nothing that depends on it may happen. The conductor tells the review
+            // machine, which ends the review saying this; a resume continues from what was.
+            Ok(Err(why)) => {
+                tracing::debug!(what, error = %why, "fact not stored");
+                Err(FactError::Store(why))
+            }
+            Err(e) => Err(FactError::Store(format!("the fact writer failed: {e}"))),
         }
-        Ok(())
     }
 
     pub async fn event(&self, event: Event) -> Result<(), FactError> {

@@ -186,6 +186,12 @@ impl DataDir {
             Err(StoreError::Locked { .. }) => {
                 return base(side_meta.as_ref().ok(), DerivedStatus::Running)
             }
+            Err(e) if e.storage_fault().is_some() => {
+                return base(
+                    side_meta.as_ref().ok(),
+                    DerivedStatus::Unavailable(e.to_string()),
+                )
+            }
             Err(e) => {
                 return base(
                     side_meta.as_ref().ok(),

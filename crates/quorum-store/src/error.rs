@@ -40,7 +40,86 @@ pub enum StoreError {
     Write(#[source] std::io::Error),
 }
 
+/// What a failed write means for the user: the disk under the data dir, not the review.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorageFault {
+    /// No space (or quota) left.
+    Full,
+    /// The filesystem was remounted read-only, or the directory is not writable.
+    ReadOnly,
+    /// The device failed the write.
+    Failing,
+}
+
+impl StorageFault {
+    /// The fault an operating-system error stands for, if it is one.
+    pub fn of(e: &std::io::Error) -> Option<StorageFault> {
+        use std::io::ErrorKind;
+        let text = e.to_string();
+        match e.kind() {
+            ErrorKind::StorageFull | ErrorKind::QuotaExceeded => return Some(StorageFault::Full),
+            ErrorKind::ReadOnlyFilesystem | ErrorKind::PermissionDenied => {
+                return Some(StorageFault::ReadOnly)
+            }
+            _ => {}
+        }
+        // sled wraps the OS error in a custom one: read it from its words.
+        match e.raw_os_error() {
+            Some(28) | Some(122) => Some(StorageFault::Full),
+            Some(30) | Some(13) => Some(StorageFault::ReadOnly),
+            Some(5) => Some(StorageFault::Failing),
+            _ if text.contains("os error 28") || text.contains("No space left") => {
+                Some(StorageFault::Full)
+            }
+            _ if text.contains("os error 30") || text.contains("Read-only file system") => {
+                Some(StorageFault::ReadOnly)
+            }
+            _ if text.contains("os error 5)") || text.contains("Input/output error") => {
+                Some(StorageFault::Failing)
+            }
+            _ => None,
+        }
+    }
+
+    /// What the data dir is, in a sentence's middle: "is out of space".
+    pub fn describe(&self) -> &'static str {
+        match self {
+            StorageFault::Full => "is out of space",
+            StorageFault::ReadOnly => "is read-only",
+            StorageFault::Failing => "is failing (the device reported an i/o error)",
+        }
+    }
+
+    /// What the user does about it.
+    pub fn remedy(&self) -> &'static str {
+        match self {
+            StorageFault::Full => "free space",
+            StorageFault::ReadOnly => "make it writable",
+            StorageFault::Failing => "check the disk (or move the data dir to a healthy one)",
+        }
+    }
+}
+
 impl StoreError {
+    /// The storage fault behind this error, when the disk refused a write.
+    pub fn storage_fault(&self) -> Option<StorageFault> {
+        match self {
+            StoreError::Io { source, .. } | StoreError::Write(source) => StorageFault::of(source),
+            _ => None,
+        }
+    }
+
+    /// The path the error is about, when it names one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            StoreError::Io { path, .. }
+            | StoreError::Corrupt { path, .. }
+            | StoreError::Locked { path }
+            | StoreError::NoPack { path } => Some(path),
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> StoreError {
         StoreError::Io {
             path: path.into(),

@@ -101,9 +101,14 @@ const DB_CACHE_BYTES: u64 = 32 << 20;
 pub(crate) fn open_db(path: &Path) -> Result<sled::Db, StoreError> {
     // sled's page cache defaults to 1 GiB per database: a review's store writes a pack once and
     // reads it rarely, so a small cache keeps a large pack from sitting in memory twice.
+    //
+    // Every write that records a fact flushes before it returns, so sled's own background
+    // flusher has nothing to add — and on a full disk it would log the same error twice a
+    // second, a line the user does not need beside the one the review gives.
     sled::Config::new()
         .path(path)
         .cache_capacity(DB_CACHE_BYTES)
+        .flush_every_ms(None)
         .open()
         .map_err(|e| match e {
             sled::Error::Io(ref io)
@@ -114,6 +119,8 @@ pub(crate) fn open_db(path: &Path) -> Result<sled::Db, StoreError> {
                     path: path.to_path_buf(),
                 }
             }
+            // The disk refused (full, read-only): the store is fine, the disk is not.
+            sled::Error::Io(io) => StoreError::io(path, io),
             other => StoreError::corrupt(path, describe_sled(&other)),
         })
 }

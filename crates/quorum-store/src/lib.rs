@@ -19,7 +19,7 @@ pub mod status;
 pub mod trace;
 
 pub use data_dir::{CancelOutcome, DataDir, NodeStore};
-pub use error::StoreError;
+pub use error::{StorageFault, StoreError};
 pub use event::{status_of, Event, RecordedVerdict, Replay, StoredEvent};
 pub use flow_store::{AttemptRecord, FlowMeta, FlowStore};
 pub use status::{DerivedStatus, FlowSummary};

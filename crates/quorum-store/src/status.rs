@@ -17,6 +17,9 @@ pub enum DerivedStatus {
     Failed,
     /// The store could not be read; the message says why.
     Corrupt(String),
+    /// The disk under the store refuses it now (full, read-only): the store may be fine and is
+    /// read again once the disk is; the message says why.
+    Unavailable(String),
 }
 
 impl DerivedStatus {
@@ -39,6 +42,7 @@ impl DerivedStatus {
             DerivedStatus::Partial => "partial",
             DerivedStatus::Failed => "failed",
             DerivedStatus::Corrupt(_) => "corrupt",
+            DerivedStatus::Unavailable(_) => "unavailable",
         }
     }
 

@@ -220,3 +220,79 @@ impl ContextBuilder {
         Arc::new(self.build())
     }
 }
+
+/// When a [`FaultyStore`] refuses writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Only the Nth write (1-based) fails: a transient error.
+    FailNth(usize),
+    /// Every write after the first N succeeds no more: a disk that filled up.
+    FullAfter(usize),
+    /// Every write after the first N fails as a read-only filesystem would.
+    ReadOnlyAfter(usize),
+    /// Every write reaches the store but its flush fails: written, not durable as far as the
+    /// writer knows (a disk that fails on sync).
+    FlushFails,
+}
+
+/// A flow store that refuses writes as a failing disk does, for tests of the storage-fault
+/// path: the review must stop on the first refused fact, and resume from what was stored once
+/// [`FaultyStore::heal`] lets writes through again.
+#[derive(Debug)]
+pub struct FaultyStore {
+    inner: quorum_store::FlowStore,
+    fault: std::sync::Mutex<Option<Fault>>,
+    writes: AtomicU64,
+}
+
+impl FaultyStore {
+    pub fn new(inner: quorum_store::FlowStore, fault: Fault) -> Arc<FaultyStore> {
+        Arc::new(FaultyStore {
+            inner,
+            fault: std::sync::Mutex::new(Some(fault)),
+            writes: AtomicU64::new(0),
+        })
+    }
+
+    /// The disk is fine again: every later write goes through.
+    pub fn heal(&self) {
+        if let Ok(mut f) = self.fault.lock() {
+            *f = None;
+        }
+    }
+
+    /// Writes attempted so far.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+}
+
+impl quorum_runtime::facts::FactStore for FaultyStore {
+    fn write(&self, fact: &quorum_runtime::ReplicatedFact) -> Result<(), quorum_store::StoreError> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst) as usize + 1;
+        let fault = self.fault.lock().ok().and_then(|f| *f);
+        let refuse = |code: i32| -> Result<(), quorum_store::StoreError> {
+            Err(quorum_store::StoreError::Io {
+                path: self.inner.path().to_path_buf(),
+                source: std::io::Error::from_raw_os_error(code),
+            })
+        };
+        const ENOSPC: i32 = 28;
+        const EROFS: i32 = 30;
+        const EIO: i32 = 5;
+        match fault {
+            Some(Fault::FailNth(k)) if n == k => refuse(ENOSPC),
+            Some(Fault::FullAfter(k)) if n > k => refuse(ENOSPC),
+            Some(Fault::ReadOnlyAfter(k)) if n > k => refuse(EROFS),
+            Some(Fault::FlushFails) => {
+                fact.apply_to(&self.inner)?;
+                refuse(EIO)
+            }
+            _ => fact.apply_to(&self.inner),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+}

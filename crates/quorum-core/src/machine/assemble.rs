@@ -166,7 +166,8 @@ pub fn assemble(ctx: &Review, facts: RunFacts, now_ms: u64) -> Report {
             "the scout's model call failed; classification was derived from file facts".to_string(),
         );
     }
-    if facts.synthesis.fallback && !ctx.pack.is_empty() {
+    // A review that failed says why; that its summary was built without a model follows.
+    if facts.synthesis.fallback && !ctx.pack.is_empty() && facts.failure.is_none() {
         notes.push("the summary was built deterministically (synthesizer unavailable)".to_string());
     }
     let status_reason = if notes.is_empty() {

@@ -44,6 +44,9 @@ pub struct ConductorState {
     /// Live local workers by attempt, so a stop can kill them mid-call, and back.
     workers: HashMap<AttemptId, ActorCell>,
     actors: HashMap<ActorId, AttemptId>,
+    /// The store refused a fact and the machine was told: what it asks after that (stop,
+    /// finish) is done whether or not its facts are stored.
+    store_failed: bool,
 }
 
 /// What carrying out one command led to.
@@ -95,13 +98,20 @@ impl FlowConductor {
 
     /// Store a fact; a refusal by the control plane means another node conducts the review
     /// now, and this one stops.
-    fn stored(result: Result<(), FactError>) -> Result<Next, ActorProcessingErr> {
+    fn stored(
+        state: &mut ConductorState,
+        result: Result<(), FactError>,
+    ) -> Result<Next, ActorProcessingErr> {
         match result {
             Ok(()) => Ok(Next::Go),
             Err(FactError::Fenced(why)) => {
                 Err(format!("fenced: another node conducts this review now ({why})").into())
             }
-            Err(FactError::Store(why)) => Ok(Next::Refused(Event::StoreFailed { reason: why })),
+            Err(FactError::Store(_)) if state.store_failed => Ok(Next::Go),
+            Err(FactError::Store(why)) => {
+                state.store_failed = true;
+                Ok(Next::Refused(Event::StoreFailed { reason: why }))
+            }
         }
     }
 
@@ -112,7 +122,7 @@ impl FlowConductor {
     ) -> Result<Next, ActorProcessingErr> {
         let ctx = state.ctx.clone();
         match cmd {
-            Command::Record(fact) => Self::stored(ctx.facts.event(fact).await),
+            Command::Record(fact) => Self::stored(state, ctx.facts.event(fact).await),
             Command::RecordAttempt(mut record) => {
                 if record.backend.is_empty() {
                     record.backend = ctx
@@ -121,9 +131,9 @@ impl FlowConductor {
                         .map(|c| c.backend().url().to_string())
                         .unwrap_or_default();
                 }
-                Self::stored(ctx.facts.attempt(*record).await)
+                Self::stored(state, ctx.facts.attempt(*record).await)
             }
-            Command::RecordReport(json) => Self::stored(ctx.facts.report(json).await),
+            Command::RecordReport(json) => Self::stored(state, ctx.facts.report(json).await),
             Command::Start {
                 attempt,
                 key,
@@ -320,6 +330,7 @@ impl Actor for FlowConductor {
             resume: args.resume,
             workers: HashMap::new(),
             actors: HashMap::new(),
+            store_failed: false,
         })
     }
 
