@@ -5,8 +5,8 @@
 
 use crate::settings::Settings;
 use anyhow::{anyhow, bail, Result};
-use quorum_core::pack::{ContextPack, PackOptions};
-use quorum_core::repo_config::{RepoConfig, FILE_NAME};
+use quorum_core::pack::{ContextPack, PackOptions, REPO_CONFIG_FILE};
+use quorum_core::repo_config::RepoConfig;
 use quorum_core::scope::{Profile, ReviewScope};
 use std::path::Path;
 
@@ -17,7 +17,7 @@ pub fn parse_profile(value: &str, what: &str) -> Result<Profile> {
 
 /// `.quorum.toml` at the root of a directory target, if there is one.
 pub fn repo_config_on_disk(root: &Path) -> Result<Option<RepoConfig>> {
-    let path = root.join(FILE_NAME);
+    let path = root.join(REPO_CONFIG_FILE);
     match std::fs::read(&path) {
         Ok(bytes) => RepoConfig::parse(&bytes, &path.display().to_string())
             .map(Some)
@@ -59,13 +59,13 @@ pub fn snapshot(
             let repo_git = quorum_git::Repo::discover(root).map_err(git)?;
             let range = repo_git.resolve(spec).map_err(git)?;
             // The configuration of the revision under review, like everything else reviewed.
-            let repo = match repo_git.read_at(range.head, FILE_NAME).map_err(git)? {
+            let repo = match repo_git.read_at(range.head, REPO_CONFIG_FILE).map_err(git)? {
                 None => None,
                 Some(bytes) => {
                     let head = range.head.to_string();
                     let label = format!(
                         "{} (at {})",
-                        root.join(FILE_NAME).display(),
+                        root.join(REPO_CONFIG_FILE).display(),
                         &head[..head.len().min(12)]
                     );
                     Some(

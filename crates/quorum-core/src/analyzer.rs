@@ -107,7 +107,7 @@ impl Globs {
         Globs(
             globs
                 .iter()
-                .filter_map(|g| crate::scope::glob_matcher(g))
+                .filter_map(|g| crate::pack::glob_matcher(g))
                 .collect(),
         )
     }
@@ -265,7 +265,7 @@ impl AnalyzerCatalog {
                 return Err(bad(format!("{who}: field `confidence`: between 0 and 1")));
             }
             for g in a.files.iter().chain(&a.requires).chain(&a.exclude) {
-                if crate::scope::glob_matcher(g).is_none() {
+                if crate::pack::glob_matcher(g).is_none() {
                     return Err(bad(format!("{who}: invalid glob {g:?}")));
                 }
             }

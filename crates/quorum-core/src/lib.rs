@@ -21,6 +21,7 @@ pub mod error;
 pub mod finding;
 pub mod flow;
 pub mod grounding;
+pub mod human;
 pub mod memory;
 pub mod models;
 pub mod pack;
@@ -36,5 +37,3 @@ pub mod selection;
 pub mod task;
 pub mod vote;
 pub mod weaver;
-
-pub use error::{AnalyzerError, CatalogError, FlowError, PackError, RepoConfigError};

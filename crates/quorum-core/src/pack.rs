@@ -69,6 +69,10 @@ pub const ALWAYS_EXCLUDED_DIRS: &[&str] = &[
     "quorum-out",
 ];
 
+/// The repository's review configuration (`.quorum.toml`, read by [`crate::repo_config`]), at
+/// the target's root: it configures the review and is never reviewed, so no pack holds it.
+pub const REPO_CONFIG_FILE: &str = ".quorum.toml";
+
 /// Bytes inspected for a NUL when deciding that a file is binary.
 const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 /// Grep hit text is cut to this many characters.
@@ -263,9 +267,9 @@ impl ContextPack {
         let mut overrides = ignore::overrides::OverrideBuilder::new(&canon);
         // The repository's review configuration configures the review; it is not reviewed.
         overrides
-            .add(&format!("!/{}", crate::repo_config::FILE_NAME))
+            .add(&format!("!/{REPO_CONFIG_FILE}"))
             .map_err(|e| PackError::BadPattern {
-                pattern: crate::repo_config::FILE_NAME.to_string(),
+                pattern: REPO_CONFIG_FILE.to_string(),
                 reason: e.to_string(),
             })?;
         for pattern in &opts.exclude {
@@ -807,8 +811,8 @@ impl TreeRules {
                 })
         };
         add(
-            &format!("/{}", crate::repo_config::FILE_NAME),
-            crate::repo_config::FILE_NAME,
+            &format!("/{REPO_CONFIG_FILE}"),
+            REPO_CONFIG_FILE,
         )?;
         for pattern in &opts.exclude {
             let glob = pattern.trim().trim_start_matches('!');
@@ -934,6 +938,13 @@ fn text_of(buf: Vec<u8>) -> Result<Arc<str>, String> {
 
 fn is_always_excluded_dir(name: &str) -> bool {
     ALWAYS_EXCLUDED_DIRS.contains(&name)
+}
+
+/// A gitignore-syntax matcher for one glob, rooted at the target ("" = relative paths).
+pub(crate) fn glob_matcher(glob: &str) -> Option<ignore::gitignore::Gitignore> {
+    let mut b = ignore::gitignore::GitignoreBuilder::new("");
+    b.add_line(None, glob.trim()).ok()?;
+    b.build().ok()
 }
 
 /// Whether a file name looks like it holds credentials or keys. Such files never enter a pack

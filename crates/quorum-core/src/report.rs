@@ -4,6 +4,7 @@
 //! quality report ([`gitlab`]). [`REPORT_FORMATS`] is the one list of them.
 
 use crate::finding::{Dropped, Finding, Severity};
+use crate::human::{human_duration, thousands};
 use crate::task::{Classification, RejectedTask};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -104,28 +105,6 @@ pub struct DiffFile {
     pub old_path: Option<String>,
     pub added: u32,
     pub removed: u32,
-}
-
-impl From<&crate::scope::ChangeSet> for DiffInfo {
-    fn from(c: &crate::scope::ChangeSet) -> Self {
-        DiffInfo {
-            spec: c.spec.clone(),
-            base: c.base.clone(),
-            head: c.head.clone(),
-            files_changed: c.files.len(),
-            files: c
-                .files
-                .iter()
-                .map(|f| DiffFile {
-                    path: f.path.clone(),
-                    change: f.kind.as_str().to_string(),
-                    old_path: f.old_path.clone(),
-                    added: f.added,
-                    removed: f.removed,
-                })
-                .collect(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -855,35 +834,6 @@ fn location_text(
     } else {
         parts.join(" · ")
     }
-}
-
-fn human_duration(ms: u64) -> String {
-    if ms < 1_000 {
-        return format!("{ms} ms");
-    }
-    if ms < 60_000 {
-        return format!("{:.1} s", ms as f64 / 1_000.0);
-    }
-    let secs = ms / 1_000;
-    if secs < 3_600 {
-        return format!("{} min {:02} s", secs / 60, secs % 60);
-    }
-    format!("{} h {:02} min", secs / 3_600, (secs % 3_600) / 60)
-}
-
-pub(crate) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let head = digits.len() % 3;
-    let mut groups: Vec<&str> = Vec::new();
-    if head > 0 {
-        groups.push(&digits[..head]);
-    }
-    let mut at = head;
-    while at < digits.len() {
-        groups.push(&digits[at..at + 3]);
-        at += 3;
-    }
-    groups.join(",")
 }
 
 fn list_or_dash(items: &[String]) -> String {
@@ -2135,19 +2085,6 @@ mod tests {
                 .len(),
             1
         );
-    }
-
-    #[test]
-    fn durations_and_numbers_are_human_readable() {
-        assert_eq!(human_duration(0), "0 ms");
-        assert_eq!(human_duration(999), "999 ms");
-        assert_eq!(human_duration(1_500), "1.5 s");
-        assert_eq!(human_duration(61_000), "1 min 01 s");
-        assert_eq!(human_duration(7_260_000), "2 h 01 min");
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(12_345_678), "12,345,678");
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! entry ("build/"), not one per file below it.
 
 use super::{ContextPack, Skipped, WalkTrace, ALWAYS_EXCLUDED_DIRS};
-use crate::report::thousands;
+use crate::human::thousands;
 use crate::weaver::estimate_tokens;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
