@@ -195,10 +195,10 @@ struct RunParams {
     /// `--apply-safe-fixes DIR`: where the fixed copy of the target goes.
     apply_safe_fixes: Option<PathBuf>,
     /// `--verifiers` / `--verify-threshold`, applied over the stored flow again on resume.
-    verification: quorum_core::vote::Overrides,
+    verification: quorum_core::flow::Overrides,
     /// `--coverage` (or the config's `coverage`), applied over the stored flow again on
     /// resume; `None` = the flow's own mode.
-    coverage: Option<quorum_core::coverage::CoverageMode>,
+    coverage: Option<quorum_core::flow::CoverageMode>,
 }
 
 pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
@@ -310,7 +310,7 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         bail!("--max-concurrent must be at least 1");
     }
     let verification =
-        quorum_core::vote::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
+        quorum_core::flow::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     let target = &args.path;
     if !target.exists() {

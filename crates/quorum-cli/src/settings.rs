@@ -203,8 +203,8 @@ impl Settings {
     pub fn coverage_mode(
         &self,
         flag: Option<&str>,
-    ) -> Result<Option<quorum_core::coverage::CoverageMode>> {
-        use quorum_core::coverage::CoverageMode;
+    ) -> Result<Option<quorum_core::flow::CoverageMode>> {
+        use quorum_core::flow::CoverageMode;
         if let Some(f) = flag {
             return CoverageMode::parse_for(f, "--coverage")
                 .map(Some)

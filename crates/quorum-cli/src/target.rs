@@ -59,7 +59,10 @@ pub fn snapshot(
             let repo_git = quorum_git::Repo::discover(root).map_err(git)?;
             let range = repo_git.resolve(spec).map_err(git)?;
             // The configuration of the revision under review, like everything else reviewed.
-            let repo = match repo_git.read_at(range.head, REPO_CONFIG_FILE).map_err(git)? {
+            let repo = match repo_git
+                .read_at(range.head, REPO_CONFIG_FILE)
+                .map_err(git)?
+            {
                 None => None,
                 Some(bytes) => {
                     let head = range.head.to_string();

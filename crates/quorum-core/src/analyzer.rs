@@ -15,7 +15,8 @@
 //! decides what to run on which files and what the output means.
 
 use crate::error::AnalyzerError;
-use crate::finding::{Dropped, Judged, RawFinding, Severity, Verdict};
+use crate::finding::{Dropped, RawFinding, Severity, Verdict};
+use crate::judged::Judged;
 use crate::pack::ContextPack;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

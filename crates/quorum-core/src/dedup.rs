@@ -11,7 +11,8 @@
 //! Everything here is deterministic: the same judged reports in the same order always give the
 //! same ids, order and text.
 
-use crate::finding::{Dropped, Finding, Judged, RawFinding, Reporter, Verdict};
+use crate::finding::{Dropped, Finding, RawFinding, Reporter, Verdict};
+use crate::judged::Judged;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap};
 
@@ -210,7 +211,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         promoted: false,
         notes: best.notes.clone(),
         routing: f.routing.clone(),
-        rescored: crate::finding::rescored_of(best, members),
+        rescored: crate::judged::rescored_of(best, members),
         fresh_eyes: false,
     };
     Some((finding, personas.len()))

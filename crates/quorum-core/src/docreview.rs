@@ -6,11 +6,12 @@
 //! file, so the engine names no persona.
 
 use crate::catalog::Catalog;
-use crate::coverage::{engine_task, Scope, MAX_ADDED_FILES};
 use crate::dedup::{self, Gated};
-use crate::finding::{AutofixClass, Dropped, Finding, Judged, Severity, Stance, Verdict};
+use crate::finding::{AutofixClass, Dropped, Finding, Severity, Stance, Verdict};
 use crate::flow::{Flow, Signals, SynthesisMode, TeamMemberRule};
+use crate::judged::Judged;
 use crate::pack::{ContextPack, FileKind};
+use crate::plan::{engine_task, Scope, MAX_ADDED_FILES};
 use crate::task::{RejectedTask, Task};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -372,7 +373,7 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
             n
         },
         routing,
-        rescored: crate::finding::rescored_of(best, &members),
+        rescored: crate::judged::rescored_of(best, &members),
         fresh_eyes: false,
     };
     Some(Merged {

@@ -14,6 +14,7 @@
 
 use crate::catalog::{Catalog, KNOWN_TOOLS, TEAM_TOOLS};
 use crate::error::FlowError;
+use crate::vote::Threshold;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -146,7 +147,7 @@ pub struct FlowParams {
     /// `directory_coverage`); absent = the configured `coverage`, else sampled.
     /// `quorum review --coverage` overrides it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub coverage: Option<crate::coverage::CoverageMode>,
+    pub coverage: Option<CoverageMode>,
 }
 
 impl Default for FlowParams {
@@ -189,6 +190,86 @@ impl Default for FlowParams {
 /// The most verifier calls one finding may get: past a handful, more votes of the same few
 /// models add cost, not independence.
 pub const MAX_VERIFIERS: usize = 9;
+
+/// The user's overrides of a flow's `verifiers` and `verify_threshold` (`quorum review
+/// --verifiers N --verify-threshold T`, or a submitted review's options), checked; the error is
+/// one line naming the flag and what it accepts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Overrides {
+    pub verifiers: Option<usize>,
+    pub verify_threshold: Option<Threshold>,
+}
+
+impl Overrides {
+    pub fn parse(verifiers: Option<usize>, threshold: Option<&str>) -> Result<Overrides, String> {
+        if let Some(n) = verifiers {
+            if !(1..=MAX_VERIFIERS).contains(&n) {
+                return Err(format!(
+                    "--verifiers must be between 1 and {MAX_VERIFIERS} (got {n})"
+                ));
+            }
+        }
+        let verify_threshold = match threshold {
+            None => None,
+            Some(t) => Some(Threshold::parse(t).ok_or_else(|| {
+                format!("--verify-threshold must be any, majority or unanimous (got {t:?})")
+            })?),
+        };
+        Ok(Overrides {
+            verifiers,
+            verify_threshold,
+        })
+    }
+
+    /// Apply to a flow's parameters (the flag wins over the flow file).
+    pub fn apply(&self, p: &mut FlowParams) {
+        if let Some(n) = self.verifiers {
+            p.verifiers = n;
+        }
+        if let Some(t) = self.verify_threshold {
+            p.verify_threshold = t;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.verifiers.is_none() && self.verify_threshold.is_none()
+    }
+}
+
+/// How much of the pack a planned review reads (`--coverage`, config `coverage`, a flow's
+/// `parameters.coverage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CoverageMode {
+    /// The planner's tasks only: the files it judged worth a specialist.
+    #[default]
+    Sampled,
+    /// The planner's tasks, then directory-batched tasks for every file none of them covers.
+    Full,
+}
+
+impl CoverageMode {
+    pub fn parse(s: &str) -> Option<CoverageMode> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "sampled" => Some(CoverageMode::Sampled),
+            "full" => Some(CoverageMode::Full),
+            _ => None,
+        }
+    }
+
+    /// Parse a user's value; the error names `what` (the flag or key) and the accepted values.
+    pub fn parse_for(s: &str, what: &str) -> Result<CoverageMode, String> {
+        CoverageMode::parse(s).ok_or_else(|| format!("{what} must be full or sampled (got {s:?})"))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CoverageMode::Sampled => "sampled",
+            CoverageMode::Full => "full",
+        }
+    }
+}
 
 /// The largest value each numeric parameter may take, read as u64.
 type ParamBound = (&'static str, fn(&FlowParams) -> u64, u64);
@@ -397,6 +478,73 @@ pub enum SynthesisMode {
     Document,
 }
 
+/// The flow's `exhaustive` block: what rounds run and when they stop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Exhaustive {
+    /// Lane personas, one per round in order (cycled when there are more rounds than lanes).
+    pub personas: Vec<String>,
+    /// Mandate of every round task; the batch's directories are appended.
+    pub mandate: String,
+    /// Most files in one task.
+    #[serde(default = "default_files")]
+    pub max_files_per_task: usize,
+    /// Most estimated tokens of file content in one task, so every body fits the prompt (a
+    /// single file over it gets a task of its own).
+    #[serde(default = "default_tokens")]
+    pub max_tokens_per_task: u32,
+    /// Another round runs while a round's new findings are at least this many (seed: 2).
+    #[serde(default = "default_threshold")]
+    pub threshold: usize,
+    /// The most rounds, the first included.
+    #[serde(default = "default_rounds")]
+    pub max_rounds: u32,
+    /// Who names the files of the next round: `hot` (the files of the tasks that found
+    /// something new) or `model` (a planner-tier call; the hot rule decides when it fails).
+    #[serde(default)]
+    pub select: Select,
+    /// Most files a model-guided selection may name for one round.
+    #[serde(default = "default_select_files")]
+    pub select_max_files: usize,
+    /// The selector's question (absent: [`DEFAULT_SELECT_INSTRUCTIONS`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub select_instructions: Option<String>,
+}
+
+/// How the files of the next round are chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Select {
+    /// The files of the tasks that reported something new (deterministic).
+    #[default]
+    Hot,
+    /// A short model call names them; the hot rule is the fallback.
+    Model,
+}
+
+/// What the selector is asked when the flow does not say.
+pub const DEFAULT_SELECT_INSTRUCTIONS: &str = "You steer an exhaustive review that reads a body \
+of work in rounds. From the new findings of the round that just ended and the summary of the \
+directories, name the files most worth a second, deeper reading next round: files the findings \
+point into, and files whose role (callers, shared helpers, configuration) makes a related defect \
+likely. Name only paths from the directory summary, exactly as written.";
+
+fn default_files() -> usize {
+    40
+}
+fn default_tokens() -> u32 {
+    6000
+}
+fn default_threshold() -> usize {
+    2
+}
+fn default_rounds() -> u32 {
+    3
+}
+fn default_select_files() -> usize {
+    40
+}
+
 /// A validated flow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -431,7 +579,7 @@ pub struct Flow {
     /// Exhaustive rounds instead of a planner: every file batched into tasks, rounds until the
     /// findings converge ([`crate::rounds`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exhaustive: Option<crate::rounds::Exhaustive>,
+    pub exhaustive: Option<Exhaustive>,
     /// Where the flow came from (not part of the YAML).
     #[serde(skip)]
     pub source: PathBuf,
@@ -765,9 +913,9 @@ impl Flow {
 
     /// The coverage mode in force: the flow's (with any override applied), sampled when unset;
     /// the exhaustive flow reads every file, so it is always full.
-    pub fn coverage_mode(&self) -> crate::coverage::CoverageMode {
+    pub fn coverage_mode(&self) -> CoverageMode {
         if self.exhaustive.is_some() {
-            return crate::coverage::CoverageMode::Full;
+            return CoverageMode::Full;
         }
         self.parameters.coverage.unwrap_or_default()
     }
@@ -801,8 +949,8 @@ impl Flow {
 
     /// Set the coverage mode from a flag or configuration, refusing `full` for a flow that
     /// names no persona to read the uncovered files; the error is one line for the user.
-    pub fn set_coverage(&mut self, mode: crate::coverage::CoverageMode) -> Result<(), String> {
-        if mode == crate::coverage::CoverageMode::Full
+    pub fn set_coverage(&mut self, mode: CoverageMode) -> Result<(), String> {
+        if mode == CoverageMode::Full
             && self.exhaustive.is_none()
             && self.full_coverage_rule().is_none()
         {
@@ -846,7 +994,7 @@ impl Flow {
                 ));
             }
         }
-        if self.parameters.coverage == Some(crate::coverage::CoverageMode::Full)
+        if self.parameters.coverage == Some(CoverageMode::Full)
             && self.exhaustive.is_none()
             && self.full_coverage_rule().is_none()
         {
@@ -1465,5 +1613,22 @@ stages:
         assert!(n >= 1);
         let p = Flow::locate("review", &dir).unwrap();
         assert!(p.ends_with("review.yaml"));
+    }
+
+    #[test]
+    fn overrides_check_their_range_and_names() {
+        let o = Overrides::parse(Some(3), Some("majority")).unwrap();
+        let mut p = FlowParams::default();
+        o.apply(&mut p);
+        assert_eq!((p.verifiers, p.verify_threshold), (3, Threshold::Majority));
+        let e = Overrides::parse(Some(0), None).unwrap_err();
+        assert!(e.starts_with("--verifiers must be between 1 and"), "{e}");
+        assert!(Overrides::parse(Some(10), None).is_err());
+        let e = Overrides::parse(None, Some("most")).unwrap_err();
+        assert_eq!(
+            e,
+            "--verify-threshold must be any, majority or unanimous (got \"most\")"
+        );
+        assert!(Overrides::parse(None, None).unwrap().is_empty());
     }
 }

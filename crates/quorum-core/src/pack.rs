@@ -810,10 +810,7 @@ impl TreeRules {
                     reason: e.to_string(),
                 })
         };
-        add(
-            &format!("/{REPO_CONFIG_FILE}"),
-            REPO_CONFIG_FILE,
-        )?;
+        add(&format!("/{REPO_CONFIG_FILE}"), REPO_CONFIG_FILE)?;
         for pattern in &opts.exclude {
             let glob = pattern.trim().trim_start_matches('!');
             if !glob.is_empty() {

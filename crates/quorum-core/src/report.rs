@@ -220,7 +220,7 @@ pub struct Report {
     /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
     /// answered, the threshold and the combined outcome. Absent when no model verified anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub verification_ledger: Vec<crate::vote::LedgerEntry>,
+    pub verification_ledger: Vec<crate::ledger::LedgerEntry>,
     /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub safe_fixes: Vec<crate::docreview::SafeFix>,
@@ -1469,9 +1469,8 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
             "- **Coverage mode:** {}{}",
             c.mode.as_str(),
             match c.mode {
-                crate::coverage::CoverageMode::Full =>
-                    " (every included file was given to some task)",
-                crate::coverage::CoverageMode::Sampled => " (the planner's choice of files)",
+                crate::flow::CoverageMode::Full => " (every included file was given to some task)",
+                crate::flow::CoverageMode::Sampled => " (the planner's choice of files)",
             }
         );
         let _ = writeln!(
@@ -1519,12 +1518,12 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
 
 /// The ledger in brief: how many findings were model-checked by how many verifiers, and the
 /// split decisions (verifiers that disagreed) with each vote; the whole ledger is in report.json.
-fn md_ledger(ledger: &[crate::vote::LedgerEntry], out: &mut String) {
+fn md_ledger(ledger: &[crate::ledger::LedgerEntry], out: &mut String) {
     let Some(first) = ledger.first() else {
         return;
     };
     let most = ledger.iter().map(|e| e.votes.len()).max().unwrap_or(0);
-    let split: Vec<&crate::vote::LedgerEntry> = ledger
+    let split: Vec<&crate::ledger::LedgerEntry> = ledger
         .iter()
         .filter(|e| e.votes.windows(2).any(|w| w[0].verdict != w[1].verdict))
         .collect();

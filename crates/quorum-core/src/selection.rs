@@ -241,12 +241,12 @@ pub fn tasks_from_selection(
             continue;
         };
         let files = slice_for(p, d.poll == PollOutcome::Floor, pack, max_files);
-        let scope = crate::coverage::Scope {
+        let scope = crate::plan::Scope {
             catalog,
             pack,
             stage_tools,
         };
-        match crate::coverage::engine_task(
+        match crate::plan::engine_task(
             scope,
             format!("s{}", tasks.len() + 1),
             &p.name,

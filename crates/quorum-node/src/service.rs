@@ -3,9 +3,9 @@
 use quorum_api::{pb, ApiError, EventStream, ReviewApi, FINISHED_KIND};
 use quorum_core::catalog::Catalog;
 use quorum_core::flow::Flow;
+use quorum_core::flow::Overrides;
 use quorum_core::pack::{is_secret_file_name, ContextPack};
 use quorum_core::report::Report;
-use quorum_core::vote::Overrides;
 use quorum_runtime::{Backends, FactLog, Progress, ReviewContext};
 use quorum_store::{DataDir, FlowMeta};
 use std::collections::HashMap;
@@ -491,9 +491,11 @@ impl NodeService {
             o.apply(&mut flow.parameters);
         }
         // So is the coverage mode: a re-plan after a takeover adds the same tasks.
-        if let Some(mode) = meta.params.get("coverage").and_then(|v| {
-            serde_json::from_value::<quorum_core::coverage::CoverageMode>(v.clone()).ok()
-        }) {
+        if let Some(mode) = meta
+            .params
+            .get("coverage")
+            .and_then(|v| serde_json::from_value::<quorum_core::flow::CoverageMode>(v.clone()).ok())
+        {
             flow.set_coverage(mode)
                 .map_err(|e| ApiError::InvalidArgument(format!("stored review: {e}")))?;
         }
@@ -884,7 +886,7 @@ impl ReviewApi for NodeService {
         let coverage = match opts.coverage.trim() {
             "" => None,
             c => Some(
-                quorum_core::coverage::CoverageMode::parse_for(c, "coverage")
+                quorum_core::flow::CoverageMode::parse_for(c, "coverage")
                     .map_err(ApiError::InvalidArgument)?,
             ),
         };

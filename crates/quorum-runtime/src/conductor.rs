@@ -151,9 +151,9 @@ pub struct ConductorState {
     reported: Vec<Reported>,
     /// Verdicts a resumed review found recorded by batches that finished before the stop, by
     /// (task id, ordinal): verification takes them as they are instead of asking again.
-    prior_verdicts: std::collections::BTreeMap<(String, usize), quorum_core::finding::Judged>,
+    prior_verdicts: std::collections::BTreeMap<(String, usize), quorum_core::judged::Judged>,
     /// The verification ledger, built where the verdicts are gated.
-    ledger: Vec<quorum_core::vote::LedgerEntry>,
+    ledger: Vec<quorum_core::ledger::LedgerEntry>,
     gated: Option<Gated>,
     synthesis: Option<Synthesis>,
     verifier_model: Option<String>,
@@ -1031,8 +1031,8 @@ impl FlowConductor {
 
     /// Merge and gate the verdicts and build the verification ledger from their ballots; the
     /// surviving findings go out as progress events.
-    fn gate(state: &mut ConductorState, judged: Vec<quorum_core::finding::Judged>) -> Gated {
-        let checked: Vec<quorum_core::finding::Judged> = judged
+    fn gate(state: &mut ConductorState, judged: Vec<quorum_core::judged::Judged>) -> Gated {
+        let checked: Vec<quorum_core::judged::Judged> = judged
             .iter()
             .filter(|j| j.ballot.is_some())
             .cloned()
@@ -1055,7 +1055,7 @@ impl FlowConductor {
                 quorum_core::coverage::mark_fresh_eyes(&state.ctx.flow, list, &all, &fresh);
             }
         }
-        state.ledger = quorum_core::vote::ledger(
+        state.ledger = quorum_core::ledger::ledger(
             &checked,
             &[&gated.findings, &gated.residual, &gated.pre_existing],
         );

@@ -51,7 +51,7 @@ impl ReviewContext {
     /// findings off the change moved to `pre_existing`). Analyzer candidates no model checked
     /// are dropped first (`analyzer::take_unchecked_leads`), and those inside another
     /// report's lines take its anchor, so they merge into it (`analyzer::anchor_to_overlapping`).
-    pub fn gate(&self, judged: Vec<quorum_core::finding::Judged>) -> quorum_core::dedup::Gated {
+    pub fn gate(&self, judged: Vec<quorum_core::judged::Judged>) -> quorum_core::dedup::Gated {
         let (mut judged, unchecked) = quorum_core::analyzer::take_unchecked_leads(judged);
         quorum_core::analyzer::anchor_to_overlapping(&mut judged);
         let mut gated =

@@ -161,7 +161,7 @@ pub struct RunFacts {
     pub verifier_model: Option<String>,
     pub verifier_degraded: bool,
     /// The verification ledger (every model-checked finding's votes).
-    pub ledger: Vec<quorum_core::vote::LedgerEntry>,
+    pub ledger: Vec<quorum_core::ledger::LedgerEntry>,
     pub usage: CallStats,
     pub wall_ms: u64,
     pub failure: Option<String>,

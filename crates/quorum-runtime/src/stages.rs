@@ -8,9 +8,10 @@ use crate::agent::{self, CallSpec, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
 use quorum_core::conformance::MergeReadiness;
-use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
+use quorum_core::finding::{RawFinding, Reported, Verdict};
 use quorum_core::flow::Role;
 use quorum_core::grounding::{self, Grounding};
+use quorum_core::judged::Judged;
 use quorum_core::schema;
 use quorum_core::selection::{PollOutcome, SelectionDecision, SelectionRecord};
 use quorum_core::task::{Classification, RejectedTask, Task};
@@ -703,7 +704,7 @@ pub async fn plan(
 /// caller validates them against the pack) or why there are none, and the call's cost.
 pub async fn select_round_files(
     ctx: &ReviewContext,
-    rule: &quorum_core::rounds::Exhaustive,
+    rule: &quorum_core::flow::Exhaustive,
     round: u32,
     new: &[quorum_core::rounds::NewFinding<'_>],
 ) -> (Result<Vec<String>, String>, CallStats) {

@@ -8,7 +8,8 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::coverage::{CoverageMode, FULL_ORIGIN_PREFIX};
+use quorum_core::coverage::FULL_ORIGIN_PREFIX;
+use quorum_core::flow::CoverageMode;
 use quorum_core::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};

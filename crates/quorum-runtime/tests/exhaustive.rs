@@ -325,7 +325,7 @@ fn model_guided_flow() -> Flow {
     let flow = Flow::parse(&text, std::path::Path::new("exhaustive-model.yaml")).unwrap();
     assert_eq!(
         flow.exhaustive.as_ref().unwrap().select,
-        quorum_core::rounds::Select::Model
+        quorum_core::flow::Select::Model
     );
     flow
 }

@@ -5,7 +5,8 @@
 //! only in the way [`Replay::from_events`] documents.
 
 use crate::status::DerivedStatus;
-use quorum_core::finding::{Judged, RawFinding};
+use quorum_core::finding::RawFinding;
+use quorum_core::judged::Judged;
 use quorum_core::task::{Classification, RejectedTask, Task};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

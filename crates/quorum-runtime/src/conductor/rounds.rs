@@ -6,8 +6,8 @@
 
 use super::{ConductorMsg, ConductorState, FlowConductor};
 use crate::report::{TaskRun, TaskState};
-use quorum_core::coverage::Scope;
-use quorum_core::flow::Role;
+use quorum_core::flow::{Role, Select};
+use quorum_core::plan::Scope;
 use quorum_core::rounds::{self, TaskOutcome};
 use quorum_core::schedule::TaskKey;
 use quorum_store::Event;
@@ -108,7 +108,7 @@ impl FlowConductor {
             return Ok(false);
         }
         let (mut metrics, mut hot) = rounds::evaluate(rule, round, &outcomes, &earlier);
-        if metrics.next && rule.select == rounds::Select::Model {
+        if metrics.next && rule.select == Select::Model {
             // The new findings of this round, as the selector sees them (first report of each
             // anchor, in report order).
             let this_ids: BTreeSet<&str> = this.iter().map(|r| r.id.as_str()).collect();
