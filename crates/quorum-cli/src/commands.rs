@@ -9,7 +9,7 @@ use crate::{
 };
 use anyhow::{bail, Context, Result};
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::ContextPack;
 use quorum_core::report::{report_format, Report, ReviewStatus, REPORT_FORMATS};
 use quorum_llm::BackendConfig;
@@ -195,10 +195,10 @@ struct RunParams {
     /// `--apply-safe-fixes DIR`: where the fixed copy of the target goes.
     apply_safe_fixes: Option<PathBuf>,
     /// `--verifiers` / `--verify-threshold`, applied over the stored flow again on resume.
-    verification: quorum_core::flow::Overrides,
+    verification: quorum_core::flows::flow::Overrides,
     /// `--coverage` (or the config's `coverage`), applied over the stored flow again on
     /// resume; `None` = the flow's own mode.
-    coverage: Option<quorum_core::flow::CoverageMode>,
+    coverage: Option<quorum_core::flows::flow::CoverageMode>,
 }
 
 pub(crate) fn data_dir(common: &crate::CommonArgs, settings: &Settings) -> DataDir {
@@ -309,9 +309,11 @@ pub(crate) async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
     if args.max_concurrent == Some(0) {
         bail!("--max-concurrent must be at least 1");
     }
-    let verification =
-        quorum_core::flow::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let verification = quorum_core::flows::flow::Overrides::parse(
+        args.verifiers,
+        args.verify_threshold.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let target = &args.path;
     if !target.exists() {
         bail!(
@@ -680,7 +682,7 @@ fn unreachable_cancel() -> Result<()> {
 /// anchor is that finding again, adjudicated, and is not counted twice.
 pub(crate) fn exit_for(
     report: &Report,
-    fail_on: Option<quorum_core::finding::Severity>,
+    fail_on: Option<quorum_core::review::finding::Severity>,
 ) -> ExitCode {
     match report.status {
         ReviewStatus::Failed | ReviewStatus::Partial => ExitCode::Incomplete,

@@ -9,8 +9,8 @@
 use crate::commands::{prepare_review, write_reports, Prepared};
 use crate::{BackendArgs, ReviewArgs};
 use quorum_api::{pb, ApiClient};
-use quorum_core::finding::{Finding, Severity};
 use quorum_core::report::Report;
+use quorum_core::review::finding::{Finding, Severity};
 use quorum_runtime::Progress;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;

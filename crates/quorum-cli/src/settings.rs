@@ -1,8 +1,8 @@
 //! Layered configuration: shipped defaults < user config < ./quorum.toml < --config < env < flags.
 
 use anyhow::{Context, Result};
-use quorum_core::finding::Severity;
 use quorum_core::pack::PackOptions;
+use quorum_core::review::finding::Severity;
 use quorum_llm::BackendConfig;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -203,8 +203,8 @@ impl Settings {
     pub fn coverage_mode(
         &self,
         flag: Option<&str>,
-    ) -> Result<Option<quorum_core::flow::CoverageMode>> {
-        use quorum_core::flow::CoverageMode;
+    ) -> Result<Option<quorum_core::flows::flow::CoverageMode>> {
+        use quorum_core::flows::flow::CoverageMode;
         if let Some(f) = flag {
             return CoverageMode::parse_for(f, "--coverage")
                 .map(Some)

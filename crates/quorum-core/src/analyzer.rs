@@ -15,9 +15,9 @@
 //! decides what to run on which files and what the output means.
 
 use crate::error::AnalyzerError;
-use crate::finding::{Dropped, RawFinding, Severity, Verdict};
-use crate::judged::Judged;
 use crate::pack::ContextPack;
+use crate::review::finding::{Dropped, RawFinding, Severity, Verdict};
+use crate::review::judged::Judged;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -680,7 +680,7 @@ impl Lead {
                         .map(|l| l.chars().filter(|c| !c.is_whitespace()).count())
                         .sum::<usize>()
                 };
-                while chars(from, to) < crate::grounding::MIN_EVIDENCE_CHARS
+                while chars(from, to) < crate::review::grounding::MIN_EVIDENCE_CHARS
                     && to < lines.len()
                     && to < from + 3
                 {
@@ -1111,8 +1111,8 @@ mod tests {
         assert_eq!(f.evidence, "password = \"hunter2hunter2\"");
         assert_eq!(f.category, "security/B105");
         assert!(matches!(
-            crate::grounding::ground(&f, &p),
-            crate::grounding::Grounding::Grounded { .. }
+            crate::review::grounding::ground(&f, &p),
+            crate::review::grounding::Grounding::Grounded { .. }
         ));
         // A short line borrows the next one so the quote locates something.
         let short = Lead {
@@ -1124,9 +1124,9 @@ mod tests {
         let f = outside.to_finding(&p);
         assert!(f.evidence.is_empty());
         assert!(matches!(
-            crate::grounding::ground(&f, &p),
-            crate::grounding::Grounding::Decided {
-                verdict: crate::finding::Verdict::Hallucinated,
+            crate::review::grounding::ground(&f, &p),
+            crate::review::grounding::Grounding::Decided {
+                verdict: crate::review::finding::Verdict::Hallucinated,
                 ..
             }
         ));
@@ -1134,7 +1134,7 @@ mod tests {
 
     #[test]
     fn unchecked_analyzer_candidates_are_dropped_specialists_kept() {
-        use crate::finding::{Reported, Reporter};
+        use crate::review::finding::{Reported, Reporter};
         let p = pack();
         let judged = |persona: &str, verdict: Verdict| Judged {
             reported: Reported {
@@ -1181,7 +1181,7 @@ mod tests {
 
     #[test]
     fn a_hit_inside_a_reported_finding_merges_into_it() {
-        use crate::finding::{Reported, Reporter};
+        use crate::review::finding::{Reported, Reporter};
         let p = pack();
         let judged = |persona: &str, finding: RawFinding| Judged {
             reported: Reported {
@@ -1224,7 +1224,7 @@ mod tests {
             judged("analyzer:bandit", lead(11).to_finding(&p)),
         ];
         anchor_to_overlapping(&mut all);
-        let gated = crate::dedup::merge_and_gate(all.clone(), 0.5);
+        let gated = crate::review::dedup::merge_and_gate(all.clone(), 0.5);
         assert_eq!(gated.findings.len(), 2, "{:?}", gated.findings);
         let merged = &gated.findings[0];
         assert_eq!(merged.title, "Hard-coded password");
@@ -1247,7 +1247,12 @@ mod tests {
         ];
         anchor_to_overlapping(&mut all);
         assert_eq!(all[1].reported.finding.symbol.as_deref(), Some("password"));
-        assert_eq!(crate::dedup::merge_and_gate(all, 0.5).findings.len(), 1);
+        assert_eq!(
+            crate::review::dedup::merge_and_gate(all, 0.5)
+                .findings
+                .len(),
+            1
+        );
     }
 
     #[test]

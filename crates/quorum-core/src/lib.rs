@@ -5,38 +5,39 @@
 //! model output, deterministic grounding, dedup and the confidence gate, prompt weaving under a
 //! token budget, and the report renderers.
 //!
+//! The rooms, floor by floor (a module uses modules on its own floor or below, never above):
+//!
+//! 1. leaves: [`error`], [`human`], [`catalog`] (personas), [`task`], [`parse`] (JSON out of
+//!    model text), [`weaver`] (prompts under a token budget), [`models`] (model cards and
+//!    selection), [`schedule`] (attempt placement);
+//! 2. [`pack`]: the snapshot of the target, its survey, atlas and tree rules;
+//! 3. [`review`]: findings, grounding, votes, the verdict, dedup and the gate, the ledger;
+//! 4. [`analyzer`] (tool output as leads) and [`schema`] (output contracts);
+//! 5. [`flows`] (the flow file and the rules that complete a plan) and [`judging`]
+//!    (conformance, adjudication, document review, the panel);
+//! 6. [`report`] (the schema and its renderings), then [`memory`], [`scope`] and
+//!    [`repo_config`], and [`bench`].
+//!
 //! Architecture invariant: this crate knows nothing about tokio, sled, tonic, HTTP or actors.
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
 //! and the git HEAD/work-tree lookups — and in the catalog, flow and analyzer-catalog loaders. Every other function is a pure transformation and is unit-tested here.
 
-pub mod adjudication;
 pub mod analyzer;
 pub mod bench;
 pub mod catalog;
-pub mod conformance;
-pub mod coverage;
-pub mod dedup;
-pub mod docreview;
 pub mod error;
-pub mod finding;
-pub mod flow;
-pub mod grounding;
+pub mod flows;
 pub mod human;
-pub mod judged;
-pub mod ledger;
+pub mod judging;
 pub mod memory;
 pub mod models;
 pub mod pack;
-pub mod panel;
 pub mod parse;
-pub mod plan;
 pub mod repo_config;
 pub mod report;
-pub mod rounds;
+pub mod review;
 pub mod schedule;
 pub mod schema;
 pub mod scope;
-pub mod selection;
 pub mod task;
-pub mod vote;
 pub mod weaver;

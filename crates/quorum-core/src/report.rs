@@ -3,8 +3,8 @@
 //! that put findings into merge requests: reviewdog's rdjson ([`rdjson`]) and GitLab's code
 //! quality report ([`gitlab`]). [`REPORT_FORMATS`] is the one list of them.
 
-use crate::finding::{Dropped, Finding, Severity};
 use crate::human::{human_duration, thousands};
+use crate::review::finding::{Dropped, Finding, Severity};
 use crate::task::{Classification, RejectedTask};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -209,34 +209,34 @@ pub struct Report {
     /// Which files completed specialist tasks were given (every report), and the flow's fixed
     /// dimensions and source directories (flows that declare them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub coverage: Option<crate::coverage::CoverageReport>,
+    pub coverage: Option<crate::flows::coverage::CoverageReport>,
     /// Exhaustive flows: each round's metrics and the decision it ended with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rounds: Vec<crate::rounds::RoundMetrics>,
+    pub rounds: Vec<crate::flows::rounds::RoundMetrics>,
     /// Flows that select their roster (two-tier selection): why each prefilter survivor is on
     /// the team or not (its trigger, its interest-poll answer), and who the prefilter ruled out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selection: Option<crate::selection::SelectionRecord>,
+    pub selection: Option<crate::flows::selection::SelectionRecord>,
     /// Every model-checked finding: what each verifier was asked (model, prompt digest) and
     /// answered, the threshold and the combined outcome. Absent when no model verified anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub verification_ledger: Vec<crate::ledger::LedgerEntry>,
+    pub verification_ledger: Vec<crate::review::ledger::LedgerEntry>,
     /// `--apply-safe-fixes`: each safe_auto replacement and whether it was applied to the copy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub safe_fixes: Vec<crate::docreview::SafeFix>,
+    pub safe_fixes: Vec<crate::judging::docreview::SafeFix>,
     /// Conformance flows: every acceptance criterion's verdict and the merge gate (also written
     /// alone as merge-readiness.json). Unmet and divergent criteria are not findings: they
     /// gate through `ready`, not through `--fail-on`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conformance: Option<crate::conformance::MergeReadiness>,
+    pub conformance: Option<crate::judging::conformance::MergeReadiness>,
     /// Finish reviews: every prior finding's ruling, and which findings of this review are
     /// new (they match no prior finding's anchor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub adjudication: Option<crate::adjudication::Adjudication>,
+    pub adjudication: Option<crate::judging::adjudication::Adjudication>,
     /// Panel flows: each judge's scores of the surviving findings by axis, the aggregates, the
     /// judges that gave no score, and the verdict (the meta-judge's, or the rule's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub panel: Option<crate::panel::PanelReport>,
+    pub panel: Option<crate::judging::panel::PanelReport>,
     /// The deterministic analyzers of the catalog: each one's name, whether it ran, why not,
     /// and how many hits it gave (its findings credit it as reporter `analyzer:<name>`).
     /// Absent when none was configured or they were turned off.
@@ -1225,7 +1225,7 @@ fn md_panel(r: &Report, out: &mut String) {
     match (p.verdict, p.overall) {
         (Some(v), Some(o)) => {
             let by = match p.verdict_by {
-                Some(crate::panel::VerdictBy::MetaJudge) => "the meta-judge",
+                Some(crate::judging::panel::VerdictBy::MetaJudge) => "the meta-judge",
                 _ => "rule",
             };
             let _ = writeln!(
@@ -1357,7 +1357,7 @@ fn md_safe_fixes(r: &Report, out: &mut String) {
     out.push('\n');
 }
 
-fn md_rounds(rounds: &[crate::rounds::RoundMetrics], out: &mut String) {
+fn md_rounds(rounds: &[crate::flows::rounds::RoundMetrics], out: &mut String) {
     if rounds.is_empty() {
         return;
     }
@@ -1392,8 +1392,8 @@ fn md_rounds(rounds: &[crate::rounds::RoundMetrics], out: &mut String) {
     out.push('\n');
 }
 
-fn md_selection(sel: &crate::selection::SelectionRecord, out: &mut String) {
-    use crate::selection::PollOutcome;
+fn md_selection(sel: &crate::flows::selection::SelectionRecord, out: &mut String) {
+    use crate::flows::selection::PollOutcome;
     out.push_str("### Selection\n\n");
     out.push_str("| Persona | Prefilter | Poll | On the team | Its answer |\n| --- | --- | --- | --- | --- |\n");
     for d in &sel.decisions {
@@ -1423,7 +1423,7 @@ fn md_selection(sel: &crate::selection::SelectionRecord, out: &mut String) {
     );
 }
 
-fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
+fn md_coverage(c: &crate::flows::coverage::CoverageReport, out: &mut String) {
     out.push_str("### Coverage\n\n");
     if !c.dimensions.is_empty() {
         out.push_str("| Dimension | Required | Tasks | Findings |\n| --- | --- | --- | ---: |\n");
@@ -1469,8 +1469,9 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
             "- **Coverage mode:** {}{}",
             c.mode.as_str(),
             match c.mode {
-                crate::flow::CoverageMode::Full => " (every included file was given to some task)",
-                crate::flow::CoverageMode::Sampled => " (the planner's choice of files)",
+                crate::flows::flow::CoverageMode::Full =>
+                    " (every included file was given to some task)",
+                crate::flows::flow::CoverageMode::Sampled => " (the planner's choice of files)",
             }
         );
         let _ = writeln!(
@@ -1518,12 +1519,12 @@ fn md_coverage(c: &crate::coverage::CoverageReport, out: &mut String) {
 
 /// The ledger in brief: how many findings were model-checked by how many verifiers, and the
 /// split decisions (verifiers that disagreed) with each vote; the whole ledger is in report.json.
-fn md_ledger(ledger: &[crate::ledger::LedgerEntry], out: &mut String) {
+fn md_ledger(ledger: &[crate::review::ledger::LedgerEntry], out: &mut String) {
     let Some(first) = ledger.first() else {
         return;
     };
     let most = ledger.iter().map(|e| e.votes.len()).max().unwrap_or(0);
-    let split: Vec<&crate::ledger::LedgerEntry> = ledger
+    let split: Vec<&crate::review::ledger::LedgerEntry> = ledger
         .iter()
         .filter(|e| e.votes.windows(2).any(|w| w[0].verdict != w[1].verdict))
         .collect();
@@ -1761,8 +1762,8 @@ fn md_methodology(r: &Report, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::{Reporter, Verdict};
     use crate::pack::Skipped;
+    use crate::review::finding::{Reporter, Verdict};
 
     fn finding(id: &str, sev: Severity, category: &str, file: Option<&str>) -> Finding {
         Finding {
@@ -2199,7 +2200,7 @@ mod tests {
 
     #[test]
     fn the_judge_panel_is_a_short_table_and_absent_without_one() {
-        use crate::panel::{JudgeFailure, JudgeScore, PanelReport};
+        use crate::judging::panel::{JudgeFailure, JudgeScore, PanelReport};
         let mut r = report();
         assert!(!r.to_markdown().contains("Judge panel"));
         assert!(

@@ -7,9 +7,9 @@
 //! the same guidance. Everything here is data; prompt text built from it lives in the runtime's
 //! `stages`, and every string that came from the target is delimited there as untrusted.
 
-use crate::dedup::{renumber, Gated};
-use crate::finding::{Dropped, Finding, Severity};
 use crate::report::{DiffFile, DiffInfo};
+use crate::review::dedup::{renumber, Gated};
+use crate::review::finding::{Dropped, Finding, Severity};
 use serde::{Deserialize, Serialize};
 
 /// How a file differs between the base and the head revision.
@@ -237,11 +237,11 @@ pub struct ReviewScope {
     pub profile: Profile,
     /// The acceptance contract of a conformance review (`--spec`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<crate::conformance::Spec>,
+    pub spec: Option<crate::judging::conformance::Spec>,
     /// The prior review a finish review adjudicates (`--prior`, `--dispositions`); absent
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prior: Option<Box<crate::adjudication::Prior>>,
+    pub prior: Option<Box<crate::judging::adjudication::Prior>>,
     /// What the deterministic analyzers found (and which did not run, and why): leads for the
     /// specialists and candidate findings for the verifier.
     #[serde(default, skip_serializing_if = "crate::analyzer::Leads::is_empty")]
@@ -500,7 +500,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::finding::Verdict;
+    use crate::review::finding::Verdict;
 
     fn finding(
         title: &str,

@@ -24,9 +24,9 @@ use crate::remote::{RemoteAttempt, RemoteStage};
 use crate::report::{TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::{Job, JobOutcome, OutcomeSink, TaskWorker, WorkerArgs};
-use quorum_core::dedup::Gated;
-use quorum_core::finding::Reported;
 use quorum_core::report::Report;
+use quorum_core::review::dedup::Gated;
+use quorum_core::review::finding::Reported;
 use quorum_core::schedule::{
     AttemptId, AttemptResult, Command, Input, Place, Scheduler, SchedulerParams, TaskKey,
     TaskStatus,
@@ -151,9 +151,10 @@ pub struct ConductorState {
     reported: Vec<Reported>,
     /// Verdicts a resumed review found recorded by batches that finished before the stop, by
     /// (task id, ordinal): verification takes them as they are instead of asking again.
-    prior_verdicts: std::collections::BTreeMap<(String, usize), quorum_core::judged::Judged>,
+    prior_verdicts:
+        std::collections::BTreeMap<(String, usize), quorum_core::review::judged::Judged>,
     /// The verification ledger, built where the verdicts are gated.
-    ledger: Vec<quorum_core::ledger::LedgerEntry>,
+    ledger: Vec<quorum_core::review::ledger::LedgerEntry>,
     gated: Option<Gated>,
     synthesis: Option<Synthesis>,
     verifier_model: Option<String>,
@@ -170,26 +171,26 @@ pub struct ConductorState {
     /// Conformance flows: the spec's criteria once read (and whether a model read them), the
     /// grounded verdicts so far by criterion id, the judge round in flight, whether judging
     /// is over, and why it could not run when it could not.
-    criteria: Option<Vec<quorum_core::conformance::Criterion>>,
+    criteria: Option<Vec<quorum_core::judging::conformance::Criterion>>,
     criteria_by_model: bool,
-    judgments: std::collections::BTreeMap<String, quorum_core::conformance::Judgment>,
+    judgments: std::collections::BTreeMap<String, quorum_core::judging::conformance::Judgment>,
     conformance: Option<judging::ConformanceRound>,
     conformance_done: bool,
     conformance_failure: Option<String>,
     /// Exhaustive flows: the rounds evaluated so far, in order.
-    rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    rounds: Vec<quorum_core::flows::rounds::RoundMetrics>,
     /// Two-tier selection's decisions (recorded before the plan), for the report.
-    selection: Option<quorum_core::selection::SelectionRecord>,
+    selection: Option<quorum_core::flows::selection::SelectionRecord>,
     /// Finish reviews: each prior finding's settled ruling by prior id, the adjudicator round
     /// in flight, and whether adjudication is over.
-    adjudged: std::collections::BTreeMap<String, quorum_core::adjudication::Adjudged>,
+    adjudged: std::collections::BTreeMap<String, quorum_core::judging::adjudication::Adjudged>,
     adjudication: Option<judging::AdjudicationRound>,
     adjudication_done: bool,
     /// Panel flows: each judge's recorded scores and, for those that gave none, why; the
     /// verdict once given; the judge or meta-judge runs in flight; whether the panel is over.
-    panel_scores: std::collections::BTreeMap<String, quorum_core::panel::JudgeScore>,
+    panel_scores: std::collections::BTreeMap<String, quorum_core::judging::panel::JudgeScore>,
     panel_failed: std::collections::BTreeMap<String, String>,
-    panel_decision: Option<quorum_core::panel::Decision>,
+    panel_decision: Option<quorum_core::judging::panel::Decision>,
     panel: Option<panel::PanelRound>,
     panel_done: bool,
     /// Attempts recorded before a resume, by run id, so the panel's numbering continues.
@@ -703,7 +704,7 @@ impl FlowConductor {
         state: &mut ConductorState,
         task_id: &str,
         persona: &str,
-        findings: &[quorum_core::finding::RawFinding],
+        findings: &[quorum_core::review::finding::RawFinding],
     ) {
         let Some(memory) = &state.ctx.scope.memory else {
             return;
@@ -1031,8 +1032,8 @@ impl FlowConductor {
 
     /// Merge and gate the verdicts and build the verification ledger from their ballots; the
     /// surviving findings go out as progress events.
-    fn gate(state: &mut ConductorState, judged: Vec<quorum_core::judged::Judged>) -> Gated {
-        let checked: Vec<quorum_core::judged::Judged> = judged
+    fn gate(state: &mut ConductorState, judged: Vec<quorum_core::review::judged::Judged>) -> Gated {
+        let checked: Vec<quorum_core::review::judged::Judged> = judged
             .iter()
             .filter(|j| j.ballot.is_some())
             .cloned()
@@ -1041,7 +1042,9 @@ impl FlowConductor {
             .runs
             .iter()
             .filter_map(|r| r.task.as_ref())
-            .filter(|t| t.origin.as_deref() == Some(quorum_core::coverage::FRESH_EYES_ORIGIN))
+            .filter(|t| {
+                t.origin.as_deref() == Some(quorum_core::flows::coverage::FRESH_EYES_ORIGIN)
+            })
             .map(|t| t.id.clone())
             .collect();
         let anchors = (!fresh.is_empty()).then(|| judged.clone());
@@ -1052,10 +1055,10 @@ impl FlowConductor {
                 &mut gated.residual,
                 &mut gated.pre_existing,
             ] {
-                quorum_core::coverage::mark_fresh_eyes(&state.ctx.flow, list, &all, &fresh);
+                quorum_core::flows::coverage::mark_fresh_eyes(&state.ctx.flow, list, &all, &fresh);
             }
         }
-        state.ledger = quorum_core::ledger::ledger(
+        state.ledger = quorum_core::review::ledger::ledger(
             &checked,
             &[&gated.findings, &gated.residual, &gated.pre_existing],
         );

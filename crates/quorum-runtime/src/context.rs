@@ -2,7 +2,7 @@
 
 use crate::backends::Backends;
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::ContextPack;
 use std::sync::Arc;
 
@@ -51,11 +51,17 @@ impl ReviewContext {
     /// findings off the change moved to `pre_existing`). Analyzer candidates no model checked
     /// are dropped first (`analyzer::take_unchecked_leads`), and those inside another
     /// report's lines take its anchor, so they merge into it (`analyzer::anchor_to_overlapping`).
-    pub fn gate(&self, judged: Vec<quorum_core::judged::Judged>) -> quorum_core::dedup::Gated {
+    pub fn gate(
+        &self,
+        judged: Vec<quorum_core::review::judged::Judged>,
+    ) -> quorum_core::review::dedup::Gated {
         let (mut judged, unchecked) = quorum_core::analyzer::take_unchecked_leads(judged);
         quorum_core::analyzer::anchor_to_overlapping(&mut judged);
-        let mut gated =
-            quorum_core::docreview::merge_and_gate_at(&self.flow, judged, self.confidence_gate());
+        let mut gated = quorum_core::judging::docreview::merge_and_gate_at(
+            &self.flow,
+            judged,
+            self.confidence_gate(),
+        );
         gated.dropped.extend(unchecked);
         self.scope.apply(gated)
     }

@@ -5,7 +5,7 @@
 //! conductor decides and the conductor carries no observability state of its own.
 
 use crate::progress::Progress;
-use quorum_core::finding::Finding;
+use quorum_core::review::finding::Finding;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, OnceLock};
 

@@ -16,9 +16,9 @@ use crate::error::AttemptError;
 use crate::facts::FactLog;
 use crate::stages::{self, SpecialistOutput};
 use quorum_core::catalog::{Catalog, Heuristic, Persona};
-use quorum_core::finding::Reported;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::ContextPack;
+use quorum_core::review::finding::Reported;
 use quorum_core::task::Task;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -92,7 +92,7 @@ pub enum RemoteStage {
         catalog: Catalog,
     },
     Synthesize {
-        gated: Box<quorum_core::dedup::Gated>,
+        gated: Box<quorum_core::review::dedup::Gated>,
         classification: quorum_core::task::Classification,
     },
 }

@@ -5,10 +5,10 @@ use crate::agent::CallStats;
 use crate::backends::Backends;
 use crate::context::ReviewContext;
 use crate::stages::Synthesis;
-use quorum_core::dedup::Gated;
 use quorum_core::report::{
     Methodology, Report, ReviewStatus, TargetInfo, TaskReport, TeamMember, Usage, SCHEMA_VERSION,
 };
+use quorum_core::review::dedup::Gated;
 use quorum_core::task::{Classification, RejectedTask, Task};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -161,7 +161,7 @@ pub struct RunFacts {
     pub verifier_model: Option<String>,
     pub verifier_degraded: bool,
     /// The verification ledger (every model-checked finding's votes).
-    pub ledger: Vec<quorum_core::ledger::LedgerEntry>,
+    pub ledger: Vec<quorum_core::review::ledger::LedgerEntry>,
     pub usage: CallStats,
     pub wall_ms: u64,
     pub failure: Option<String>,
@@ -170,17 +170,17 @@ pub struct RunFacts {
     /// Why the review was cancelled, when it was: it ends partial, whatever was done.
     pub cancelled: Option<String>,
     /// Conformance flows: the merge gate as the conductor knows it.
-    pub conformance: Option<quorum_core::conformance::MergeReadiness>,
+    pub conformance: Option<quorum_core::judging::conformance::MergeReadiness>,
     /// Finish reviews: the prior findings' rulings as the conductor knows them.
-    pub adjudication: Option<quorum_core::adjudication::Adjudication>,
+    pub adjudication: Option<quorum_core::judging::adjudication::Adjudication>,
     /// Why a conformance flow could not judge its spec (no spec, criteria unreadable).
     pub conformance_failure: Option<String>,
     /// Exhaustive flows: each round's metrics.
-    pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    pub rounds: Vec<quorum_core::flows::rounds::RoundMetrics>,
     /// Two-tier selection's decisions, when the flow selects its roster.
-    pub selection: Option<quorum_core::selection::SelectionRecord>,
+    pub selection: Option<quorum_core::flows::selection::SelectionRecord>,
     /// Panel flows: the judge panel as far as it got (it never changes the status).
-    pub panel: Option<quorum_core::panel::PanelReport>,
+    pub panel: Option<quorum_core::judging::panel::PanelReport>,
 }
 
 /// Derive status and build the report.
@@ -344,7 +344,7 @@ pub fn assemble(ctx: &ReviewContext, facts: RunFacts) -> Report {
         .filter(|r| r.state == TaskState::Completed)
         .filter_map(|r| r.task.as_ref())
         .collect();
-    let coverage = Some(quorum_core::coverage::report(
+    let coverage = Some(quorum_core::flows::coverage::report(
         &ctx.flow,
         &ctx.pack,
         &planned,

@@ -7,15 +7,15 @@
 use crate::agent::{self, CallSpec, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
-use quorum_core::conformance::MergeReadiness;
-use quorum_core::finding::{RawFinding, Reported, Verdict};
-use quorum_core::flow::Role;
-use quorum_core::grounding::{self, Grounding};
-use quorum_core::judged::Judged;
+use quorum_core::flows::flow::Role;
+use quorum_core::flows::selection::{PollOutcome, SelectionDecision, SelectionRecord};
+use quorum_core::judging::conformance::MergeReadiness;
+use quorum_core::review::finding::{RawFinding, Reported, Verdict};
+use quorum_core::review::grounding::{self, Grounding};
+use quorum_core::review::judged::Judged;
+use quorum_core::review::vote::{self, Ballot, Vote};
 use quorum_core::schema;
-use quorum_core::selection::{PollOutcome, SelectionDecision, SelectionRecord};
 use quorum_core::task::{Classification, RejectedTask, Task};
-use quorum_core::vote::{self, Ballot, Vote};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 
@@ -286,9 +286,13 @@ pub fn planner_prompt_in(
         ("## File list".to_string(), files)
     };
     let class = serde_json::to_string_pretty(classification).unwrap_or_default();
-    let ranked =
-        quorum_core::selection::rank_for_planner(&ctx.catalog, &ctx.pack, classification, roster);
-    let catalog = quorum_core::selection::planner_catalog(&ranked);
+    let ranked = quorum_core::flows::selection::rank_for_planner(
+        &ctx.catalog,
+        &ctx.pack,
+        classification,
+        roster,
+    );
+    let catalog = quorum_core::flows::selection::planner_catalog(&ranked);
     let mut errors = String::new();
     if !previous_errors.is_empty() {
         errors.push_str("## Your previous plan was rejected\n");
@@ -328,7 +332,7 @@ pub fn planner_prompt_in(
         format!(
             "## Required dimensions\nEvery dimension needs a task; set \"dimension\" on each \
              task. Personas that serve each one:\n{}\n",
-            quorum_core::coverage::dimensions_prompt(&ctx.flow)
+            quorum_core::flows::coverage::dimensions_prompt(&ctx.flow)
         )
     };
     let user = format!(
@@ -379,9 +383,13 @@ async fn select_personas(
     classification: &Classification,
 ) -> Option<SelectionRecord> {
     let sel = ctx.flow.selection.as_ref()?;
-    let candidates =
-        quorum_core::selection::prefilter(&ctx.flow, &ctx.catalog, &ctx.pack, classification);
-    let decided = |c: &quorum_core::selection::Candidate, poll, reason| SelectionDecision {
+    let candidates = quorum_core::flows::selection::prefilter(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        classification,
+    );
+    let decided = |c: &quorum_core::flows::selection::Candidate, poll, reason| SelectionDecision {
         persona: c.persona.clone(),
         prefilter: c.reason.clone(),
         poll,
@@ -422,7 +430,7 @@ async fn select_personas(
         sel.instructions.trim()
     );
     let mut polls = tokio::task::JoinSet::new();
-    let mut polled: Vec<&quorum_core::selection::Candidate> = Vec::new();
+    let mut polled: Vec<&quorum_core::flows::selection::Candidate> = Vec::new();
     let mut decisions = Vec::new();
     for c in &candidates {
         if c.floor {
@@ -517,14 +525,14 @@ fn apply_flow_rules(
     stage_tools: &[String],
     tasks: &mut Vec<Task>,
 ) -> Vec<RejectedTask> {
-    let mut refused = quorum_core::coverage::complete_plan(
+    let mut refused = quorum_core::flows::coverage::complete_plan(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
         stage_tools,
         tasks,
     );
-    refused.extend(quorum_core::docreview::complete_team(
+    refused.extend(quorum_core::judging::docreview::complete_team(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
@@ -532,7 +540,7 @@ fn apply_flow_rules(
         tasks,
     ));
     // `--coverage full`: every file the tasks so far leave out, in directory batches.
-    refused.extend(quorum_core::coverage::add_full_coverage(
+    refused.extend(quorum_core::flows::coverage::add_full_coverage(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
@@ -540,7 +548,7 @@ fn apply_flow_rules(
         tasks,
     ));
     // Last, so the lane never stands in for a gap the coverage rules would have filled.
-    refused.extend(quorum_core::coverage::add_fresh_eyes(
+    refused.extend(quorum_core::flows::coverage::add_fresh_eyes(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
@@ -555,7 +563,7 @@ fn apply_flow_rules(
 /// plan. An empty roster is a plan of the flow's rules alone.
 fn plan_from_selection(ctx: &ReviewContext, record: &SelectionRecord, max_files: usize) -> Plan {
     let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
-    let (mut tasks, mut rejected) = quorum_core::selection::tasks_from_selection(
+    let (mut tasks, mut rejected) = quorum_core::flows::selection::tasks_from_selection(
         record,
         &ctx.catalog,
         &ctx.pack,
@@ -657,7 +665,7 @@ pub async fn plan(
             let mut tasks = tasks;
             all_rejected.extend(rejected);
             // A task over the per-task budget (a directory named whole) becomes module shards.
-            all_rejected.extend(quorum_core::coverage::shard_tasks(
+            all_rejected.extend(quorum_core::flows::coverage::shard_tasks(
                 &ctx.flow, &ctx.pack, &mut tasks,
             ));
             all_rejected.extend(apply_flow_rules(ctx, stage_tools, &mut tasks));
@@ -704,12 +712,12 @@ pub async fn plan(
 /// caller validates them against the pack) or why there are none, and the call's cost.
 pub async fn select_round_files(
     ctx: &ReviewContext,
-    rule: &quorum_core::flow::Exhaustive,
+    rule: &quorum_core::flows::flow::Exhaustive,
     round: u32,
-    new: &[quorum_core::rounds::NewFinding<'_>],
+    new: &[quorum_core::flows::rounds::NewFinding<'_>],
 ) -> (Result<Vec<String>, String>, CallStats) {
     let mut stats = CallStats::default();
-    let (system, user) = quorum_core::rounds::selector_prompt(rule, &ctx.pack, round, new);
+    let (system, user) = quorum_core::flows::rounds::selector_prompt(rule, &ctx.pack, round, new);
     let (client, model) = match ctx.pick("planner", &system, &user, None) {
         Ok(p) => p,
         Err(e) => return (Err(format!("no model for the selector: {e}")), stats),
@@ -725,7 +733,7 @@ pub async fn select_round_files(
         &spec,
         &system,
         &user,
-        quorum_core::rounds::selector_schema(rule),
+        quorum_core::flows::rounds::selector_schema(rule),
         Expect::Object,
         &mut stats,
     );
@@ -1148,7 +1156,7 @@ pub async fn consult(
     finding: &RawFinding,
     excerpt: &str,
     stats: &mut CallStats,
-) -> Result<(quorum_core::finding::Severity, f64, String, String), String> {
+) -> Result<(quorum_core::review::finding::Severity, f64, String, String), String> {
     let (system, user) = consultant_prompt_in(ctx, finding, excerpt, ctx.budget());
     let (client, model) = ctx
         .pick("consultant", &system, &user, None)
@@ -1183,7 +1191,7 @@ pub async fn consult(
 /// note why there are none. Never changes the verdict.
 pub fn apply_rescore(
     judged: &mut Judged,
-    answer: Result<(quorum_core::finding::Severity, f64, String, String), String>,
+    answer: Result<(quorum_core::review::finding::Severity, f64, String, String), String>,
 ) {
     match answer {
         Ok((severity, confidence, reason, model)) => {
@@ -1193,7 +1201,7 @@ pub fn apply_rescore(
                  {:.2} → {confidence:.2}",
                 f.severity, f.confidence
             ));
-            judged.rescored = Some(quorum_core::finding::Rescored {
+            judged.rescored = Some(quorum_core::review::finding::Rescored {
                 original_severity: f.severity,
                 original_confidence: f.confidence,
                 model,
@@ -1314,7 +1322,7 @@ pub async fn ask_verifier(
 }
 
 /// A grounded finding's verdict from its verifiers' votes, combined by the flow's threshold
-/// ([`quorum_core::vote`]). No vote at all leaves it UNVERIFIED with the reason; the ballot
+/// ([`quorum_core::review::vote`]). No vote at all leaves it UNVERIFIED with the reason; the ballot
 /// stays on the verdict for the report's verification ledger.
 pub fn judge_by_votes(
     ctx: &ReviewContext,
@@ -1374,7 +1382,7 @@ pub async fn verify_one(
 
 pub fn synthesizer_prompt(
     ctx: &ReviewContext,
-    gated: &quorum_core::dedup::Gated,
+    gated: &quorum_core::review::dedup::Gated,
     classification: &Classification,
     conformance: Option<&MergeReadiness>,
 ) -> (String, String) {
@@ -1384,7 +1392,7 @@ pub fn synthesizer_prompt(
 /// [`synthesizer_prompt`] fitted to `budget`.
 pub fn synthesizer_prompt_in(
     ctx: &ReviewContext,
-    gated: &quorum_core::dedup::Gated,
+    gated: &quorum_core::review::dedup::Gated,
     classification: &Classification,
     conformance: Option<&MergeReadiness>,
     budget: ContextBudget,
@@ -1485,7 +1493,10 @@ pub struct Synthesis {
     pub fallback: bool,
 }
 
-pub fn fallback_synthesis(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated) -> Synthesis {
+pub fn fallback_synthesis(
+    ctx: &ReviewContext,
+    gated: &quorum_core::review::dedup::Gated,
+) -> Synthesis {
     let mut counts = [0usize; 4];
     for f in &gated.findings {
         counts[f.severity as usize] += 1;
@@ -1535,7 +1546,7 @@ pub fn fallback_synthesis(ctx: &ReviewContext, gated: &quorum_core::dedup::Gated
 
 pub async fn synthesize(
     ctx: &ReviewContext,
-    gated: &quorum_core::dedup::Gated,
+    gated: &quorum_core::review::dedup::Gated,
     classification: &Classification,
     conformance: Option<&MergeReadiness>,
 ) -> Result<(Synthesis, StageStats), AttemptError> {

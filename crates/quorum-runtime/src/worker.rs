@@ -9,11 +9,11 @@ use crate::agent::CallStats;
 use crate::context::SharedContext;
 use crate::error::AttemptError;
 use crate::stages::{self, Plan, SpecialistOutput, StageStats, Synthesis};
-use quorum_core::dedup::Gated;
-use quorum_core::finding::{RawFinding, Reported, Verdict};
-use quorum_core::judged::Judged;
+use quorum_core::review::dedup::Gated;
+use quorum_core::review::finding::{RawFinding, Reported, Verdict};
+use quorum_core::review::judged::Judged;
+use quorum_core::review::vote::Vote;
 use quorum_core::task::{Classification, Task};
-use quorum_core::vote::Vote;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,27 +40,27 @@ pub enum Job {
         gated: Box<Gated>,
         classification: Classification,
         /// A conformance flow's gate, for the summary to say what blocks the merge.
-        conformance: Option<Box<quorum_core::conformance::MergeReadiness>>,
+        conformance: Option<Box<quorum_core::judging::conformance::MergeReadiness>>,
     },
     /// Read a spec's acceptance criteria with a model (its form gave none).
     Criteria,
     /// Judge a batch of criteria against the target.
     Conformance {
-        criteria: Vec<quorum_core::conformance::Criterion>,
+        criteria: Vec<quorum_core::judging::conformance::Criterion>,
     },
     /// Rule on a batch of a prior review's findings against the target (finish review).
     Adjudicate {
-        findings: Vec<quorum_core::adjudication::PriorFinding>,
+        findings: Vec<quorum_core::judging::adjudication::PriorFinding>,
     },
     /// One panel judge scores the surviving findings (`judge` is its catalog name).
     Judge {
         judge: String,
-        findings: Vec<quorum_core::finding::Finding>,
+        findings: Vec<quorum_core::review::finding::Finding>,
     },
     /// The meta-judge turns the panel's aggregates into a verdict.
     MetaJudge {
         meta: String,
-        axes: Vec<quorum_core::panel::AxisReport>,
+        axes: Vec<quorum_core::judging::panel::AxisReport>,
         overall: Option<f64>,
     },
 }
@@ -83,7 +83,15 @@ pub enum JobOutcome {
     Specialist(Result<SpecialistOutput, AttemptError>),
     Verify(Result<VerifyOutput, AttemptError>),
     Synthesize(Result<(Synthesis, StageStats), AttemptError>),
-    Criteria(Result<(Vec<quorum_core::conformance::Criterion>, StageStats), AttemptError>),
+    Criteria(
+        Result<
+            (
+                Vec<quorum_core::judging::conformance::Criterion>,
+                StageStats,
+            ),
+            AttemptError,
+        >,
+    ),
     Conformance(Result<stages::ConformanceOutput, AttemptError>),
     Adjudicate(Result<stages::AdjudicationOutput, AttemptError>),
     Judge(Result<stages::JudgeOutput, AttemptError>),
@@ -227,9 +235,9 @@ async fn run(ctx: &SharedContext, job: Job) -> JobOutcome {
 
 /// Model calls one grounded finding may cost in a verification attempt: a vote per verifier,
 /// and one consult when the flow has a consultant stage.
-pub(crate) fn calls_per_finding(flow: &quorum_core::flow::Flow) -> u64 {
+pub(crate) fn calls_per_finding(flow: &quorum_core::flows::flow::Flow) -> u64 {
     let consult = flow
-        .optional_stage(quorum_core::flow::Role::Consultant)
+        .optional_stage(quorum_core::flows::flow::Role::Consultant)
         .is_some();
     flow.parameters.verifiers.max(1) as u64 + u64::from(consult)
 }
@@ -360,7 +368,7 @@ pub(crate) async fn verify_all(
     // finder's scores, in this same attempt (so also on the peer that runs the batch).
     let consultant = ctx
         .flow
-        .optional_stage(quorum_core::flow::Role::Consultant)
+        .optional_stage(quorum_core::flows::flow::Role::Consultant)
         .is_some();
     let mut consults = tokio::task::JoinSet::new();
     let mut unconsulted: BTreeMap<usize, Judged> = BTreeMap::new();

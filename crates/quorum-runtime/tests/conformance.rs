@@ -6,8 +6,8 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::conformance::{self, Spec};
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
+use quorum_core::judging::conformance::{self, Spec};
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::scope::{ChangeKind, ChangeSet, FileChange, ReviewScope};
 use quorum_core::weaver::ContextBudget;

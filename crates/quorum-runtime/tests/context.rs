@@ -6,10 +6,10 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::finding::Verdict;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::review::finding::Verdict;
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::{Backends, ReviewContext};
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer, CONTEXT_WINDOW_RULE};

@@ -8,9 +8,9 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::coverage::FULL_ORIGIN_PREFIX;
-use quorum_core::flow::CoverageMode;
-use quorum_core::flow::Flow;
+use quorum_core::flows::coverage::FULL_ORIGIN_PREFIX;
+use quorum_core::flows::flow::CoverageMode;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_llm::{BackendConfig, BackendKind};

@@ -7,7 +7,7 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_llm::{BackendConfig, BackendKind};
@@ -325,7 +325,7 @@ fn model_guided_flow() -> Flow {
     let flow = Flow::parse(&text, std::path::Path::new("exhaustive-model.yaml")).unwrap();
     assert_eq!(
         flow.exhaustive.as_ref().unwrap().select,
-        quorum_core::flow::Select::Model
+        quorum_core::flows::flow::Select::Model
     );
     flow
 }

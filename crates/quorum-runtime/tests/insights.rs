@@ -7,7 +7,7 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_core::scope::{MemoryScope, ReviewScope};

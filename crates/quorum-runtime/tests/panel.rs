@@ -8,9 +8,9 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::{Flow, Role, Stage};
+use quorum_core::flows::flow::{Flow, Role, Stage};
+use quorum_core::judging::panel::{Verdict, VerdictBy};
 use quorum_core::pack::{ContextPack, PackOptions};
-use quorum_core::panel::{Verdict, VerdictBy};
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};

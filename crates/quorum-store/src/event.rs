@@ -5,8 +5,8 @@
 //! only in the way [`Replay::from_events`] documents.
 
 use crate::status::DerivedStatus;
-use quorum_core::finding::RawFinding;
-use quorum_core::judged::Judged;
+use quorum_core::review::finding::RawFinding;
+use quorum_core::review::judged::Judged;
 use quorum_core::task::{Classification, RejectedTask, Task};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -82,7 +82,7 @@ pub enum Event {
     /// Two-tier selection's decisions, recorded before the plan they shaped (flows that select
     /// their roster).
     SelectionRecorded {
-        selection: quorum_core::selection::SelectionRecord,
+        selection: quorum_core::flows::selection::SelectionRecord,
     },
     ScopeRecorded {
         scope: quorum_core::scope::ReviewScope,
@@ -90,29 +90,29 @@ pub enum Event {
     /// The spec's acceptance criteria (conformance flows), read from its form or, when it has
     /// none, by the criteria stage's model (`by_model`): a resume judges these, never re-reads.
     CriteriaExtracted {
-        criteria: Vec<quorum_core::conformance::Criterion>,
+        criteria: Vec<quorum_core::judging::conformance::Criterion>,
         by_model: bool,
     },
     /// One judge batch's verdicts, after grounding: a resume does not judge these again.
     CriteriaJudged {
-        judgments: Vec<quorum_core::conformance::Judgment>,
+        judgments: Vec<quorum_core::judging::conformance::Judgment>,
     },
     /// An exhaustive round ended: its metrics and the tasks of the next round (none when the
     /// review converged). A resume runs those tasks as planned ones and never re-evaluates the
     /// round.
     RoundCompleted {
-        metrics: quorum_core::rounds::RoundMetrics,
+        metrics: quorum_core::flows::rounds::RoundMetrics,
         next: Vec<Task>,
     },
     /// One adjudicator batch's rulings on prior findings (finish review), after they were
     /// settled against the tree, or the pre-check's own rulings: a resume does not rule again.
     PriorAdjudicated {
-        rulings: Vec<quorum_core::adjudication::Adjudged>,
+        rulings: Vec<quorum_core::judging::adjudication::Adjudged>,
     },
     /// A panel judge's scores of the review's findings, as it answered: a resume never asks
     /// that judge again.
     PanelScored {
-        score: quorum_core::panel::JudgeScore,
+        score: quorum_core::judging::panel::JudgeScore,
     },
     /// A panel judge gave no score (its attempts ran out). Not final: a resume asks it again
     /// unless the panel's verdict was recorded.
@@ -122,7 +122,7 @@ pub enum Event {
     },
     /// The panel's verdict (the meta-judge's, or the rule's): a resume runs no panel call.
     PanelDecided {
-        decision: quorum_core::panel::Decision,
+        decision: quorum_core::judging::panel::Decision,
     },
     /// The teammates' insights a specialist task's prompt carries, decided by the conductor
     /// when the task's first attempt started: every later attempt, and a resume, offers these.
@@ -191,23 +191,23 @@ pub struct Replay {
     pub cancelled: Option<String>,
     pub last_seq: u64,
     /// Two-tier selection's decisions (the first record wins).
-    pub selection: Option<quorum_core::selection::SelectionRecord>,
+    pub selection: Option<quorum_core::flows::selection::SelectionRecord>,
     /// The first recorded scope (a review's scope never changes once it started).
     pub scope: Option<quorum_core::scope::ReviewScope>,
     /// The criteria extracted, and whether a model extracted them.
-    pub criteria: Option<(Vec<quorum_core::conformance::Criterion>, bool)>,
+    pub criteria: Option<(Vec<quorum_core::judging::conformance::Criterion>, bool)>,
     /// Judged criteria by id.
-    pub criteria_judged: BTreeMap<String, quorum_core::conformance::Judgment>,
+    pub criteria_judged: BTreeMap<String, quorum_core::judging::conformance::Judgment>,
     /// Exhaustive rounds evaluated, in order (the first record of a round wins).
-    pub rounds: Vec<quorum_core::rounds::RoundMetrics>,
+    pub rounds: Vec<quorum_core::flows::rounds::RoundMetrics>,
     /// Prior findings ruled on (finish review), by prior finding id.
-    pub adjudicated: BTreeMap<String, quorum_core::adjudication::Adjudged>,
+    pub adjudicated: BTreeMap<String, quorum_core::judging::adjudication::Adjudged>,
     /// Panel judges that answered, by judge name.
-    pub panel_scores: BTreeMap<String, quorum_core::panel::JudgeScore>,
+    pub panel_scores: BTreeMap<String, quorum_core::judging::panel::JudgeScore>,
     /// Panel judges that gave no score, by judge name, with why.
     pub panel_failed: BTreeMap<String, String>,
     /// The panel's verdict, once given.
-    pub panel_decision: Option<quorum_core::panel::Decision>,
+    pub panel_decision: Option<quorum_core::judging::panel::Decision>,
     /// The insights offered to each specialist task, by task id.
     pub offered: BTreeMap<String, Vec<quorum_core::memory::Offered>>,
 }

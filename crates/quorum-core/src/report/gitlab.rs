@@ -18,7 +18,7 @@
 //!   report.md and report.json.
 
 use super::{anchor_fingerprint, normalize_slashes, one_line, repo_path, rule_id, Report};
-use crate::finding::{Finding, Severity};
+use crate::review::finding::{Finding, Severity};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 

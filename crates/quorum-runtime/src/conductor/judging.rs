@@ -6,8 +6,8 @@
 use super::{ConductorMsg, ConductorState, FlowConductor, Phase};
 use crate::progress::Progress;
 use crate::report::TaskRun;
-use quorum_core::adjudication::{self, Adjudged, Adjudication, PriorFinding};
-use quorum_core::conformance::{self, Criterion, Judgment, MergeReadiness};
+use quorum_core::judging::adjudication::{self, Adjudged, Adjudication, PriorFinding};
+use quorum_core::judging::conformance::{self, Criterion, Judgment, MergeReadiness};
 use quorum_core::schedule::{Input, TaskKey};
 use quorum_store::Event;
 use ractor::{ActorProcessingErr, ActorRef};

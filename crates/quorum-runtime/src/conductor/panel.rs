@@ -10,8 +10,8 @@ use super::{ConductorMsg, ConductorState, FlowConductor, Phase};
 use crate::progress::Progress;
 use crate::report::{TaskRun, TaskState};
 use crate::worker::Job;
-use quorum_core::dedup::Gated;
-use quorum_core::panel::{self, Decision, JudgeFailure, JudgeScore, PanelReport};
+use quorum_core::judging::panel::{self, Decision, JudgeFailure, JudgeScore, PanelReport};
+use quorum_core::review::dedup::Gated;
 use quorum_core::schedule::TaskKey;
 use quorum_store::Event;
 use ractor::{ActorProcessingErr, ActorRef};
@@ -60,7 +60,7 @@ impl FlowConductor {
             .collect()
     }
 
-    fn panel_findings(state: &ConductorState) -> Vec<quorum_core::finding::Finding> {
+    fn panel_findings(state: &ConductorState) -> Vec<quorum_core::review::finding::Finding> {
         state
             .gated
             .as_ref()
@@ -245,7 +245,7 @@ impl FlowConductor {
     /// The panel as the report shows it, from what is known now; None for a flow without
     /// one, or when the review ended before the panel's turn.
     pub(super) fn panel_of(state: &ConductorState, gated: &Gated) -> Option<PanelReport> {
-        if !state.ctx.flow.has(quorum_core::flow::Role::Panel) {
+        if !state.ctx.flow.has(quorum_core::flows::flow::Role::Panel) {
             return None;
         }
         let started = state.panel_done

@@ -31,12 +31,12 @@ use crate::progress::Progress;
 use crate::report::{assemble, RunFacts, TaskRun, TaskState};
 use crate::stages::{self, Synthesis};
 use crate::worker::JobOutcome;
-use quorum_core::adjudication::{self, Adjudged};
-use quorum_core::conformance::{ground_judgment, Judgment};
-use quorum_core::dedup::Gated;
-use quorum_core::finding::{Reported, Reporter};
-use quorum_core::flow::Role;
-use quorum_core::judged::Judged;
+use quorum_core::flows::flow::Role;
+use quorum_core::judging::adjudication::{self, Adjudged};
+use quorum_core::judging::conformance::{ground_judgment, Judgment};
+use quorum_core::review::dedup::Gated;
+use quorum_core::review::finding::{Reported, Reporter};
+use quorum_core::review::judged::Judged;
 use quorum_core::schedule::{Input, TaskKey};
 use quorum_store::Event;
 use ractor::{ActorProcessingErr, ActorRef};
@@ -415,7 +415,7 @@ impl FlowConductor {
         model: &str,
         stats: &CallStats,
         iterations: u32,
-        findings: Vec<quorum_core::finding::RawFinding>,
+        findings: Vec<quorum_core::review::finding::RawFinding>,
     ) {
         let r = &state.runs[run];
         let facts = &state.ctx.facts;

@@ -6,9 +6,9 @@
 
 use super::{ConductorMsg, ConductorState, FlowConductor};
 use crate::report::{TaskRun, TaskState};
-use quorum_core::flow::{Role, Select};
-use quorum_core::plan::Scope;
-use quorum_core::rounds::{self, TaskOutcome};
+use quorum_core::flows::flow::{Role, Select};
+use quorum_core::flows::plan::Scope;
+use quorum_core::flows::rounds::{self, TaskOutcome};
 use quorum_core::schedule::TaskKey;
 use quorum_store::Event;
 use ractor::{ActorProcessingErr, ActorRef};
@@ -75,7 +75,7 @@ impl FlowConductor {
             anchors
                 .entry(r.task_id.as_str())
                 .or_default()
-                .push(quorum_core::dedup::anchor(&r.finding));
+                .push(quorum_core::review::dedup::anchor(&r.finding));
         }
         let round_runs = |keep: &dyn Fn(u32) -> bool| -> Vec<&TaskRun> {
             state
@@ -114,9 +114,9 @@ impl FlowConductor {
             let this_ids: BTreeSet<&str> = this.iter().map(|r| r.id.as_str()).collect();
             let mut seen: BTreeSet<String> = BTreeSet::new();
             let mut severities: Vec<String> = Vec::new();
-            let mut fresh: Vec<&quorum_core::finding::RawFinding> = Vec::new();
+            let mut fresh: Vec<&quorum_core::review::finding::RawFinding> = Vec::new();
             for r in &state.reported {
-                let a = quorum_core::dedup::anchor(&r.finding);
+                let a = quorum_core::review::dedup::anchor(&r.finding);
                 if this_ids.contains(r.task_id.as_str()) && !earlier.contains(&a) && seen.insert(a)
                 {
                     severities.push(format!("{:?}", r.finding.severity));

@@ -1,10 +1,10 @@
 //! The verification ledger (report.json `verification_ledger`): every model-checked finding,
 //! who was asked what, what each answered, and the report id the verdict went into.
 
-use crate::dedup::anchor;
-use crate::finding::{Finding, Rescored, Verdict};
-use crate::judged::Judged;
-use crate::vote::{Threshold, Vote};
+use crate::review::dedup::anchor;
+use crate::review::finding::{Finding, Rescored, Verdict};
+use crate::review::judged::Judged;
+use crate::review::vote::{Threshold, Vote};
 use serde::{Deserialize, Serialize};
 
 /// One model-checked finding in report.json's `verification_ledger`.
@@ -69,7 +69,7 @@ pub fn ledger(judged: &[Judged], lists: &[&[Finding]]) -> Vec<LedgerEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vote::Ballot;
+    use crate::review::vote::Ballot;
     use Threshold::Majority;
 
     fn vote(k: usize, verdict: Option<Verdict>, reason: &str) -> Vote {
@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn the_ledger_names_the_report_id_each_checked_finding_went_into() {
-        use crate::finding::{RawFinding, Reported, Reporter, Severity};
+        use crate::review::finding::{RawFinding, Reported, Reporter, Severity};
         let judged = |title: &str, line: u32, verdict: Verdict, ballot: bool| Judged {
             reported: Reported {
                 task_id: "t1".into(),
@@ -124,7 +124,7 @@ mod tests {
             judged("by grounding", 60, Verdict::Unverifiable, false),
             judged("own anchor", 90, Verdict::Plausible, true),
         ];
-        let mut gated = crate::dedup::merge_and_gate(all.clone(), 0.5);
+        let mut gated = crate::review::dedup::merge_and_gate(all.clone(), 0.5);
         // A flow with its own merge key (document review) anchors differently.
         for f in &mut gated.findings {
             if f.title == "own anchor" {

@@ -20,7 +20,7 @@
 //! under `majority` does not keep the finding. With one verifier every threshold gives exactly
 //! that verifier's verdict.
 
-use crate::finding::Verdict;
+use crate::review::finding::Verdict;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 

@@ -13,9 +13,9 @@
 //! round k-1's new findings and the directory summary; its answer is checked against the pack
 //! and bounded, and any failure (or nothing valid) leaves the decision to the hot-file rule.
 
-use crate::flow::{Exhaustive, DEFAULT_SELECT_INSTRUCTIONS};
+use crate::flows::flow::{Exhaustive, DEFAULT_SELECT_INSTRUCTIONS};
+use crate::flows::plan::{batch_files, dir_of, engine_task, Scope};
 use crate::pack::ContextPack;
-use crate::plan::{batch_files, dir_of, engine_task, Scope};
 use crate::task::{RejectedTask, Task};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -353,7 +353,7 @@ pub fn choose_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flow::Select;
+    use crate::flows::flow::Select;
     use crate::pack::PackFile;
 
     fn pack(files: &[(&str, usize)]) -> ContextPack {

@@ -2,8 +2,8 @@
 //! the verifiers' ballot and the consultant's re-score — what dedup, the gate and the
 //! verification ledger read.
 
-use crate::finding::{Reported, Rescored, Verdict};
-use crate::vote::Ballot;
+use crate::review::finding::{Reported, Rescored, Verdict};
+use crate::review::vote::Ballot;
 use serde::{Deserialize, Serialize};
 
 /// A reported finding after verification.

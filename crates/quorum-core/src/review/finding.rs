@@ -1,5 +1,5 @@
 //! Findings as specialists emit them and as the report shows them (what verification made of
-//! one is [`crate::judged::Judged`]).
+//! one is [`crate::review::judged::Judged`]).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

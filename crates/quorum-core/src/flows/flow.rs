@@ -14,7 +14,7 @@
 
 use crate::catalog::{Catalog, KNOWN_TOOLS, TEAM_TOOLS};
 use crate::error::FlowError;
-use crate::vote::Threshold;
+use crate::review::vote::Threshold;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -115,8 +115,8 @@ pub struct FlowParams {
     /// Independent verifier calls per grounded finding (cross-validation), each blind to the
     /// finder and to the other verifiers; `quorum review --verifiers N` overrides it.
     pub verifiers: usize,
-    /// How the verifiers' votes combine (see [`crate::vote`]); `--verify-threshold` overrides it.
-    pub verify_threshold: crate::vote::Threshold,
+    /// How the verifiers' votes combine (see [`crate::review::vote`]); `--verify-threshold` overrides it.
+    pub verify_threshold: crate::review::vote::Threshold,
     /// Grounded findings per verification attempt: batches are placed like specialist tasks,
     /// so verification spreads over the cluster.
     pub verify_batch: usize,
@@ -168,7 +168,7 @@ impl Default for FlowParams {
             circular_fix_repeats: 2,
             max_verifications: 200,
             verifiers: 1,
-            verify_threshold: crate::vote::Threshold::Any,
+            verify_threshold: crate::review::vote::Threshold::Any,
             verify_batch: 8,
             conformance_batch: 5,
             adjudication_batch: 5,
@@ -178,7 +178,7 @@ impl Default for FlowParams {
                 .iter()
                 .map(|a| a.to_string())
                 .collect(),
-            panel_judges: crate::panel::MAX_JUDGES_PER_AXIS,
+            panel_judges: crate::judging::panel::MAX_JUDGES_PER_AXIS,
             call_timeout_secs: 300,
             max_tokens: 0,
             max_wall_secs: 0,
@@ -577,7 +577,7 @@ pub struct Flow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fresh_eyes: Option<FreshEyes>,
     /// Exhaustive rounds instead of a planner: every file batched into tasks, rounds until the
-    /// findings converge ([`crate::rounds`]).
+    /// findings converge ([`crate::flows::rounds`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exhaustive: Option<Exhaustive>,
     /// Where the flow came from (not part of the YAML).
@@ -709,13 +709,13 @@ impl Flow {
         if p.verifiers == 0 {
             return Err(invalid(path, "parameters.verifiers", "must be at least 1"));
         }
-        if !(1..=crate::panel::MAX_JUDGES_PER_AXIS).contains(&p.panel_judges) {
+        if !(1..=crate::judging::panel::MAX_JUDGES_PER_AXIS).contains(&p.panel_judges) {
             return Err(invalid(
                 path,
                 "parameters.panel_judges",
                 format!(
                     "must be within 1..={} (one judge per perspective)",
-                    crate::panel::MAX_JUDGES_PER_AXIS
+                    crate::judging::panel::MAX_JUDGES_PER_AXIS
                 ),
             ));
         }
@@ -1532,7 +1532,7 @@ stages:
         .unwrap();
         assert_eq!(
             (p.parameters.verifiers, p.parameters.verify_threshold),
-            (3, crate::vote::Threshold::Majority)
+            (3, crate::review::vote::Threshold::Majority)
         );
     }
 

@@ -6,10 +6,10 @@
 //! report, which tasks and findings each dimension ended with.
 
 use crate::catalog::Catalog;
-use crate::finding::Finding;
-use crate::flow::{CoverageMode, Dimension, Flow};
+use crate::flows::flow::{CoverageMode, Dimension, Flow};
+use crate::flows::plan::{batch_files, dir_of, engine_task, Scope, MAX_ADDED_FILES};
 use crate::pack::{ContextPack, FileKind};
-use crate::plan::{batch_files, dir_of, engine_task, Scope, MAX_ADDED_FILES};
+use crate::review::finding::Finding;
 use crate::task::{RejectedTask, Task};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -272,7 +272,7 @@ pub fn complete_plan(
 }
 
 /// `--coverage full`: after the flow's other rules, batch every file of the pack that no task
-/// is given by directory (the flow's [`crate::flow::FullCoverage`] bounds) into tasks for the
+/// is given by directory (the flow's [`crate::flows::flow::FullCoverage`] bounds) into tasks for the
 /// flow's full-coverage persona, so every included file is in some task. Does nothing in
 /// sampled mode. Returns the refusals (a persona the catalog cannot give a task).
 pub fn add_full_coverage(
@@ -339,7 +339,7 @@ pub fn add_full_coverage(
 
 /// Shard every planned task over the flow's per-task budget (`max_task_files`, and
 /// `max_task_tokens` of estimated body tokens) by module: its files, in path order, batched by
-/// directory ([`crate::plan::batch_files`]: a directory is split only when it alone is over a
+/// directory ([`crate::flows::plan::batch_files`]: a directory is split only when it alone is over a
 /// bound), each batch a task of the same persona, mandate and tools — the first keeps the id,
 /// the others are `id.2`, `id.3`, … with `origin` "shard k/n of id". Shards past `max_tasks`
 /// are returned as rejected, with the files they would have read, so the report says what the
@@ -402,7 +402,7 @@ pub fn shard_tasks(flow: &Flow, pack: &ContextPack, tasks: &mut Vec<Task>) -> Ve
 /// The origin of the fresh-eyes task; findings only such tasks reported are `fresh_eyes`.
 pub const FRESH_EYES_ORIGIN: &str = "fresh eyes: sees only the material, not the plan's mandates";
 
-/// Add the flow's fresh-eyes task ([`crate::flow::FreshEyes`]) to a plan: its persona on the
+/// Add the flow's fresh-eyes task ([`crate::flows::flow::FreshEyes`]) to a plan: its persona on the
 /// material (the lane's file kinds, up to [`MAX_ADDED_FILES`]) with the lane's own mandate.
 /// Team tools are withheld, so nothing of the other tasks' mandates reaches it through the
 /// blackboard. Returns the refusal when the persona cannot take it.
@@ -457,18 +457,18 @@ pub fn add_fresh_eyes(
 pub fn mark_fresh_eyes(
     flow: &Flow,
     findings: &mut [Finding],
-    judged: &[crate::judged::Judged],
+    judged: &[crate::review::judged::Judged],
     fresh: &BTreeSet<String>,
 ) {
     if fresh.is_empty() {
         return;
     }
-    let document = flow.synthesis == crate::flow::SynthesisMode::Document;
-    let report_key = |j: &crate::judged::Judged| {
+    let document = flow.synthesis == crate::flows::flow::SynthesisMode::Document;
+    let report_key = |j: &crate::review::judged::Judged| {
         if document {
-            crate::docreview::report_key(j)
+            crate::judging::docreview::report_key(j)
         } else {
-            crate::dedup::anchor(&j.reported.finding)
+            crate::review::dedup::anchor(&j.reported.finding)
         }
     };
     let mut by_fresh = BTreeSet::new();
@@ -476,7 +476,7 @@ pub fn mark_fresh_eyes(
     // A report grounding or the verifiers refuted corroborates nothing.
     for j in judged
         .iter()
-        .filter(|j| j.verdict != crate::finding::Verdict::Hallucinated)
+        .filter(|j| j.verdict != crate::review::finding::Verdict::Hallucinated)
     {
         let a = report_key(j);
         if fresh.contains(&j.reported.task_id) {
@@ -487,7 +487,7 @@ pub fn mark_fresh_eyes(
     }
     for f in findings {
         let k = if document {
-            crate::docreview::finding_key(f)
+            crate::judging::docreview::finding_key(f)
         } else {
             f.anchor.clone()
         };
