@@ -17,7 +17,8 @@
 //!   suggested fix is prose, so it goes into the message instead.
 //! - Severity: P0 and P1 are ERROR, P2 WARNING, P3 INFO (as SARIF's error/warning/note).
 
-use super::{code, information_uri, normalize_slashes, one_line, repo_path, rule_id, Report};
+use super::common::{code, information_uri, normalize_slashes, one_line, repo_path, rule_id};
+use super::Report;
 use crate::review::finding::{Finding, Severity};
 use serde_json::{json, Map, Value};
 
