@@ -16,7 +16,7 @@
 //! 5. [`flows`] (the flow file and the rules that complete a plan) and [`judging`]
 //!    (conformance, adjudication, document review, the panel);
 //! 6. [`report`] (the schema and its renderings), then [`memory`], [`scope`] and
-//!    [`repo_config`], and [`bench`].
+//!    [`repo_config`], and [`bench`](mod@bench).
 //!
 //! Architecture invariant: this crate knows nothing about tokio, sled, tonic, HTTP or actors.
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey

@@ -30,6 +30,13 @@
 //! HTML/CSS, Terraform and Protobuf) are `Code`; yaml/toml/json/xml/ini and similar are `Config`;
 //! prose formats (markdown, reStructuredText, plain text, LaTeX, AsciiDoc) and LICENSE-like files
 //! are `Doc`; tabular or record data (csv, tsv, jsonl, logs) and anything unrecognised are `Data`.
+//!
+//! The rooms: the snapshot as data and its queries (`snapshot`), taking one from a directory
+//! (`walk`), what is admitted (`rules`, also for a git tree's listing: [`TreeRules`]), language
+//! and kind (`classify`), the git checkout read without git (`git`), paths inside a pack
+//! (`paths`), what `quorum pack` prints (`survey`), the planner's view of a large pack
+//! ([`atlas`]) and a file's text on the heap or in a spill (`text`). This module only declares
+//! them and re-exports their items, so each has one path (`pack::ContextPack`).
 
 pub mod atlas;
 mod classify;

@@ -5,6 +5,8 @@
 //! quorum itself). It is parsed from text here (the caller reads it from disk or from a git
 //! tree) and every error names the file and line. Nothing in it can widen a specialist's tools
 //! or change the output format: it becomes a [`Guidance`] that prompts show as delimited data.
+//! The file's name is [`crate::pack::REPO_CONFIG_FILE`], beside the rules that leave it out
+//! of every pack.
 
 use crate::error::RepoConfigError;
 use crate::pack::{glob_matcher, REPO_CONFIG_FILE};

@@ -16,7 +16,7 @@ pub enum FileKind {
 }
 
 impl FileKind {
-    /// The lowercase name used in serialised output and [`PackFacts::kinds`].
+    /// The lowercase name used in serialised output and [`PackFacts::kinds`](super::PackFacts::kinds).
     pub fn as_str(self) -> &'static str {
         match self {
             FileKind::Code => "code",

@@ -48,7 +48,7 @@ pub enum TreeDecision {
     Skip(String),
 }
 
-/// The rules of [`ContextPack::snapshot`] for a file listing that does not come from walking a
+/// The rules of [`ContextPack::snapshot`](super::ContextPack::snapshot) for a file listing that does not come from walking a
 /// directory — a git tree: excluded directories, the `.gitignore` / `.ignore` files found in
 /// the listing itself, `exclude` globs, secrets, `.quorum.toml`, and (on content) size, binary
 /// and UTF-8. A change review's pack and its hunks go through these, so a file a snapshot would
@@ -190,7 +190,7 @@ impl TreeRules {
         Ok(())
     }
 
-    /// Check content as [`ContextPack::snapshot`] checks a file: size, binary, UTF-8.
+    /// Check content as [`ContextPack::snapshot`](super::ContextPack::snapshot) checks a file: size, binary, UTF-8.
     pub fn admit_content(&self, bytes: Vec<u8>) -> Result<Arc<str>, String> {
         self.admit_size(bytes.len() as u64)?;
         text_of(bytes)

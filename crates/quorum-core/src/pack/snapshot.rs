@@ -123,7 +123,7 @@ pub struct ContextPack {
 }
 
 impl ContextPack {
-    /// Assemble a pack from files already admitted by [`TreeRules`] (a snapshot of a git tree
+    /// Assemble a pack from files already admitted by [`TreeRules`](super::TreeRules) (a snapshot of a git tree
     /// rather than of a directory). Paths are taken as given: the rules produced them.
     pub fn from_admitted(
         root: PathBuf,
