@@ -58,7 +58,7 @@ pub fn engine_task(
 }
 
 /// The directory a file lives in ("." for the root).
-pub fn dir_of(path: &str) -> &str {
+pub(crate) fn dir_of(path: &str) -> &str {
     path.rsplit_once('/').map_or(".", |(d, _)| d)
 }
 
