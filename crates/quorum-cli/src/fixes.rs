@@ -2,9 +2,9 @@
 //! applied. The original is never opened for writing; the copy must lie outside it.
 
 use anyhow::{bail, Context, Result};
-use quorum_core::docreview::{self, SafeFix};
-use quorum_core::finding::Finding;
+use quorum_core::judging::docreview::{self, SafeFix};
 use quorum_core::pack::ContextPack;
+use quorum_core::review::finding::Finding;
 use std::path::{Path, PathBuf};
 
 /// The absolute form of `p`, which may not exist yet (its parent must).

@@ -104,7 +104,10 @@ pub fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
 /// finish review exits 1 when a prior finding still stands (still_present, disputed_rejected)
 /// or a new finding is at/above --fail-on; a finding of this review at a prior finding's
 /// anchor is that finding again, adjudicated, and is not counted twice.
-pub fn exit_for(report: &Report, fail_on: Option<quorum_core::finding::Severity>) -> ExitCode {
+pub fn exit_for(
+    report: &Report,
+    fail_on: Option<quorum_core::review::finding::Severity>,
+) -> ExitCode {
     match report.status {
         ReviewStatus::Failed | ReviewStatus::Partial => ExitCode::Incomplete,
         ReviewStatus::Completed if report.conformance.as_ref().is_some_and(|c| !c.ready) => {

@@ -1,8 +1,8 @@
 //! Layered configuration: shipped defaults < user config < ./quorum.toml < --config < env < flags.
 
 use anyhow::{anyhow, Context, Result};
-use quorum_core::finding::Severity;
 use quorum_core::pack::PackOptions;
+use quorum_core::review::finding::Severity;
 use quorum_core::scope::Profile;
 use quorum_llm::BackendConfig;
 use serde::Deserialize;
@@ -204,8 +204,8 @@ impl Settings {
     pub fn coverage_mode(
         &self,
         flag: Option<&str>,
-    ) -> Result<Option<quorum_core::coverage::CoverageMode>> {
-        use quorum_core::coverage::CoverageMode;
+    ) -> Result<Option<quorum_core::flows::flow::CoverageMode>> {
+        use quorum_core::flows::flow::CoverageMode;
         if let Some(f) = flag {
             return CoverageMode::parse_for(f, "--coverage")
                 .map(Some)

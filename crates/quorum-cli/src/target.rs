@@ -5,8 +5,9 @@
 
 use crate::settings::{parse_profile, Settings};
 use anyhow::{anyhow, bail, Result};
+use quorum_core::pack::REPO_CONFIG_FILE as FILE_NAME;
 use quorum_core::pack::{ContextPack, PackOptions};
-use quorum_core::repo_config::{RepoConfig, FILE_NAME};
+use quorum_core::repo_config::RepoConfig;
 use quorum_core::scope::ReviewScope;
 use std::path::Path;
 
@@ -99,9 +100,9 @@ pub fn snapshot(
 /// text file of at most 1 MiB with something in it, and never a secrets file: its whole text
 /// goes into model prompts.
 pub fn read_spec(
-    flow: &quorum_core::flow::Flow,
+    flow: &quorum_core::flows::flow::Flow,
     spec: Option<&Path>,
-) -> Result<Option<quorum_core::conformance::Spec>> {
+) -> Result<Option<quorum_core::judging::conformance::Spec>> {
     let path = match (flow.uses_spec(), spec) {
         (true, None) => bail!(
             "flow {} judges the target against a spec: pass --spec FILE (acceptance criteria as a markdown checklist, numbered requirements or MUST/SHALL lines)",
@@ -119,8 +120,8 @@ pub fn read_spec(
 
 /// Read a spec file as `--spec` names it: a readable UTF-8 text file of at most 1 MiB with
 /// something in it, and never a secrets file (its whole text goes into model prompts).
-pub fn read_spec_file(path: &Path) -> Result<quorum_core::conformance::Spec> {
-    use quorum_core::conformance::{Spec, MAX_SPEC_BYTES};
+pub fn read_spec_file(path: &Path) -> Result<quorum_core::judging::conformance::Spec> {
+    use quorum_core::judging::conformance::{Spec, MAX_SPEC_BYTES};
     let shown = path.display();
     let meta = std::fs::metadata(path)
         .map_err(|e| anyhow!("cannot read the spec {shown}: {e}; pass the spec's file"))?;
@@ -155,10 +156,10 @@ pub fn read_spec_file(path: &Path) -> Result<quorum_core::conformance::Spec> {
 /// Note where the spec is in the pack when it lies inside the target, so the judge neither
 /// sees it as material nor accepts it as evidence.
 pub fn place_spec(
-    mut spec: quorum_core::conformance::Spec,
+    mut spec: quorum_core::judging::conformance::Spec,
     root: &Path,
     pack: &ContextPack,
-) -> quorum_core::conformance::Spec {
+) -> quorum_core::judging::conformance::Spec {
     spec.pack_path = std::fs::canonicalize(&spec.path)
         .ok()
         .and_then(|p| {
@@ -175,10 +176,10 @@ pub fn place_spec(
 /// quorum report.json; the dispositions file (YAML or JSON) may only name its findings. Each
 /// failure is one line saying which file and what to do.
 pub fn read_prior(
-    flow: &quorum_core::flow::Flow,
+    flow: &quorum_core::flows::flow::Flow,
     prior: Option<&Path>,
     dispositions: Option<&Path>,
-) -> Result<Option<quorum_core::adjudication::Prior>> {
+) -> Result<Option<quorum_core::judging::adjudication::Prior>> {
     let path = match (flow.uses_prior(), prior) {
         (true, None) => bail!(
             "flow {} adjudicates a prior review: pass --prior REPORT.json (the report.json of that review)",
@@ -221,13 +222,13 @@ impl PriorFiles {
     }
 
     /// Parse them as a finish review does, each failure one line naming the file.
-    pub fn parse(&self) -> Result<quorum_core::adjudication::Prior> {
+    pub fn parse(&self) -> Result<quorum_core::judging::adjudication::Prior> {
         use quorum_core::error::PriorError;
         let dispositions = self
             .dispositions
             .as_ref()
             .map(|(p, t)| (p.as_str(), t.as_str()));
-        quorum_core::adjudication::Prior::from_texts(&self.path, &self.report, dispositions)
+        quorum_core::judging::adjudication::Prior::from_texts(&self.path, &self.report, dispositions)
             .map_err(|e| match &e {
                 PriorError::Report(_) => anyhow!(
                     "{e} ({}): pass the report.json a quorum review wrote",
@@ -244,12 +245,12 @@ impl PriorFiles {
 fn read_prior_files(
     path: &Path,
     dispositions: Option<&Path>,
-) -> Result<quorum_core::adjudication::Prior> {
+) -> Result<quorum_core::judging::adjudication::Prior> {
     PriorFiles::read(path, dispositions)?.parse()
 }
 
 fn read_small_text(path: &Path, what: &str) -> Result<String> {
-    use quorum_core::adjudication::MAX_PRIOR_BYTES;
+    use quorum_core::judging::adjudication::MAX_PRIOR_BYTES;
     let shown = path.display();
     let meta =
         std::fs::metadata(path).map_err(|e| anyhow!("cannot read the {what} {shown}: {e}"))?;

@@ -11,8 +11,8 @@
 //!
 //! Deterministic by construction: the same report and key always give the same score.
 
-use crate::finding::{Dropped, Finding, Verdict};
 use crate::report::Report;
+use crate::review::finding::{Dropped, Finding, Verdict};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

@@ -5,36 +5,42 @@
 //! model output, deterministic grounding, dedup and the confidence gate, prompt weaving under a
 //! token budget, and the report renderers.
 //!
+//! The rooms, floor by floor (a module uses modules on its own floor or below, never above):
+//!
+//! 1. leaves: [`error`], [`human`], [`catalog`] (personas), [`task`], [`parse`] (JSON out of
+//!    model text), [`weaver`] (prompts under a token budget), [`models`] (model cards and
+//!    selection);
+//! 2. [`pack`]: the snapshot of the target, its survey, atlas and tree rules;
+//! 3. [`review`]: findings, grounding, votes, the verdict, dedup and the gate, the ledger;
+//! 4. [`analyzer`] (tool output as leads) and [`schema`] (output contracts);
+//! 5. [`flows`] (the flow file and the rules that complete a plan) and [`judging`]
+//!    (conformance, adjudication, document review, the panel);
+//! 6. [`report`] (the schema and its renderings), then [`memory`], [`scope`] and
+//!    [`repo_config`], and [`bench`](mod@bench);
+//! 7. [`machine`]: the review machine — the whole conductor of a review as a pure state
+//!    machine (phase order, what each stage's answer means, attempts, budgets, resume,
+//!    the report), with its scheduling core ([`machine::schedule`]).
+//!
 //! Architecture invariant: this crate knows nothing about tokio, sled, tonic, HTTP or actors.
 //! It reads the filesystem in exactly one place — the [`pack`] module: the snapshot, its survey
 //! and the git HEAD/work-tree lookups — and in the catalog, flow and analyzer-catalog loaders. Every other function is a pure transformation and is unit-tested here.
 
-pub mod adjudication;
 pub mod analyzer;
 pub mod bench;
 pub mod catalog;
-pub mod conformance;
-pub mod coverage;
-pub mod dedup;
-pub mod docreview;
 pub mod error;
-pub mod finding;
-pub mod flow;
-pub mod grounding;
+pub mod flows;
+pub mod human;
+pub mod judging;
 pub mod machine;
 pub mod memory;
 pub mod models;
 pub mod pack;
-pub mod panel;
 pub mod parse;
 pub mod repo_config;
 pub mod report;
-pub mod rounds;
+pub mod review;
 pub mod schema;
 pub mod scope;
-pub mod selection;
 pub mod task;
-pub mod vote;
 pub mod weaver;
-
-pub use error::{AnalyzerError, CatalogError, FlowError, PackError, RepoConfigError};

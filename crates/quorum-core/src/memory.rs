@@ -12,9 +12,9 @@
 //! `importance × e^(-base_rate / (1 + importance) × age_hours) + min(access_count × 0.1, 0.3)`,
 //! importance = the kind's base importance × confidence.
 
-use crate::finding::{RawFinding, Severity, Verdict};
 use crate::pack::ContextPack;
 use crate::report::{Report, ReviewStatus};
+use crate::review::finding::{RawFinding, Severity, Verdict};
 use crate::weaver;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -303,8 +303,8 @@ pub fn distill_task(
     let mut grounded: Vec<(usize, RawFinding)> = findings
         .iter()
         .enumerate()
-        .filter_map(|(n, f)| match crate::grounding::ground(f, pack) {
-            crate::grounding::Grounding::Grounded { corrected, .. } => {
+        .filter_map(|(n, f)| match crate::review::grounding::ground(f, pack) {
+            crate::review::grounding::Grounding::Grounded { corrected, .. } => {
                 let mut f = f.clone();
                 if let Some((a, b)) = corrected {
                     f.line_start = Some(a);
@@ -312,7 +312,7 @@ pub fn distill_task(
                 }
                 Some((n, f))
             }
-            crate::grounding::Grounding::Decided { .. } => None,
+            crate::review::grounding::Grounding::Decided { .. } => None,
         })
         .filter(|(_, f)| {
             let id = insight_id(&provenance.target, f);

@@ -5,13 +5,13 @@
 //! quorum itself). It is parsed from text here (the caller reads it from disk or from a git
 //! tree) and every error names the file and line. Nothing in it can widen a specialist's tools
 //! or change the output format: it becomes a [`Guidance`] that prompts show as delimited data.
+//! The file's name is [`crate::pack::REPO_CONFIG_FILE`], beside the rules that leave it out
+//! of every pack.
 
-pub use crate::error::RepoConfigError;
-use crate::scope::{glob_matcher, Guidance, PathGuidance, Profile};
+use crate::error::RepoConfigError;
+use crate::pack::{glob_matcher, REPO_CONFIG_FILE};
+use crate::scope::{Guidance, PathGuidance, Profile};
 use serde::Deserialize;
-
-/// The file name, at the target's root.
-pub const FILE_NAME: &str = ".quorum.toml";
 
 /// What `.quorum.toml` says, validated.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -124,7 +124,7 @@ impl RepoConfig {
         Ok(RepoConfig {
             exclude,
             guidance: Guidance {
-                source: FILE_NAME.to_string(),
+                source: REPO_CONFIG_FILE.to_string(),
                 instructions: raw.instructions.unwrap_or_default().trim().to_string(),
                 paths,
             },
@@ -169,7 +169,7 @@ instructions = "Migrations must be reversible."
             RepoConfig::parse(b"", "x").unwrap(),
             RepoConfig {
                 guidance: Guidance {
-                    source: FILE_NAME.into(),
+                    source: REPO_CONFIG_FILE.into(),
                     ..Guidance::default()
                 },
                 ..RepoConfig::default()

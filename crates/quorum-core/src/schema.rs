@@ -6,9 +6,11 @@
 //! deviations (severity "high", confidence "80%", line "L12") instead of discarding the work.
 
 use crate::catalog::{Catalog, KNOWN_TOOLS, TEAM_TOOLS};
-use crate::finding::{AutofixClass, RawFinding, Routing, Severity, Stance, TextFix, Verdict};
 use crate::pack::ContextPack;
 use crate::parse::{lenient_f64, lenient_string, lenient_u32};
+use crate::review::finding::{
+    AutofixClass, RawFinding, Routing, Severity, Stance, TextFix, Verdict,
+};
 use crate::task::{Classification, RejectedTask, Task, DOMAINS};
 use serde_json::{json, Value};
 

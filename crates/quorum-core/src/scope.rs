@@ -7,8 +7,9 @@
 //! the same guidance. Everything here is data; prompt text built from it lives in the runtime's
 //! `stages`, and every string that came from the target is delimited there as untrusted.
 
-use crate::dedup::{renumber, Gated};
-use crate::finding::{Dropped, Finding, Severity};
+use crate::report::{DiffFile, DiffInfo};
+use crate::review::dedup::{renumber, Gated};
+use crate::review::finding::{Dropped, Finding, Severity};
 use serde::{Deserialize, Serialize};
 
 /// How a file differs between the base and the head revision.
@@ -108,6 +109,29 @@ impl ChangeSet {
     }
 }
 
+/// The change as report.json shows it (`target.diff`): counts per file, no hunks.
+impl From<&ChangeSet> for DiffInfo {
+    fn from(c: &ChangeSet) -> Self {
+        DiffInfo {
+            spec: c.spec.clone(),
+            base: c.base.clone(),
+            head: c.head.clone(),
+            files_changed: c.files.len(),
+            files: c
+                .files
+                .iter()
+                .map(|f| DiffFile {
+                    path: f.path.clone(),
+                    change: f.kind.as_str().to_string(),
+                    old_path: f.old_path.clone(),
+                    added: f.added,
+                    removed: f.removed,
+                })
+                .collect(),
+        }
+    }
+}
+
 /// Per-path guidance from `.quorum.toml`: reaches only the specialists whose files match.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PathGuidance {
@@ -140,7 +164,7 @@ impl Guidance {
         self.paths
             .iter()
             .filter(|p| {
-                let Some(m) = glob_matcher(&p.glob) else {
+                let Some(m) = crate::pack::glob_matcher(&p.glob) else {
                     return false;
                 };
                 files
@@ -149,13 +173,6 @@ impl Guidance {
             })
             .collect()
     }
-}
-
-/// A gitignore-syntax matcher for one glob, rooted at the target ("" = relative paths).
-pub(crate) fn glob_matcher(glob: &str) -> Option<ignore::gitignore::Gitignore> {
-    let mut b = ignore::gitignore::GitignoreBuilder::new("");
-    b.add_line(None, glob.trim()).ok()?;
-    b.build().ok()
 }
 
 /// How strict a review is: its confidence gate and the lowest severity it reports.
@@ -220,11 +237,11 @@ pub struct ReviewScope {
     pub profile: Profile,
     /// The acceptance contract of a conformance review (`--spec`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spec: Option<crate::conformance::Spec>,
+    pub spec: Option<crate::judging::conformance::Spec>,
     /// The prior review a finish review adjudicates (`--prior`, `--dispositions`); absent
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prior: Option<Box<crate::adjudication::Prior>>,
+    pub prior: Option<Box<crate::judging::adjudication::Prior>>,
     /// What the deterministic analyzers found (and which did not run, and why): leads for the
     /// specialists and candidate findings for the verifier.
     #[serde(default, skip_serializing_if = "crate::analyzer::Leads::is_empty")]
@@ -483,7 +500,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::finding::Verdict;
+    use crate::review::finding::Verdict;
 
     fn finding(
         title: &str,

@@ -145,7 +145,8 @@ fn every_shipped_flow_loads_and_names_only_catalog_reviewers() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "yaml") {
-            let flow = quorum_core::flow::Flow::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            let flow =
+                quorum_core::flows::flow::Flow::load(&path).unwrap_or_else(|e| panic!("{e}"));
             flow.check_personas(&catalog)
                 .unwrap_or_else(|e| panic!("{e}"));
             names.insert(flow.name.clone());
@@ -162,7 +163,7 @@ fn every_shipped_flow_loads_and_names_only_catalog_reviewers() {
     ] {
         assert!(names.contains(expected), "flow {expected} is not shipped");
     }
-    let bottom_up = quorum_core::flow::Flow::load(&dir.join("bottom-up.yaml")).unwrap();
+    let bottom_up = quorum_core::flows::flow::Flow::load(&dir.join("bottom-up.yaml")).unwrap();
     assert!(
         bottom_up
             .selection
@@ -170,7 +171,8 @@ fn every_shipped_flow_loads_and_names_only_catalog_reviewers() {
             .is_some_and(|s| s.instead_of_planner && s.interest_poll),
         "bottom-up selects instead of planning"
     );
-    let comprehensive = quorum_core::flow::Flow::load(&dir.join("comprehensive.yaml")).unwrap();
+    let comprehensive =
+        quorum_core::flows::flow::Flow::load(&dir.join("comprehensive.yaml")).unwrap();
     let dims: Vec<&str> = comprehensive
         .dimensions
         .iter()
@@ -196,9 +198,9 @@ fn every_shipped_flow_loads_and_names_only_catalog_reviewers() {
         (15, 25)
     );
     assert!(comprehensive.directory_coverage.is_some());
-    let audit = quorum_core::flow::Flow::load(&dir.join("security-audit.yaml")).unwrap();
+    let audit = quorum_core::flows::flow::Flow::load(&dir.join("security-audit.yaml")).unwrap();
     assert!(audit.dimensions.len() >= 5 && audit.directory_coverage.is_some());
-    let docs = quorum_core::flow::Flow::load(&dir.join("document-review.yaml")).unwrap();
+    let docs = quorum_core::flows::flow::Flow::load(&dir.join("document-review.yaml")).unwrap();
     let team = docs.team.as_ref().expect("document-review sets a team");
     assert_eq!(team.always.len(), 2);
     assert_eq!(team.conditional.len(), 4);
@@ -218,7 +220,8 @@ fn a_flow_naming_a_judge_or_an_unknown_persona_is_refused_by_field() {
         } else {
             "personas: [meta_jury]"
         };
-        let flow = quorum_core::flow::Flow::parse(&text.replace(swap, replacement), &path).unwrap();
+        let flow =
+            quorum_core::flows::flow::Flow::parse(&text.replace(swap, replacement), &path).unwrap();
         let e = flow.check_personas(&catalog).unwrap_err().to_string();
         assert!(
             e.contains("comprehensive.yaml")
@@ -232,9 +235,9 @@ fn a_flow_naming_a_judge_or_an_unknown_persona_is_refused_by_field() {
 #[test]
 fn a_panel_flow_needs_a_judge_on_each_of_its_axes_and_a_meta_judge() {
     let catalog = shipped();
-    let flow =
-        quorum_core::flow::Flow::load(&repo_root().join("flows/comprehensive.yaml")).unwrap();
-    assert!(flow.has(quorum_core::flow::Role::Panel));
+    let flow = quorum_core::flows::flow::Flow::load(&repo_root().join("flows/comprehensive.yaml"))
+        .unwrap();
+    assert!(flow.has(quorum_core::flows::flow::Role::Panel));
     assert_eq!(flow.parameters.panel_axes, JUDGE_AXES);
     flow.check_personas(&catalog).unwrap();
     let mut no_coverage = catalog.clone();

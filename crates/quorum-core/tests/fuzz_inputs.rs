@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::ContextPack;
 use quorum_core::parse::{extract_object, extract_objects};
 use quorum_core::schema::{

@@ -4,9 +4,9 @@
 mod common;
 
 use common::realistic_report;
-use quorum_core::finding::Verdict;
 use quorum_core::memory;
 use quorum_core::report::{InsightsReport, OfferedInsight, ReviewStatus};
+use quorum_core::review::finding::Verdict;
 
 #[test]
 fn a_partial_review_leaves_no_memory() {

@@ -26,11 +26,10 @@
 //! `cargo test -p quorum-core --test review_sim` runs 300 seeds; `QUORUM_SIM_SEEDS=5000` runs
 //! more, and `QUORUM_SIM_SEED=N` replays exactly that one. A failure prints its seed.
 
-use quorum_core::adjudication::Prior;
 use quorum_core::catalog::{Catalog, PersonaKind};
-use quorum_core::conformance::Spec;
-use quorum_core::finding::{Judged, RawFinding, Verdict};
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
+use quorum_core::judging::adjudication::Prior;
+use quorum_core::judging::conformance::Spec;
 use quorum_core::machine::schedule::{AttemptId, Place};
 use quorum_core::machine::{
     AttemptOutcome, AttemptStats, Command, Event, Fact, Failure, Job, MachineConfig, ModelUse,
@@ -39,6 +38,8 @@ use quorum_core::machine::{
 use quorum_core::machine::{AttemptRecord, Review};
 use quorum_core::pack::ContextPack;
 use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::review::finding::{RawFinding, Verdict};
+use quorum_core::review::judged::Judged;
 use quorum_core::scope::ReviewScope;
 use quorum_core::task::{Classification, Task};
 use std::collections::{BTreeMap, BTreeSet};
@@ -507,7 +508,7 @@ impl Sim {
         }
         if let Some(rule) = flow.exhaustive.as_mut() {
             if rng.chance(50) {
-                rule.select = quorum_core::rounds::Select::Model;
+                rule.select = quorum_core::flows::flow::Select::Model;
             }
         }
         let mut scope = ReviewScope::default();

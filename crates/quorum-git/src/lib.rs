@@ -50,7 +50,7 @@ pub enum GitError {
     #[error("cannot read the target: {0}")]
     Target(String),
     #[error(transparent)]
-    Pack(#[from] quorum_core::PackError),
+    Pack(#[from] quorum_core::error::PackError),
 }
 
 /// A repository opened at a review target, which may be a subdirectory of its checkout.

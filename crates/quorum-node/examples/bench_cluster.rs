@@ -15,7 +15,7 @@ mod support;
 
 use quorum_cluster::{Cluster, ClusterConfig, NodeAdvert};
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_node::{ClusterBoard, ClusterExecutor, NodeAgent, PackRegistry};

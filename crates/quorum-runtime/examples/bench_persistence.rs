@@ -11,7 +11,7 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};

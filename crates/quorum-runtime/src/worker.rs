@@ -9,11 +9,12 @@ use crate::agent::CallStats;
 use crate::context::SharedContext;
 use crate::error::AttemptError;
 use crate::stages::{self, Plan, SpecialistOutput, StageStats};
-use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
 use quorum_core::machine::grounded::{ground_one, unverified, Grounded};
 use quorum_core::machine::{AttemptOutcome, Failure, ModelUse, Outcome, Synthesis};
+use quorum_core::review::finding::{RawFinding, Reported, Verdict};
+use quorum_core::review::judged::Judged;
+use quorum_core::review::vote::Vote;
 use quorum_core::task::Classification;
-use quorum_core::vote::Vote;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,7 +41,15 @@ pub enum JobOutcome {
     Specialist(Result<SpecialistOutput, AttemptError>),
     Verify(Result<VerifyOutput, AttemptError>),
     Synthesize(Result<(Synthesis, StageStats), AttemptError>),
-    Criteria(Result<(Vec<quorum_core::conformance::Criterion>, StageStats), AttemptError>),
+    Criteria(
+        Result<
+            (
+                Vec<quorum_core::judging::conformance::Criterion>,
+                StageStats,
+            ),
+            AttemptError,
+        >,
+    ),
     Conformance(Result<stages::ConformanceOutput, AttemptError>),
     Adjudicate(Result<stages::AdjudicationOutput, AttemptError>),
     Judge(Result<stages::JudgeOutput, AttemptError>),
@@ -385,7 +394,7 @@ pub(crate) async fn verify_all(
     // finder's scores, in this same attempt (so also on the peer that runs the batch).
     let consultant = ctx
         .flow
-        .optional_stage(quorum_core::flow::Role::Consultant)
+        .optional_stage(quorum_core::flows::flow::Role::Consultant)
         .is_some();
     let mut consults = tokio::task::JoinSet::new();
     let mut unconsulted: BTreeMap<usize, Judged> = BTreeMap::new();

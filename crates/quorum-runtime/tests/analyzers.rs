@@ -9,10 +9,10 @@
 mod support;
 
 use quorum_core::analyzer::{AnalyzerCatalog, Leads};
-use quorum_core::finding::Verdict;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::review::finding::Verdict;
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::analyzers::{run_all, RunOptions};
 use quorum_runtime::{Backends, ReviewContext};
@@ -289,7 +289,7 @@ fn lead(file: &str, line: u32, rule: &str) -> quorum_core::analyzer::Lead {
         end_line: None,
         rule: rule.into(),
         message: format!("planted {rule}"),
-        severity: quorum_core::finding::Severity::P2,
+        severity: quorum_core::review::finding::Severity::P2,
         category: "lint".into(),
         confidence: 0.6,
     }

@@ -5,7 +5,7 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::conformance::{self, Spec};
+use quorum_core::judging::conformance::{self, Spec};
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::scope::{ChangeKind, ChangeSet, FileChange, ReviewScope};
 use quorum_core::weaver::ContextBudget;

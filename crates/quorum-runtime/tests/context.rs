@@ -5,10 +5,10 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::finding::Verdict;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::review::finding::Verdict;
 use quorum_llm::BackendKind;
 use quorum_runtime::ReviewContext;
 use quorum_testkit::review::ContextBuilder;

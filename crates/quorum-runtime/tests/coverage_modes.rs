@@ -7,7 +7,8 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::coverage::{CoverageMode, FULL_ORIGIN_PREFIX};
+use quorum_core::flows::coverage::FULL_ORIGIN_PREFIX;
+use quorum_core::flows::flow::CoverageMode;
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_runtime::{FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, Event, FlowMeta};

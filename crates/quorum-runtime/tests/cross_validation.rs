@@ -7,10 +7,10 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::finding::Verdict;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::report::{Report, ReviewStatus};
-use quorum_core::vote::Threshold;
+use quorum_core::review::finding::Verdict;
+use quorum_core::review::vote::Threshold;
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, Event, FlowMeta};
@@ -526,9 +526,9 @@ async fn the_consultant_rescores_blind_and_never_drops() {
         .await
         .unwrap();
     let flow_with_consultant = |f: &mut Flow| {
-        let stage = quorum_core::flow::Stage {
+        let stage = quorum_core::flows::flow::Stage {
             id: "consult".into(),
-            role: quorum_core::flow::Role::Consultant,
+            role: quorum_core::flows::flow::Role::Consultant,
             needs: vec!["verify".into()],
             instructions: format!("{CONSULTANT}."),
             tools: Vec::new(),
@@ -568,7 +568,7 @@ async fn the_consultant_rescores_blind_and_never_drops() {
             assert!(!r.last_user.contains(leak), "consultant saw {leak:?}");
         }
     }
-    let all: Vec<&quorum_core::finding::Finding> = report
+    let all: Vec<&quorum_core::review::finding::Finding> = report
         .findings
         .iter()
         .chain(&report.residual_concerns)
@@ -579,9 +579,12 @@ async fn the_consultant_rescores_blind_and_never_drops() {
         .iter()
         .find(|f| f.title == "Hard-coded signing key")
         .expect("lowered below the gate by the consultant, kept as residual");
-    assert_eq!(key.severity, quorum_core::finding::Severity::P3);
+    assert_eq!(key.severity, quorum_core::review::finding::Severity::P3);
     let was = key.rescored.as_ref().unwrap();
-    assert_eq!(was.original_severity, quorum_core::finding::Severity::P1);
+    assert_eq!(
+        was.original_severity,
+        quorum_core::review::finding::Severity::P1
+    );
     assert_eq!(was.original_confidence, 0.9);
     let sqli = report
         .findings
@@ -590,7 +593,7 @@ async fn the_consultant_rescores_blind_and_never_drops() {
         .unwrap();
     assert_eq!(
         (sqli.severity, sqli.confidence, sqli.rescored.is_none()),
-        (quorum_core::finding::Severity::P0, 0.95, true)
+        (quorum_core::review::finding::Severity::P0, 0.95, true)
     );
     assert!(sqli
         .notes
@@ -632,7 +635,7 @@ async fn the_fresh_eyes_lane_sees_only_the_material_and_marks_what_only_it_found
     let server = ScriptedServer::start(script).await.unwrap();
     let report = review(
         context(&server, FactLog::disabled(), |f| {
-            f.fresh_eyes = Some(quorum_core::flow::FreshEyes {
+            f.fresh_eyes = Some(quorum_core::flows::flow::FreshEyes {
                 persona: "principal_engineer".into(),
                 mandate: MANDATE.into(),
                 kinds: vec!["code".into()],

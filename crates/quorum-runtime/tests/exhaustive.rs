@@ -6,7 +6,7 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_runtime::{FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, Event, FlowMeta};
@@ -308,7 +308,7 @@ fn model_guided_flow() -> Flow {
     let flow = Flow::parse(&text, std::path::Path::new("exhaustive-model.yaml")).unwrap();
     assert_eq!(
         flow.exhaustive.as_ref().unwrap().select,
-        quorum_core::rounds::Select::Model
+        quorum_core::flows::flow::Select::Model
     );
     flow
 }

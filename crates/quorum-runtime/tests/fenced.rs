@@ -4,7 +4,7 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_runtime::{FactLog, FactSink, ReplicatedFact};
 use quorum_store::{DataDir, Event, FlowMeta};
 use quorum_testkit::review::ContextBuilder;

@@ -7,9 +7,9 @@
 mod support;
 
 use quorum_core::catalog::Catalog;
-use quorum_core::finding::{AutofixClass, Severity};
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::review::finding::{AutofixClass, Severity};
 use quorum_runtime::ReviewContext;
 use quorum_testkit::review::ContextBuilder;
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
@@ -209,7 +209,7 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
     assert_eq!(sqli.title, "SQL injection in item search");
     assert_eq!(
         (sqli.severity, sqli.confidence),
-        (quorum_core::finding::Severity::P1, 0.8)
+        (quorum_core::review::finding::Severity::P1, 0.8)
     );
     let was = sqli
         .rescored
@@ -217,7 +217,7 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
         .expect("the finder's scores are kept");
     assert_eq!(
         (was.original_severity, was.original_confidence),
-        (quorum_core::finding::Severity::P0, 0.95)
+        (quorum_core::review::finding::Severity::P0, 0.95)
     );
     assert_eq!(json["findings"][0]["rescored"]["original_severity"], "P0");
     assert!(report.verification_ledger[0].rescored.is_some());
@@ -264,8 +264,8 @@ async fn comprehensive_review_adds_a_task_for_every_dimension_the_planner_left_o
     assert_eq!(
         (panel.verdict, panel.verdict_by),
         (
-            Some(quorum_core::panel::Verdict::Accept),
-            Some(quorum_core::panel::VerdictBy::MetaJudge)
+            Some(quorum_core::judging::panel::Verdict::Accept),
+            Some(quorum_core::judging::panel::VerdictBy::MetaJudge)
         )
     );
     assert!(md.contains("## Judge panel"), "{md}");
@@ -681,7 +681,7 @@ async fn targeted_selection_prefilters_polls_each_survivor_alone_and_fails_open(
             .find(|d| d.persona == p)
             .unwrap_or_else(|| panic!("{p} in {:?}", sel.decisions))
     };
-    use quorum_core::selection::PollOutcome;
+    use quorum_core::flows::selection::PollOutcome;
     let sec = decision("security_sentinel");
     assert_eq!(sec.poll, PollOutcome::Interested);
     assert_eq!(sec.reason.as_deref(), Some("sql"));
@@ -745,7 +745,7 @@ async fn a_document_flow_s_fresh_eyes_lane_marks_what_only_it_found() {
     let server = ScriptedServer::start(script).await.unwrap();
     let ctx = context(&server, &fixture("plan_doc"), "document-review");
     let mut ctx = Arc::try_unwrap(ctx).unwrap();
-    ctx.flow.fresh_eyes = Some(quorum_core::flow::FreshEyes {
+    ctx.flow.fresh_eyes = Some(quorum_core::flows::flow::FreshEyes {
         persona: "principal_engineer".into(),
         mandate: "Read this plan as a newcomer and report what is wrong with it.".into(),
         kinds: vec!["doc".into()],
@@ -757,7 +757,7 @@ async fn a_document_flow_s_fresh_eyes_lane_marks_what_only_it_found() {
         "{}",
         report.status_reason
     );
-    let all: Vec<&quorum_core::finding::Finding> = report
+    let all: Vec<&quorum_core::review::finding::Finding> = report
         .findings
         .iter()
         .chain(&report.residual_concerns)

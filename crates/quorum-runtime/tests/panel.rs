@@ -7,8 +7,8 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::flow::{Flow, Role, Stage};
-use quorum_core::panel::{Verdict, VerdictBy};
+use quorum_core::flows::flow::{Flow, Role, Stage};
+use quorum_core::judging::panel::{Verdict, VerdictBy};
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_runtime::{FactLog, Resume, ReviewContext};
 use quorum_store::{DataDir, Event, FlowMeta};

@@ -7,7 +7,7 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::models::{AgenticCard, Locality};
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::task::Task;

@@ -6,7 +6,7 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::report::Report;
 use quorum_llm::{BackendConfig, BackendKind};
@@ -663,10 +663,9 @@ async fn a_batch_on_a_peer_casts_every_vote_of_its_findings_there() {
     assert_eq!(all.len(), 5, "{here:?} / {there:?}");
     assert!(all.iter().all(|(_, n)| *n == 3), "{here:?} / {there:?}");
     assert_eq!(report.verification_ledger.len(), 5);
-    assert!(report
-        .verification_ledger
-        .iter()
-        .all(|e| e.votes.len() == 3 && e.outcome == quorum_core::finding::Verdict::Confirmed));
+    assert!(report.verification_ledger.iter().all(
+        |e| e.votes.len() == 3 && e.outcome == quorum_core::review::finding::Verdict::Confirmed
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,10 +4,10 @@
 #[path = "../../../tests/support/mod.rs"]
 mod support;
 
-use quorum_core::finding::Verdict;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::pack::ContextPack;
 use quorum_core::report::{Report, ReviewStatus};
+use quorum_core::review::finding::Verdict;
 use quorum_llm::{BackendConfig, BackendKind};
 use quorum_runtime::{Backends, ReviewContext};
 use quorum_testkit::review::ContextBuilder;
@@ -208,7 +208,7 @@ async fn code_review_routes_verifies_dedups_and_gates() {
     assert_eq!(race.reporters.len(), 2);
     assert_eq!(
         race.severity,
-        quorum_core::finding::Severity::P2,
+        quorum_core::review::finding::Severity::P2,
         "merged severity is the highest reported"
     );
     assert_eq!(report.residual_concerns.len(), 1);
@@ -638,7 +638,7 @@ async fn a_spent_token_budget_ends_the_review_partial_with_what_it_found() {
     assert!(report
         .dropped
         .iter()
-        .all(|d| d.verdict == Some(quorum_core::finding::Verdict::Hallucinated)));
+        .all(|d| d.verdict == Some(quorum_core::review::finding::Verdict::Hallucinated)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -720,7 +720,7 @@ async fn contracts_are_reviewed_by_the_same_engine_with_legal_personas() {
     assert_eq!(report.findings[0].anchor, "msa.txt#9.3");
     assert_eq!(
         report.findings[0].verdict,
-        quorum_core::finding::Verdict::Confirmed
+        quorum_core::review::finding::Verdict::Confirmed
     );
 }
 

@@ -192,7 +192,10 @@ async fn a_fact_not_stored_is_never_acted_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_only_store_and_a_failing_flush_each_stop_the_review_with_their_own_words() {
     for (fault, words) in [
-        (Fault::ReadOnlyAfter(6), ["is read-only", "make it writable"]),
+        (
+            Fault::ReadOnlyAfter(6),
+            ["is read-only", "make it writable"],
+        ),
         (Fault::FlushFails, ["is failing", "check the disk"]),
     ] {
         let server = ScriptedServer::start(code_review_script()).await.unwrap();

@@ -4,7 +4,7 @@
 //! `cargo run --release -p quorum-store --example store_bench [DIR]` — DIR defaults to a
 //! temporary directory; pass one on the disk a real data dir would live on.
 
-use quorum_core::finding::{RawFinding, Severity};
+use quorum_core::review::finding::{RawFinding, Severity};
 use quorum_store::{AttemptRecord, DataDir, Event, FlowMeta};
 use std::time::Instant;
 

@@ -232,7 +232,7 @@ fn events_serialise_with_a_snake_case_kind_tag() {
 
 #[test]
 fn the_first_recorded_selection_wins_and_survives_a_round_trip() {
-    use quorum_core::selection::{PollOutcome, SelectionDecision, SelectionRecord};
+    use quorum_core::flows::selection::{PollOutcome, SelectionDecision, SelectionRecord};
     let record = |persona: &str, poll| SelectionRecord {
         decisions: vec![SelectionDecision {
             persona: persona.into(),

@@ -651,7 +651,7 @@ fn the_scope_of_a_review_survives_reopen_and_the_first_one_wins() {
 
 #[test]
 fn criteria_and_their_judgments_replay_first_one_wins() {
-    use quorum_core::conformance::{Criterion, CriterionStatus, Judgment};
+    use quorum_core::judging::conformance::{Criterion, CriterionStatus, Judgment};
     let (_tmp, data) = data_dir();
     let store = data.create_flow(&meta("c", "/repo", 1)).unwrap();
     let crit = |id: &str| Criterion {
@@ -703,14 +703,14 @@ fn criteria_and_their_judgments_replay_first_one_wins() {
 
 #[test]
 fn prior_rulings_replay_the_first_ruling_per_finding() {
-    use quorum_core::adjudication::{Adjudged, Status};
+    use quorum_core::judging::adjudication::{Adjudged, Status};
     let (_tmp, data) = data_dir();
     let store = data.create_flow(&meta("p", "/repo", 1)).unwrap();
     let ruled = |id: &str, status| Adjudged {
         id: id.into(),
         title: "t".into(),
         file: Some("a.py".into()),
-        severity: quorum_core::finding::Severity::P1,
+        severity: quorum_core::review::finding::Severity::P1,
         disposition: None,
         status,
         reason: "r".into(),
@@ -738,7 +738,7 @@ fn prior_rulings_replay_the_first_ruling_per_finding() {
 
 #[test]
 fn panel_facts_replay_first_scores_latest_failures_and_first_verdict() {
-    use quorum_core::panel::{Decision, JudgeScore, Verdict, VerdictBy};
+    use quorum_core::judging::panel::{Decision, JudgeScore, Verdict, VerdictBy};
     let (_tmp, data) = data_dir();
     let store = data.create_flow(&meta("j", "/repo", 1)).unwrap();
     let scored = |judge: &str, overall: f64| Event::PanelScored {

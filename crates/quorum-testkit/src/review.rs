@@ -8,7 +8,7 @@
 
 use crate::server::ScriptedServer;
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::machine::Review;
 use quorum_core::pack::{ContextPack, PackOptions};
 use quorum_core::scope::ReviewScope;

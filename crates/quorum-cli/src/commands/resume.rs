@@ -12,7 +12,7 @@ use crate::setup::{
     backend_configs, data_dir, load_catalog, load_settings, node_name, ready_backends,
 };
 use anyhow::{bail, Context, Result};
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::report::Report;
 use quorum_runtime::{Backends, FactLog, Resume, ReviewContext};
 use quorum_store::DataDir;

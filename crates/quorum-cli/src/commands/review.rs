@@ -53,9 +53,11 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         .clone()
         .unwrap_or_else(|| settings.formats.clone());
     settings::check_formats(&formats, "--format")?;
-    let verification =
-        quorum_core::vote::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let verification = quorum_core::flows::flow::Overrides::parse(
+        args.verifiers,
+        args.verify_threshold.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     // Checked here so a bad value is refused before the upload; the node checks the flow.
     let coverage = settings.coverage_mode(args.coverage.as_deref())?;
     let target = &args.path;

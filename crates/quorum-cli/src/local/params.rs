@@ -28,8 +28,8 @@ pub struct RunParams {
     /// `--apply-safe-fixes DIR`: where the fixed copy of the target goes.
     pub apply_safe_fixes: Option<PathBuf>,
     /// `--verifiers` / `--verify-threshold`, applied over the stored flow again on resume.
-    pub verification: quorum_core::vote::Overrides,
+    pub verification: quorum_core::flows::flow::Overrides,
     /// `--coverage` (or the config's `coverage`), applied over the stored flow again on
     /// resume; `None` = the flow's own mode.
-    pub coverage: Option<quorum_core::coverage::CoverageMode>,
+    pub coverage: Option<quorum_core::flows::flow::CoverageMode>,
 }

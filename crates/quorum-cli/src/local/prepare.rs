@@ -11,7 +11,7 @@ use crate::setup::{
     backend_configs, data_dir, load_catalog, load_settings, node_name, ready_backends,
 };
 use anyhow::{bail, Context, Result};
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_runtime::{Backends, FactLog, ReviewContext};
 use quorum_store::{DataDir, FlowMeta};
 use std::path::{Path, PathBuf};
@@ -68,9 +68,11 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
     if args.max_concurrent == Some(0) {
         bail!("--max-concurrent must be at least 1");
     }
-    let verification =
-        quorum_core::vote::Overrides::parse(args.verifiers, args.verify_threshold.as_deref())
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let verification = quorum_core::flows::flow::Overrides::parse(
+        args.verifiers,
+        args.verify_threshold.as_deref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let target = &args.path;
     if !target.exists() {
         bail!(

@@ -1,7 +1,6 @@
 //! The report, assembled from what the review machine knows when the review ends: status is
 //! derived here, from what happened to each task, never kept as a flag while the review runs.
 
-use crate::dedup::Gated;
 use crate::machine::job::{AttemptStats, Synthesis};
 use crate::machine::review::Review;
 use crate::machine::run::{TaskRun, TaskState};
@@ -10,6 +9,7 @@ use crate::report::{
     InsightsReport, Methodology, Report, ReviewStatus, TargetInfo, TeamMember, Usage,
     SCHEMA_VERSION,
 };
+use crate::review::dedup::Gated;
 use crate::task::{Classification, RejectedTask, Task};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,7 +26,7 @@ pub struct RunFacts {
     pub verifier_model: Option<String>,
     pub verifier_degraded: bool,
     /// The verification ledger (every model-checked finding's votes).
-    pub ledger: Vec<crate::vote::LedgerEntry>,
+    pub ledger: Vec<crate::review::ledger::LedgerEntry>,
     pub usage: AttemptStats,
     pub wall_ms: u64,
     pub failure: Option<String>,
@@ -35,17 +35,17 @@ pub struct RunFacts {
     /// Why the review was cancelled, when it was: it ends partial, whatever was done.
     pub cancelled: Option<String>,
     /// Conformance flows: the merge gate as the conductor knows it.
-    pub conformance: Option<crate::conformance::MergeReadiness>,
+    pub conformance: Option<crate::judging::conformance::MergeReadiness>,
     /// Finish reviews: the prior findings' rulings as the conductor knows them.
-    pub adjudication: Option<crate::adjudication::Adjudication>,
+    pub adjudication: Option<crate::judging::adjudication::Adjudication>,
     /// Why a conformance flow could not judge its spec (no spec, criteria unreadable).
     pub conformance_failure: Option<String>,
     /// Exhaustive flows: each round's metrics.
-    pub rounds: Vec<crate::rounds::RoundMetrics>,
+    pub rounds: Vec<crate::flows::rounds::RoundMetrics>,
     /// Two-tier selection's decisions, when the flow selects its roster.
-    pub selection: Option<crate::selection::SelectionRecord>,
+    pub selection: Option<crate::flows::selection::SelectionRecord>,
     /// Panel flows: the judge panel as far as it got (it never changes the status).
-    pub panel: Option<crate::panel::PanelReport>,
+    pub panel: Option<crate::judging::panel::PanelReport>,
 }
 
 /// Derive status and build the report.
@@ -210,7 +210,7 @@ pub fn assemble(ctx: &Review, facts: RunFacts, now_ms: u64) -> Report {
         .filter(|r| r.state == TaskState::Completed)
         .filter_map(|r| r.task.as_ref())
         .collect();
-    let coverage = Some(crate::coverage::report(
+    let coverage = Some(crate::flows::coverage::report(
         &ctx.flow,
         &ctx.pack,
         &planned,

@@ -2,7 +2,6 @@
 //! (its fact, its progress, its job), stopping one, a retry's timer, and what a counted success,
 //! a charged failure, a hand-back or an ignored result mean for the run.
 
-use crate::finding::RawFinding;
 use crate::machine::fact::{AttemptRecord, Fact};
 use crate::machine::job::{AttemptOutcome, AttemptStats, Job};
 use crate::machine::limits::deadline_ms;
@@ -14,6 +13,7 @@ use crate::machine::schedule::{
 };
 use crate::machine::state::{Phase, ReviewMachine};
 use crate::memory::{self, Insight, Offered, Provenance};
+use crate::review::finding::RawFinding;
 use std::collections::VecDeque;
 
 /// The team board topic the machine publishes teammates' insights under.

@@ -1,14 +1,15 @@
 //! The batches of a phase in flight, by scheduler key: verification batches (with each
 //! finding's verdict once known), judge batches, adjudicator batches and the panel's runs.
 
-use crate::adjudication::PriorFinding;
-use crate::conformance::Criterion;
-use crate::finding::{Judged, Reported};
+use crate::flows::rounds::RoundMetrics;
+use crate::judging::adjudication::PriorFinding;
+use crate::judging::conformance::Criterion;
 use crate::machine::fact::RecordedVerdict;
 use crate::machine::grounded::unverified;
 use crate::machine::job::AttemptStats;
 use crate::machine::schedule::TaskKey;
-use crate::rounds::RoundMetrics;
+use crate::review::finding::Reported;
+use crate::review::judged::Judged;
 use std::collections::{BTreeMap, HashMap};
 
 /// A verification round: each reported finding's verdict once known, and the batches still

@@ -5,7 +5,8 @@
 //! recorded facts back into the machine ([`crate::machine::replay::Replay`]). Nothing here is a
 //! status flag: status is derived from the facts when they are read.
 
-use crate::finding::{Judged, RawFinding};
+use crate::review::finding::RawFinding;
+use crate::review::judged::Judged;
 use crate::task::{Classification, RejectedTask, Task};
 use serde::{Deserialize, Serialize};
 
@@ -80,7 +81,7 @@ pub enum Fact {
     /// Two-tier selection's decisions, recorded before the plan they shaped (flows that select
     /// their roster).
     SelectionRecorded {
-        selection: crate::selection::SelectionRecord,
+        selection: crate::flows::selection::SelectionRecord,
     },
     ScopeRecorded {
         scope: crate::scope::ReviewScope,
@@ -88,29 +89,29 @@ pub enum Fact {
     /// The spec's acceptance criteria (conformance flows), read from its form or, when it has
     /// none, by the criteria stage's model (`by_model`): a resume judges these, never re-reads.
     CriteriaExtracted {
-        criteria: Vec<crate::conformance::Criterion>,
+        criteria: Vec<crate::judging::conformance::Criterion>,
         by_model: bool,
     },
     /// One judge batch's verdicts, after grounding: a resume does not judge these again.
     CriteriaJudged {
-        judgments: Vec<crate::conformance::Judgment>,
+        judgments: Vec<crate::judging::conformance::Judgment>,
     },
     /// An exhaustive round ended: its metrics and the tasks of the next round (none when the
     /// review converged). A resume runs those tasks as planned ones and never re-evaluates the
     /// round.
     RoundCompleted {
-        metrics: crate::rounds::RoundMetrics,
+        metrics: crate::flows::rounds::RoundMetrics,
         next: Vec<Task>,
     },
     /// One adjudicator batch's rulings on prior findings (finish review), after they were
     /// settled against the tree, or the pre-check's own rulings: a resume does not rule again.
     PriorAdjudicated {
-        rulings: Vec<crate::adjudication::Adjudged>,
+        rulings: Vec<crate::judging::adjudication::Adjudged>,
     },
     /// A panel judge's scores of the review's findings, as it answered: a resume never asks
     /// that judge again.
     PanelScored {
-        score: crate::panel::JudgeScore,
+        score: crate::judging::panel::JudgeScore,
     },
     /// A panel judge gave no score (its attempts ran out). Not final: a resume asks it again
     /// unless the panel's verdict was recorded.
@@ -120,7 +121,7 @@ pub enum Fact {
     },
     /// The panel's verdict (the meta-judge's, or the rule's): a resume runs no panel call.
     PanelDecided {
-        decision: crate::panel::Decision,
+        decision: crate::judging::panel::Decision,
     },
     /// The teammates' insights a specialist task's prompt carries, decided by the conductor
     /// when the task's first attempt started: every later attempt, and a resume, offers these.

@@ -2,10 +2,10 @@
 //! pack's facts when the scout fails, and a summary from the findings when the synthesizer
 //! fails or the budget leaves no call for it.
 
-use crate::conformance::{CriterionStatus, MergeReadiness};
-use crate::dedup::Gated;
+use crate::judging::conformance::{CriterionStatus, MergeReadiness};
 use crate::machine::job::Synthesis;
 use crate::pack::ContextPack;
+use crate::review::dedup::Gated;
 use crate::task::Classification;
 
 /// A classification from facts alone, used when the scout's model call fails: the review goes on

@@ -1,9 +1,10 @@
 //! A reported finding after grounding: decided without a model, or grounded and ready for the
 //! verifier — and the verdict of a grounded finding no model checked.
 
-use crate::finding::{Judged, Reported, Verdict};
-use crate::grounding::{self, Grounding};
 use crate::pack::ContextPack;
+use crate::review::finding::{Reported, Verdict};
+use crate::review::grounding::{self, Grounding};
+use crate::review::judged::Judged;
 
 /// A reported finding after grounding: decided without a model, or grounded and waiting for one.
 #[derive(Debug, Clone)]

@@ -6,13 +6,14 @@
 //! machine, and an outcome everything the machine needs to decide — the answer, which model gave
 //! it and what it cost.
 
-use crate::adjudication::{Adjudged, PriorFinding};
-use crate::conformance::{Criterion, Judgment, MergeReadiness};
-use crate::dedup::Gated;
-use crate::finding::{Finding, Judged, RawFinding, Reported};
+use crate::flows::selection::SelectionRecord;
+use crate::judging::adjudication::{Adjudged, PriorFinding};
+use crate::judging::conformance::{Criterion, Judgment, MergeReadiness};
+use crate::judging::panel::{AxisReport, Decision, JudgeScore};
 use crate::memory::Offered;
-use crate::panel::{AxisReport, Decision, JudgeScore};
-use crate::selection::SelectionRecord;
+use crate::review::dedup::Gated;
+use crate::review::finding::{Finding, RawFinding, Reported};
+use crate::review::judged::Judged;
 use crate::task::{Classification, RejectedTask, Task};
 use serde::{Deserialize, Serialize};
 

@@ -3,8 +3,8 @@
 //! the conducting node only (the spec and the prior report are its own), and record every
 //! verdict before it counts, so a resume judges nothing twice.
 
-use crate::adjudication::{self, Adjudged, Adjudication, PriorFinding};
-use crate::conformance::{self, Criterion, Judgment, MergeReadiness};
+use crate::judging::adjudication::{self, Adjudged, Adjudication, PriorFinding};
+use crate::judging::conformance::{self, Criterion, Judgment, MergeReadiness};
 use crate::machine::batches::{AdjudicationRound, ConformanceRound};
 use crate::machine::fact::Fact;
 use crate::machine::progress::Progress;

@@ -1,7 +1,7 @@
 //! The review's time limits, all derived from the flow: each attempt's deadline, and the
 //! scheduler's leases, backoffs and suspicion windows.
 
-use crate::flow::{Flow, Role};
+use crate::flows::flow::{Flow, Role};
 use crate::machine::job::Job;
 use crate::machine::review::Review;
 use crate::machine::schedule::SchedulerParams;

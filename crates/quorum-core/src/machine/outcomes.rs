@@ -3,15 +3,15 @@
 //! Only an outcome the scheduler counted reaches here (its attempt was live, from the node it
 //! was placed on, at this epoch). Every answer is recorded before it is acted on.
 
-use crate::adjudication::{self, Adjudged, PriorFinding};
-use crate::conformance::{ground_judgment, Judgment};
-use crate::finding::{RawFinding, Reported, Reporter};
+use crate::judging::adjudication::{self, Adjudged, PriorFinding};
+use crate::judging::conformance::{ground_judgment, Judgment};
 use crate::machine::fact::Fact;
 use crate::machine::job::{AttemptStats, ModelUse, Outcome};
 use crate::machine::progress::Progress;
 use crate::machine::protocol::{Command, Level};
 use crate::machine::schedule::{AttemptId, TaskKey};
 use crate::machine::state::{Phase, ReviewMachine};
+use crate::review::finding::{RawFinding, Reported, Reporter};
 
 impl ReviewMachine {
     /// A counted success: record it and act on what the stage produced.

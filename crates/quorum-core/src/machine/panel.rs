@@ -8,8 +8,7 @@
 //! judges that gave no score are listed and not counted, a missing verdict is the rule's, and
 //! the review's status never changes.
 
-use crate::dedup::Gated;
-use crate::finding::Finding;
+use crate::judging::panel::{self, Decision, JudgeFailure, JudgeScore, PanelReport};
 use crate::machine::batches::PanelRound;
 use crate::machine::fact::Fact;
 use crate::machine::job::Job;
@@ -18,7 +17,8 @@ use crate::machine::run::TaskRun;
 use crate::machine::run::TaskState;
 use crate::machine::schedule::TaskKey;
 use crate::machine::state::{Phase, ReviewMachine};
-use crate::panel::{self, Decision, JudgeFailure, JudgeScore, PanelReport};
+use crate::review::dedup::Gated;
+use crate::review::finding::Finding;
 
 /// The run id of a panel call.
 fn run_id(persona: &str) -> String {
@@ -213,7 +213,7 @@ impl ReviewMachine {
     /// The panel as the report shows it, from what is known now; None for a flow without
     /// one, or when the review ended before the panel's turn.
     pub(super) fn panel_of(&self, gated: &Gated) -> Option<PanelReport> {
-        if !self.review.flow.has(crate::flow::Role::Panel) {
+        if !self.review.flow.has(crate::flows::flow::Role::Panel) {
             return None;
         }
         let started = self.panel.done

@@ -7,9 +7,7 @@
 //! make it partial. A spent budget or a cancel stops what runs, keeps what was found, judges it
 //! by grounding alone and ends the review partial.
 
-use crate::dedup::Gated;
-use crate::finding::{Judged, Reported, Reporter};
-use crate::flow::Role;
+use crate::flows::flow::Role;
 use crate::machine::fact::Fact;
 use crate::machine::fallback::fallback_classification;
 use crate::machine::grounded::ground_only;
@@ -19,6 +17,9 @@ use crate::machine::protocol::Level;
 use crate::machine::run::TaskRun;
 use crate::machine::schedule::{Input, TaskKey};
 use crate::machine::state::{Phase, ReviewMachine};
+use crate::review::dedup::Gated;
+use crate::review::finding::{Reported, Reporter};
+use crate::review::judged::Judged;
 use crate::task::{RejectedTask, Task};
 use std::collections::BTreeSet;
 
@@ -324,7 +325,7 @@ impl ReviewMachine {
             .runs
             .iter()
             .filter_map(|r| r.task.as_ref())
-            .filter(|t| t.origin.as_deref() == Some(crate::coverage::FRESH_EYES_ORIGIN))
+            .filter(|t| t.origin.as_deref() == Some(crate::flows::coverage::FRESH_EYES_ORIGIN))
             .map(|t| t.id.clone())
             .collect();
         let anchors = (!fresh.is_empty()).then(|| judged.clone());
@@ -335,10 +336,10 @@ impl ReviewMachine {
                 &mut gated.residual,
                 &mut gated.pre_existing,
             ] {
-                crate::coverage::mark_fresh_eyes(&self.review.flow, list, &all, &fresh);
+                crate::flows::coverage::mark_fresh_eyes(&self.review.flow, list, &all, &fresh);
             }
         }
-        self.found.ledger = crate::vote::ledger(
+        self.found.ledger = crate::review::ledger::ledger(
             &checked,
             &[&gated.findings, &gated.residual, &gated.pre_existing],
         );
@@ -350,7 +351,7 @@ impl ReviewMachine {
 }
 
 /// The progress events of the findings that survived the gate.
-pub fn finding_events(findings: &[crate::finding::Finding]) -> Vec<Progress> {
+pub fn finding_events(findings: &[crate::review::finding::Finding]) -> Vec<Progress> {
     findings
         .iter()
         .map(|f| Progress::Finding {

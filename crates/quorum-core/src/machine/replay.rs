@@ -5,8 +5,9 @@
 //! and the machine continues from the result (`Event::Resume`). Nothing is re-decided that a
 //! fact settled: a recorded plan is never re-made, a completed task never re-run.
 
-use crate::finding::{Judged, RawFinding};
 use crate::machine::fact::Fact;
+use crate::review::finding::RawFinding;
+use crate::review::judged::Judged;
 use crate::task::{Classification, RejectedTask, Task};
 use std::collections::BTreeMap;
 
@@ -66,23 +67,23 @@ pub struct Replay {
     pub cancelled: Option<String>,
     pub last_seq: u64,
     /// Two-tier selection's decisions (the first record wins).
-    pub selection: Option<crate::selection::SelectionRecord>,
+    pub selection: Option<crate::flows::selection::SelectionRecord>,
     /// The first recorded scope (a review's scope never changes once it started).
     pub scope: Option<crate::scope::ReviewScope>,
     /// The criteria extracted, and whether a model extracted them.
-    pub criteria: Option<(Vec<crate::conformance::Criterion>, bool)>,
+    pub criteria: Option<(Vec<crate::judging::conformance::Criterion>, bool)>,
     /// Judged criteria by id.
-    pub criteria_judged: BTreeMap<String, crate::conformance::Judgment>,
+    pub criteria_judged: BTreeMap<String, crate::judging::conformance::Judgment>,
     /// Exhaustive rounds evaluated, in order (the first record of a round wins).
-    pub rounds: Vec<crate::rounds::RoundMetrics>,
+    pub rounds: Vec<crate::flows::rounds::RoundMetrics>,
     /// Prior findings ruled on (finish review), by prior finding id.
-    pub adjudicated: BTreeMap<String, crate::adjudication::Adjudged>,
+    pub adjudicated: BTreeMap<String, crate::judging::adjudication::Adjudged>,
     /// Panel judges that answered, by judge name.
-    pub panel_scores: BTreeMap<String, crate::panel::JudgeScore>,
+    pub panel_scores: BTreeMap<String, crate::judging::panel::JudgeScore>,
     /// Panel judges that gave no score, by judge name, with why.
     pub panel_failed: BTreeMap<String, String>,
     /// The panel's verdict, once given.
-    pub panel_decision: Option<crate::panel::Decision>,
+    pub panel_decision: Option<crate::judging::panel::Decision>,
     /// The insights offered to each specialist task, by task id.
     pub offered: BTreeMap<String, Vec<crate::memory::Offered>>,
 }

@@ -4,7 +4,6 @@
 //! their attempt numbers continuing; recorded verdicts, criteria, rulings, judges' scores and
 //! offered insights are kept, so no model is asked twice for what a fact already holds.
 
-use crate::finding::{Reported, Reporter};
 use crate::machine::fact::{AttemptRecord, Fact};
 use crate::machine::job::Synthesis;
 use crate::machine::progress::Progress;
@@ -12,6 +11,7 @@ use crate::machine::protocol::Level;
 use crate::machine::replay::Replay;
 use crate::machine::run::{TaskRun, TaskState};
 use crate::machine::state::{Phase, ReviewMachine};
+use crate::review::finding::{Reported, Reporter};
 
 impl ReviewMachine {
     pub(super) fn resume(&mut self, replay: Replay, attempts: Vec<AttemptRecord>) {

@@ -5,10 +5,10 @@
 //! stage: nothing in it changes while the review runs.
 
 use crate::catalog::Catalog;
-use crate::dedup::Gated;
-use crate::finding::Judged;
-use crate::flow::Flow;
+use crate::flows::flow::Flow;
 use crate::pack::ContextPack;
+use crate::review::dedup::Gated;
+use crate::review::judged::Judged;
 use crate::scope::ReviewScope;
 
 /// The inputs of one review.
@@ -50,8 +50,11 @@ impl Review {
     pub fn gate(&self, judged: Vec<Judged>) -> Gated {
         let (mut judged, unchecked) = crate::analyzer::take_unchecked_leads(judged);
         crate::analyzer::anchor_to_overlapping(&mut judged);
-        let mut gated =
-            crate::docreview::merge_and_gate_at(&self.flow, judged, self.confidence_gate());
+        let mut gated = crate::judging::docreview::merge_and_gate_at(
+            &self.flow,
+            judged,
+            self.confidence_gate(),
+        );
         gated.dropped.extend(unchecked);
         self.scope.apply(gated)
     }

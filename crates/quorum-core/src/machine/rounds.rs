@@ -4,8 +4,9 @@
 //! on, so a resumed review runs the recorded next round and never re-decides (nor asks a
 //! model-guided selector again: its choice is in the recorded next round).
 
-use crate::coverage::Scope;
-use crate::flow::Role;
+use crate::flows::flow::Role;
+use crate::flows::plan::Scope;
+use crate::flows::rounds::{self, RoundMetrics, TaskOutcome};
 use crate::machine::batches::PendingRound;
 use crate::machine::fact::Fact;
 use crate::machine::job::AttemptStats;
@@ -13,7 +14,6 @@ use crate::machine::protocol::{Command, Level, RoundFinding};
 use crate::machine::run::{TaskRun, TaskState};
 use crate::machine::schedule::TaskKey;
 use crate::machine::state::{Phase, ReviewMachine};
-use crate::rounds::{self, RoundMetrics, TaskOutcome};
 use std::collections::{BTreeMap, BTreeSet};
 
 impl ReviewMachine {
@@ -67,7 +67,7 @@ impl ReviewMachine {
             anchors
                 .entry(r.task_id.as_str())
                 .or_default()
-                .push(crate::dedup::anchor(&r.finding));
+                .push(crate::review::dedup::anchor(&r.finding));
         }
         let round_runs = |keep: &dyn Fn(u32) -> bool| -> Vec<&TaskRun> {
             self.runs
@@ -99,14 +99,14 @@ impl ReviewMachine {
             return false;
         }
         let (metrics, hot) = rounds::evaluate(rule, round, &outcomes, &earlier);
-        if metrics.next && rule.select == rounds::Select::Model {
+        if metrics.next && rule.select == crate::flows::flow::Select::Model {
             // The new findings of this round, as the selector sees them (first report of each
             // anchor, in report order).
             let this_ids: BTreeSet<&str> = this.iter().map(|r| r.id.as_str()).collect();
             let mut seen: BTreeSet<String> = BTreeSet::new();
             let mut new = Vec::new();
             for r in &self.found.reported {
-                let a = crate::dedup::anchor(&r.finding);
+                let a = crate::review::dedup::anchor(&r.finding);
                 if this_ids.contains(r.task_id.as_str()) && !earlier.contains(&a) && seen.insert(a)
                 {
                     new.push(RoundFinding {

@@ -6,10 +6,11 @@
 //! **Architecture invariant:** `Phase` exists only here and in the machine's rooms; no driver
 //! decides what comes next.
 
-use crate::adjudication::Adjudged;
-use crate::conformance::{Criterion, Judgment};
-use crate::dedup::Gated;
-use crate::finding::{Judged, Reported};
+use crate::flows::rounds::RoundMetrics;
+use crate::flows::selection::SelectionRecord;
+use crate::judging::adjudication::Adjudged;
+use crate::judging::conformance::{Criterion, Judgment};
+use crate::judging::panel::{Decision, JudgeScore};
 use crate::machine::batches::{
     AdjudicationRound, ConformanceRound, PanelRound, PendingRound, VerifyRound,
 };
@@ -22,11 +23,11 @@ use crate::machine::review::Review;
 use crate::machine::run::TaskRun;
 use crate::machine::schedule::{Scheduler, TaskKey};
 use crate::memory::{Insight, Offered};
-use crate::panel::{Decision, JudgeScore};
-use crate::rounds::RoundMetrics;
-use crate::selection::SelectionRecord;
+use crate::review::dedup::Gated;
+use crate::review::finding::Reported;
+use crate::review::judged::Judged;
+use crate::review::ledger::LedgerEntry;
 use crate::task::{Classification, RejectedTask};
-use crate::vote::LedgerEntry;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -11,12 +11,15 @@
 //! own matcher, applied before ignore files), else an ignore rule. A directory left out is one
 //! entry ("build/"), not one per file below it.
 
-use super::{ContextPack, Skipped, WalkTrace, ALWAYS_EXCLUDED_DIRS};
-use crate::report::thousands;
+use super::walk::WalkTrace;
+use super::{ContextPack, PackOptions, Skipped, ALWAYS_EXCLUDED_DIRS};
+use crate::error::PackError;
+use crate::human::thousands;
 use crate::weaver::estimate_tokens;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// Why an entry of the target is not in the pack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -149,7 +152,7 @@ pub struct IncludedFile {
 }
 
 /// Label everything the walk behind `pack` left out; see the module docs.
-pub(super) fn explain(pack: ContextPack, trace: &WalkTrace) -> PackSurvey {
+fn explain(pack: ContextPack, trace: &WalkTrace) -> PackSurvey {
     let mut excluded: Vec<Exclusion> = pack.skipped.iter().map(labelled).collect();
     let yielded: HashSet<&str> = pack
         .files
@@ -447,6 +450,17 @@ fn human_bytes(n: u64) -> String {
         format!("{:.1} MiB", f / (KIB * KIB))
     } else {
         format!("{:.1} GiB", f / (KIB * KIB * KIB))
+    }
+}
+
+impl ContextPack {
+    /// The snapshot, plus a reason for every entry it left out — also those it leaves out
+    /// silently (ignore rules, `opts.exclude` globs, always-excluded directories). What
+    /// `quorum pack` prints; the decisions are the snapshot's own.
+    pub fn survey(root: &Path, opts: &PackOptions) -> Result<PackSurvey, PackError> {
+        let mut trace = WalkTrace::default();
+        let pack = Self::walk(root, opts, Some(&mut trace))?;
+        Ok(explain(pack, &trace))
     }
 }
 

@@ -17,8 +17,9 @@
 //! - Findings without a file are left out: GitLab requires a path, and they stay in full in
 //!   report.md and report.json.
 
-use super::{anchor_fingerprint, normalize_slashes, one_line, repo_path, rule_id, Report};
-use crate::finding::{Finding, Severity};
+use super::common::{anchor_fingerprint, normalize_slashes, one_line, repo_path, rule_id};
+use super::Report;
+use crate::review::finding::{Finding, Severity};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 

@@ -17,8 +17,9 @@
 //!   suggested fix is prose, so it goes into the message instead.
 //! - Severity: P0 and P1 are ERROR, P2 WARNING, P3 INFO (as SARIF's error/warning/note).
 
-use super::{code, information_uri, normalize_slashes, one_line, repo_path, rule_id, Report};
-use crate::finding::{Finding, Severity};
+use super::common::{code, information_uri, normalize_slashes, one_line, repo_path, rule_id};
+use super::Report;
+use crate::review::finding::{Finding, Severity};
 use serde_json::{json, Map, Value};
 
 /// The source name reviewdog shows in front of every comment (`**[quorum]**`).

@@ -5,11 +5,11 @@
 // Each test binary that includes this module uses a different part of it.
 #![allow(dead_code)]
 
-use quorum_core::finding::{Dropped, Finding, Reporter, Severity, Verdict};
 use quorum_core::pack::Skipped;
 use quorum_core::report::{
     Methodology, Report, ReviewStatus, TargetInfo, TaskReport, TeamMember, Usage, SCHEMA_VERSION,
 };
+use quorum_core::review::finding::{Dropped, Finding, Reporter, Severity, Verdict};
 use quorum_core::task::{Classification, RejectedTask};
 
 pub fn reporter(persona: &str) -> Reporter {

@@ -4,8 +4,8 @@
 use super::state::{internal, NodeService};
 use quorum_api::ApiError;
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
-use quorum_core::vote::Overrides;
+use quorum_core::flows::flow::Flow;
+use quorum_core::flows::flow::Overrides;
 use quorum_runtime::{FactLog, ReviewContext};
 use std::sync::Arc;
 
@@ -92,7 +92,7 @@ impl NodeService {
         }
         // So is the coverage mode: a re-plan after a takeover adds the same tasks.
         if let Some(mode) = meta.params.get("coverage").and_then(|v| {
-            serde_json::from_value::<quorum_core::coverage::CoverageMode>(v.clone()).ok()
+            serde_json::from_value::<quorum_core::flows::flow::CoverageMode>(v.clone()).ok()
         }) {
             flow.set_coverage(mode)
                 .map_err(|e| ApiError::InvalidArgument(format!("stored review: {e}")))?;

@@ -6,9 +6,9 @@
 use super::state::{internal, NodeService};
 use quorum_api::{pb, ApiError};
 use quorum_core::catalog::Catalog;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
+use quorum_core::flows::flow::Overrides;
 use quorum_core::pack::{is_secret_file_name, ContextPack};
-use quorum_core::vote::Overrides;
 use quorum_runtime::{FactLog, ReviewContext};
 use quorum_store::FlowMeta;
 use std::path::PathBuf;
@@ -103,7 +103,7 @@ impl NodeService {
         let coverage = match opts.coverage.trim() {
             "" => None,
             c => Some(
-                quorum_core::coverage::CoverageMode::parse_for(c, "coverage")
+                quorum_core::flows::flow::CoverageMode::parse_for(c, "coverage")
                     .map_err(ApiError::InvalidArgument)?,
             ),
         };
@@ -215,7 +215,7 @@ impl NodeService {
         flow: &Flow,
         req: &pb::SubmitReviewRequest,
         pack: &ContextPack,
-    ) -> Result<Option<quorum_core::conformance::Spec>, ApiError> {
+    ) -> Result<Option<quorum_core::judging::conformance::Spec>, ApiError> {
         match (flow.uses_spec(), &req.spec) {
             (true, None) => Err(ApiError::InvalidArgument(format!(
                 "flow {} judges the target against a spec: pass --spec FILE (acceptance criteria as a markdown checklist, numbered requirements or MUST/SHALL lines)",
@@ -235,7 +235,7 @@ impl NodeService {
                     )));
                 }
                 let mut spec =
-                    quorum_core::conformance::Spec::from_text(&s.path, s.text.clone())
+                    quorum_core::judging::conformance::Spec::from_text(&s.path, s.text.clone())
                         .map_err(ApiError::InvalidArgument)?;
                 spec.pack_path = Some(s.pack_path.clone())
                     .filter(|p| !p.is_empty() && pack.get(p).is_some());
@@ -249,7 +249,7 @@ impl NodeService {
     fn prior_of(
         flow: &Flow,
         req: &pb::SubmitReviewRequest,
-    ) -> Result<Option<quorum_core::adjudication::Prior>, ApiError> {
+    ) -> Result<Option<quorum_core::judging::adjudication::Prior>, ApiError> {
         match (flow.uses_prior(), &req.prior) {
             (true, None) => Err(ApiError::InvalidArgument(format!(
                 "flow {} adjudicates a prior review: pass --prior REPORT.json (the report.json of that review)",
@@ -263,7 +263,7 @@ impl NodeService {
             (true, Some(p)) => {
                 let dispositions = (!p.dispositions_path.is_empty() || !p.dispositions.is_empty())
                     .then_some((p.dispositions_path.as_str(), p.dispositions.as_str()));
-                quorum_core::adjudication::Prior::from_texts(&p.path, &p.report_json, dispositions)
+                quorum_core::judging::adjudication::Prior::from_texts(&p.path, &p.report_json, dispositions)
                     .map(Some)
                     .map_err(|e| {
                         let file = match &e {

@@ -13,13 +13,13 @@ use crate::context::SharedContext;
 use crate::facts::{now_ms, FactError, Resume};
 use crate::progress::ProgressSender;
 use crate::remote::RemoteSlot;
+use quorum_core::flows::rounds::NewFinding;
 use quorum_core::machine::schedule::{AttemptId, Place};
 use quorum_core::machine::{
     Command, Event, Failure, Level, MachineConfig, Metric, PeerOffer, ReviewMachine, RoundFinding,
     Timer,
 };
 use quorum_core::report::Report;
-use quorum_core::rounds::NewFinding;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;

@@ -13,9 +13,9 @@
 
 use crate::error::AttemptError;
 use quorum_core::catalog::{Catalog, Heuristic, Persona};
-use quorum_core::finding::Reported;
-use quorum_core::flow::Flow;
+use quorum_core::flows::flow::Flow;
 use quorum_core::machine::Review;
+use quorum_core::review::finding::Reported;
 use quorum_core::task::Task;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -87,7 +87,7 @@ pub enum RemoteStage {
         catalog: Catalog,
     },
     Synthesize {
-        gated: Box<quorum_core::dedup::Gated>,
+        gated: Box<quorum_core::review::dedup::Gated>,
         classification: quorum_core::task::Classification,
     },
 }

@@ -4,14 +4,14 @@
 //! The prior finding's words and the author's comment came from outside this review (another
 //! run's models, the author), so each is wrapped in `weaver::delimit` markers like the target
 //! itself: none can instruct the model. The answer is only read here; the conductor settles it
-//! (`quorum_core::adjudication::settle`) against the tree before it counts.
+//! (`quorum_core::judging::adjudication::settle`) against the tree before it counts.
 
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
 use crate::stages::call::StageStats;
 use crate::stages::judge_batch::judge_batch;
-use quorum_core::adjudication::{self, Adjudged, PriorFinding, NEAR_LINES};
-use quorum_core::flow::Role;
+use quorum_core::flows::flow::Role;
+use quorum_core::judging::adjudication::{self, Adjudged, PriorFinding, NEAR_LINES};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -4,7 +4,7 @@
 use crate::agent::{CallSpec, CallStats};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
-use quorum_core::flow::Role;
+use quorum_core::flows::flow::Role;
 use quorum_core::weaver::{self, ContextBudget};
 
 impl ReviewContext {

@@ -3,7 +3,7 @@
 //!
 //! Both prompts carry the spec as the user's words and the target as material, each inside
 //! `weaver::delimit` markers: neither can instruct the model. The judge's answer is only read
-//! here; its evidence is grounded by the conductor (`quorum_core::conformance::ground_judgment`),
+//! here; its evidence is grounded by the conductor (`quorum_core::judging::conformance::ground_judgment`),
 //! so a verdict counts only once its quotes are found where they say.
 
 use crate::agent::{self, CallStats, Expect, Parsed};
@@ -11,8 +11,8 @@ use crate::context::ReviewContext;
 use crate::error::AttemptError;
 use crate::stages::call::StageStats;
 use crate::stages::judge_batch::judge_batch;
-use quorum_core::conformance::{self, Criterion, Judgment, Spec};
-use quorum_core::flow::Role;
+use quorum_core::flows::flow::Role;
+use quorum_core::judging::conformance::{self, Criterion, Judgment, Spec};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 

@@ -4,8 +4,9 @@
 use crate::agent::{self, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::stages::verify::claim_prompt;
-use quorum_core::finding::{Judged, RawFinding};
-use quorum_core::flow::Role;
+use quorum_core::flows::flow::Role;
+use quorum_core::review::finding::RawFinding;
+use quorum_core::review::judged::Judged;
 use quorum_core::schema;
 use quorum_core::weaver::{ContextBudget, DATA_NOT_INSTRUCTIONS};
 
@@ -38,7 +39,7 @@ pub async fn consult(
     finding: &RawFinding,
     excerpt: &str,
     stats: &mut CallStats,
-) -> Result<(quorum_core::finding::Severity, f64, String, String), String> {
+) -> Result<(quorum_core::review::finding::Severity, f64, String, String), String> {
     let (system, user) = consultant_prompt_in(ctx, finding, excerpt, ctx.budget());
     let (client, model) = ctx
         .pick("consultant", &system, &user, None)
@@ -73,7 +74,7 @@ pub async fn consult(
 /// note why there are none. Never changes the verdict.
 pub fn apply_rescore(
     judged: &mut Judged,
-    answer: Result<(quorum_core::finding::Severity, f64, String, String), String>,
+    answer: Result<(quorum_core::review::finding::Severity, f64, String, String), String>,
 ) {
     match answer {
         Ok((severity, confidence, reason, model)) => {
@@ -83,7 +84,7 @@ pub fn apply_rescore(
                  {:.2} → {confidence:.2}",
                 f.severity, f.confidence
             ));
-            judged.rescored = Some(quorum_core::finding::Rescored {
+            judged.rescored = Some(quorum_core::review::finding::Rescored {
                 original_severity: f.severity,
                 original_confidence: f.confidence,
                 model,

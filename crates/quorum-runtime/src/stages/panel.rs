@@ -5,16 +5,16 @@
 //! perspective); nothing here names one. Findings quote the target, so every finding is
 //! wrapped in `weaver::delimit` markers: a finding's words cannot instruct its judge. A judge
 //! sees its own persona and the findings, never another judge's score or reason. The answers
-//! are only read here (`quorum_core::panel`); the conductor aggregates and records them.
+//! are only read here (`quorum_core::judging::panel`); the conductor aggregates and records them.
 
 use crate::agent::{self, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
 use crate::stages::call::StageStats;
 use quorum_core::catalog::Persona;
-use quorum_core::finding::Finding;
-use quorum_core::flow::Role;
-use quorum_core::panel::{self, AxisReport, Decision, JudgeScore, VerdictBy};
+use quorum_core::flows::flow::Role;
+use quorum_core::judging::panel::{self, AxisReport, Decision, JudgeScore, VerdictBy};
+use quorum_core::review::finding::Finding;
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 

@@ -10,9 +10,9 @@ use crate::stages::call::StageStats;
 use crate::stages::scope::planner_scope_section;
 use crate::stages::selection::select_personas;
 use crate::stages::specialist::EARLIER_INSIGHTS;
-use quorum_core::flow::Role;
+use quorum_core::flows::flow::Role;
+use quorum_core::flows::selection::SelectionRecord;
 use quorum_core::schema;
-use quorum_core::selection::SelectionRecord;
 use quorum_core::task::{Classification, RejectedTask, Task};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
@@ -72,9 +72,13 @@ pub fn planner_prompt_in(
         ("## File list".to_string(), files)
     };
     let class = serde_json::to_string_pretty(classification).unwrap_or_default();
-    let ranked =
-        quorum_core::selection::rank_for_planner(&ctx.catalog, &ctx.pack, classification, roster);
-    let catalog = quorum_core::selection::planner_catalog(&ranked);
+    let ranked = quorum_core::flows::selection::rank_for_planner(
+        &ctx.catalog,
+        &ctx.pack,
+        classification,
+        roster,
+    );
+    let catalog = quorum_core::flows::selection::planner_catalog(&ranked);
     let mut errors = String::new();
     if !previous_errors.is_empty() {
         errors.push_str("## Your previous plan was rejected\n");
@@ -114,7 +118,7 @@ pub fn planner_prompt_in(
         format!(
             "## Required dimensions\nEvery dimension needs a task; set \"dimension\" on each \
              task. Personas that serve each one:\n{}\n",
-            quorum_core::coverage::dimensions_prompt(&ctx.flow)
+            quorum_core::flows::coverage::dimensions_prompt(&ctx.flow)
         )
     };
     let user = format!(
@@ -155,14 +159,14 @@ pub(crate) fn apply_flow_rules(
     stage_tools: &[String],
     tasks: &mut Vec<Task>,
 ) -> Vec<RejectedTask> {
-    let mut refused = quorum_core::coverage::complete_plan(
+    let mut refused = quorum_core::flows::coverage::complete_plan(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
         stage_tools,
         tasks,
     );
-    refused.extend(quorum_core::docreview::complete_team(
+    refused.extend(quorum_core::judging::docreview::complete_team(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
@@ -170,7 +174,7 @@ pub(crate) fn apply_flow_rules(
         tasks,
     ));
     // `--coverage full`: every file the tasks so far leave out, in directory batches.
-    refused.extend(quorum_core::coverage::add_full_coverage(
+    refused.extend(quorum_core::flows::coverage::add_full_coverage(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
@@ -178,7 +182,7 @@ pub(crate) fn apply_flow_rules(
         tasks,
     ));
     // Last, so the lane never stands in for a gap the coverage rules would have filled.
-    refused.extend(quorum_core::coverage::add_fresh_eyes(
+    refused.extend(quorum_core::flows::coverage::add_fresh_eyes(
         &ctx.flow,
         &ctx.catalog,
         &ctx.pack,
@@ -197,7 +201,7 @@ pub(crate) fn plan_from_selection(
     max_files: usize,
 ) -> Plan {
     let stage_tools = &ctx.flow.stage(Role::Specialist).tools;
-    let (mut tasks, mut rejected) = quorum_core::selection::tasks_from_selection(
+    let (mut tasks, mut rejected) = quorum_core::flows::selection::tasks_from_selection(
         record,
         &ctx.catalog,
         &ctx.pack,
@@ -299,7 +303,7 @@ pub async fn plan(
             let mut tasks = tasks;
             all_rejected.extend(rejected);
             // A task over the per-task budget (a directory named whole) becomes module shards.
-            all_rejected.extend(quorum_core::coverage::shard_tasks(
+            all_rejected.extend(quorum_core::flows::coverage::shard_tasks(
                 &ctx.flow, &ctx.pack, &mut tasks,
             ));
             all_rejected.extend(apply_flow_rules(ctx, stage_tools, &mut tasks));

@@ -6,7 +6,7 @@ use crate::agent::{self, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
 use crate::stages::call::StageStats;
-use quorum_core::flow::Role;
+use quorum_core::flows::flow::Role;
 use quorum_core::schema;
 use quorum_core::task::Classification;
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};

@@ -4,7 +4,7 @@
 
 use crate::agent::{self, CallSpec, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
-use quorum_core::selection::{PollOutcome, SelectionDecision, SelectionRecord};
+use quorum_core::flows::selection::{PollOutcome, SelectionDecision, SelectionRecord};
 use quorum_core::task::Classification;
 use quorum_core::weaver::{self, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
@@ -18,9 +18,13 @@ pub(crate) async fn select_personas(
     classification: &Classification,
 ) -> Option<SelectionRecord> {
     let sel = ctx.flow.selection.as_ref()?;
-    let candidates =
-        quorum_core::selection::prefilter(&ctx.flow, &ctx.catalog, &ctx.pack, classification);
-    let decided = |c: &quorum_core::selection::Candidate, poll, reason| SelectionDecision {
+    let candidates = quorum_core::flows::selection::prefilter(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        classification,
+    );
+    let decided = |c: &quorum_core::flows::selection::Candidate, poll, reason| SelectionDecision {
         persona: c.persona.clone(),
         prefilter: c.reason.clone(),
         poll,
@@ -61,7 +65,7 @@ pub(crate) async fn select_personas(
         sel.instructions.trim()
     );
     let mut polls = tokio::task::JoinSet::new();
-    let mut polled: Vec<&quorum_core::selection::Candidate> = Vec::new();
+    let mut polled: Vec<&quorum_core::flows::selection::Candidate> = Vec::new();
     let mut decisions = Vec::new();
     for c in &candidates {
         if c.floor {
@@ -153,12 +157,12 @@ pub(crate) async fn select_personas(
 /// caller validates them against the pack) or why there are none, and the call's cost.
 pub async fn select_round_files(
     ctx: &ReviewContext,
-    rule: &quorum_core::rounds::Exhaustive,
+    rule: &quorum_core::flows::flow::Exhaustive,
     round: u32,
-    new: &[quorum_core::rounds::NewFinding<'_>],
+    new: &[quorum_core::flows::rounds::NewFinding<'_>],
 ) -> (Result<Vec<String>, String>, CallStats) {
     let mut stats = CallStats::default();
-    let (system, user) = quorum_core::rounds::selector_prompt(rule, &ctx.pack, round, new);
+    let (system, user) = quorum_core::flows::rounds::selector_prompt(rule, &ctx.pack, round, new);
     let (client, model) = match ctx.pick("planner", &system, &user, None) {
         Ok(p) => p,
         Err(e) => return (Err(format!("no model for the selector: {e}")), stats),
@@ -174,7 +178,7 @@ pub async fn select_round_files(
         &spec,
         &system,
         &user,
-        quorum_core::rounds::selector_schema(rule),
+        quorum_core::flows::rounds::selector_schema(rule),
         Expect::Object,
         &mut stats,
     );

@@ -5,8 +5,8 @@ use crate::agent::{self, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
 use crate::error::AttemptError;
 use crate::stages::call::StageStats;
-use quorum_core::conformance::MergeReadiness;
-use quorum_core::flow::Role;
+use quorum_core::flows::flow::Role;
+use quorum_core::judging::conformance::MergeReadiness;
 use quorum_core::machine::Synthesis;
 use quorum_core::schema;
 use quorum_core::task::Classification;
@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 pub fn synthesizer_prompt(
     ctx: &ReviewContext,
-    gated: &quorum_core::dedup::Gated,
+    gated: &quorum_core::review::dedup::Gated,
     classification: &Classification,
     conformance: Option<&MergeReadiness>,
 ) -> (String, String) {
@@ -25,7 +25,7 @@ pub fn synthesizer_prompt(
 /// [`synthesizer_prompt`] fitted to `budget`.
 pub fn synthesizer_prompt_in(
     ctx: &ReviewContext,
-    gated: &quorum_core::dedup::Gated,
+    gated: &quorum_core::review::dedup::Gated,
     classification: &Classification,
     conformance: Option<&MergeReadiness>,
     budget: ContextBudget,
@@ -119,7 +119,7 @@ pub fn synthesizer_prompt_in(
 
 pub async fn synthesize(
     ctx: &ReviewContext,
-    gated: &quorum_core::dedup::Gated,
+    gated: &quorum_core::review::dedup::Gated,
     classification: &Classification,
     conformance: Option<&MergeReadiness>,
 ) -> Result<(Synthesis, StageStats), AttemptError> {

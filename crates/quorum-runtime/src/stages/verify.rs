@@ -3,11 +3,12 @@
 
 use crate::agent::{self, CallStats, Expect, Parsed};
 use crate::context::ReviewContext;
-use quorum_core::finding::{Judged, RawFinding, Reported, Verdict};
-use quorum_core::flow::Role;
+use quorum_core::flows::flow::Role;
 use quorum_core::machine::grounded::{ground_one, unverified, Grounded};
+use quorum_core::review::finding::{RawFinding, Reported, Verdict};
+use quorum_core::review::judged::Judged;
+use quorum_core::review::vote::{self, Ballot, Vote};
 use quorum_core::schema;
-use quorum_core::vote::{self, Ballot, Vote};
 use quorum_core::weaver::{self, ContextBudget, Slot, DATA_NOT_INSTRUCTIONS};
 use std::fmt::Write as _;
 
@@ -137,7 +138,7 @@ pub async fn ask_verifier(
 }
 
 /// A grounded finding's verdict from its verifiers' votes, combined by the flow's threshold
-/// ([`quorum_core::vote`]). No vote at all leaves it UNVERIFIED with the reason; the ballot
+/// ([`quorum_core::review::vote`]). No vote at all leaves it UNVERIFIED with the reason; the ballot
 /// stays on the verdict for the report's verification ledger.
 pub fn judge_by_votes(
     ctx: &ReviewContext,

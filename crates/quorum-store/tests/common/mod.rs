@@ -1,7 +1,7 @@
 //! Shared builders for the store's integration tests.
 #![allow(dead_code)]
 
-use quorum_core::finding::{RawFinding, Severity};
+use quorum_core::review::finding::{RawFinding, Severity};
 use quorum_core::task::Task;
 use quorum_store::FlowMeta;
 

@@ -10,10 +10,10 @@
 //! [`ground_judgment`] with the same grounding as any finding: a `met` without one grounded
 //! quote becomes `unmet`, saying why. [`MergeReadiness`] is `merge-readiness.json`.
 
-use crate::finding::{RawFinding, Routing, Severity};
-use crate::grounding::{self, Grounding};
 use crate::pack::ContextPack;
 use crate::parse::lenient_string;
+use crate::review::finding::{RawFinding, Routing, Severity};
+use crate::review::grounding::{self, Grounding};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

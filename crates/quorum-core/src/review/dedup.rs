@@ -11,7 +11,8 @@
 //! Everything here is deterministic: the same judged reports in the same order always give the
 //! same ids, order and text.
 
-use crate::finding::{Dropped, Finding, Judged, RawFinding, Reporter, Verdict};
+use crate::review::finding::{Dropped, Finding, RawFinding, Reporter, Verdict};
+use crate::review::judged::Judged;
 use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap};
 
@@ -90,7 +91,7 @@ pub fn merge_and_gate(judged: Vec<Judged>, gate: f64) -> Gated {
             out.dropped.push(Dropped {
                 title: j.reported.finding.title.clone(),
                 file: j.reported.finding.file.clone(),
-                removed_by: crate::finding::removed_by(j.deterministic),
+                removed_by: crate::review::finding::removed_by(j.deterministic),
                 reason: j.reason,
                 verdict: Some(Verdict::Hallucinated),
             });
@@ -210,7 +211,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         promoted: false,
         notes: best.notes.clone(),
         routing: f.routing.clone(),
-        rescored: crate::finding::rescored_of(best, members),
+        rescored: crate::review::judged::rescored_of(best, members),
         fresh_eyes: false,
     };
     Some((finding, personas.len()))
@@ -244,7 +245,7 @@ fn number(mut findings: Vec<Finding>, prefix: &str) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::{Reported, Severity};
+    use crate::review::finding::{Reported, Severity};
 
     fn raw(file: Option<&str>, line: Option<u32>, symbol: Option<&str>) -> RawFinding {
         RawFinding {

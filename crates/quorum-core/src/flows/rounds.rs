@@ -13,7 +13,8 @@
 //! round k-1's new findings and the directory summary; its answer is checked against the pack
 //! and bounded, and any failure (or nothing valid) leaves the decision to the hot-file rule.
 
-use crate::coverage::{engine_task, Scope};
+use crate::flows::flow::{Exhaustive, DEFAULT_SELECT_INSTRUCTIONS};
+use crate::flows::plan::{batch_files, dir_of, engine_task, Scope};
 use crate::pack::ContextPack;
 use crate::task::{RejectedTask, Task};
 use serde::{Deserialize, Serialize};
@@ -21,73 +22,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The prefix of every round task's `origin`; the round number follows it.
 pub const ORIGIN_PREFIX: &str = "exhaustive: round ";
-
-/// The flow's `exhaustive` block: what rounds run and when they stop.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Exhaustive {
-    /// Lane personas, one per round in order (cycled when there are more rounds than lanes).
-    pub personas: Vec<String>,
-    /// Mandate of every round task; the batch's directories are appended.
-    pub mandate: String,
-    /// Most files in one task.
-    #[serde(default = "default_files")]
-    pub max_files_per_task: usize,
-    /// Most estimated tokens of file content in one task, so every body fits the prompt (a
-    /// single file over it gets a task of its own).
-    #[serde(default = "default_tokens")]
-    pub max_tokens_per_task: u32,
-    /// Another round runs while a round's new findings are at least this many (seed: 2).
-    #[serde(default = "default_threshold")]
-    pub threshold: usize,
-    /// The most rounds, the first included.
-    #[serde(default = "default_rounds")]
-    pub max_rounds: u32,
-    /// Who names the files of the next round: `hot` (the files of the tasks that found
-    /// something new) or `model` (a planner-tier call; the hot rule decides when it fails).
-    #[serde(default)]
-    pub select: Select,
-    /// Most files a model-guided selection may name for one round.
-    #[serde(default = "default_select_files")]
-    pub select_max_files: usize,
-    /// The selector's question (absent: [`DEFAULT_SELECT_INSTRUCTIONS`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub select_instructions: Option<String>,
-}
-
-/// How the files of the next round are chosen.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Select {
-    /// The files of the tasks that reported something new (deterministic).
-    #[default]
-    Hot,
-    /// A short model call names them; the hot rule is the fallback.
-    Model,
-}
-
-/// What the selector is asked when the flow does not say.
-pub const DEFAULT_SELECT_INSTRUCTIONS: &str = "You steer an exhaustive review that reads a body \
-of work in rounds. From the new findings of the round that just ended and the summary of the \
-directories, name the files most worth a second, deeper reading next round: files the findings \
-point into, and files whose role (callers, shared helpers, configuration) makes a related defect \
-likely. Name only paths from the directory summary, exactly as written.";
-
-fn default_files() -> usize {
-    40
-}
-fn default_tokens() -> u32 {
-    6000
-}
-fn default_threshold() -> usize {
-    2
-}
-fn default_rounds() -> u32 {
-    3
-}
-fn default_select_files() -> usize {
-    40
-}
 
 /// One round's metrics: recorded as a store event when the round ends and shown in the report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -129,64 +63,6 @@ pub fn round_of(task: &Task) -> Option<u32> {
         .next()?
         .parse()
         .ok()
-}
-
-fn dir_of(path: &str) -> &str {
-    path.rsplit_once('/').map_or(".", |(d, _)| d)
-}
-
-/// Batch `files` (sorted, so a directory's files are adjacent) into runs of at most
-/// `max_files` files and `max_tokens` estimated tokens, never splitting a directory unless it
-/// alone is over a bound.
-pub fn batch_files(
-    pack: &ContextPack,
-    files: &[String],
-    max_files: usize,
-    max_tokens: u32,
-) -> Vec<Vec<String>> {
-    let max_files = max_files.max(1);
-    let mut by_dir: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
-    for f in files {
-        by_dir.entry(dir_of(f)).or_default().push(f);
-    }
-    let tokens = |p: &str| -> u32 {
-        pack.files
-            .get(p)
-            .map_or(0, |f| crate::weaver::estimate_tokens(&f.content))
-    };
-    let mut out: Vec<Vec<String>> = Vec::new();
-    let mut cur: Vec<String> = Vec::new();
-    let mut cur_tokens = 0u32;
-    for (_, mut group) in by_dir {
-        group.sort();
-        let group_tokens: u32 = group.iter().map(|p| tokens(p)).sum();
-        // A directory that fits a batch is never split across two.
-        let fits_alone = group.len() <= max_files && group_tokens <= max_tokens;
-        // One that must be split starts a batch too, so its parts are not spread further.
-        if !cur.is_empty()
-            && (!fits_alone
-                || cur.len() + group.len() > max_files
-                || cur_tokens.saturating_add(group_tokens) > max_tokens)
-        {
-            out.push(std::mem::take(&mut cur));
-            cur_tokens = 0;
-        }
-        for p in group {
-            let t = tokens(p);
-            if !cur.is_empty()
-                && (cur.len() >= max_files || cur_tokens.saturating_add(t) > max_tokens)
-            {
-                out.push(std::mem::take(&mut cur));
-                cur_tokens = 0;
-            }
-            cur.push(p.clone());
-            cur_tokens = cur_tokens.saturating_add(t);
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
 }
 
 /// The tasks of round `round` over `files`, for the round's lane persona. Refusals (a persona
@@ -477,6 +353,7 @@ pub fn choose_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flows::flow::Select;
     use crate::pack::PackFile;
 
     fn pack(files: &[(&str, usize)]) -> ContextPack {
@@ -506,34 +383,6 @@ mod tests {
             select_max_files: 2,
             select_instructions: None,
         }
-    }
-
-    #[test]
-    fn batches_keep_directories_together_and_respect_both_bounds() {
-        let p = pack(&[
-            ("a/1.py", 10),
-            ("a/2.py", 10),
-            ("b/1.py", 10),
-            ("b/2.py", 10),
-            ("c/1.py", 10),
-            ("c/2.py", 10),
-            ("c/3.py", 10),
-            ("c/4.py", 10),
-            ("d/big.py", 40_000),
-        ]);
-        let files: Vec<String> = p.files.keys().cloned().collect();
-        let b = batch_files(&p, &files, 3, 1000);
-        let flat: Vec<&String> = b.iter().flatten().collect();
-        assert_eq!(flat.len(), files.len(), "every file in exactly one batch");
-        assert!(b.iter().all(|x| x.len() <= 3));
-        // a/ fits with room to spare, b/ would overflow it: b/ starts its own batch.
-        assert_eq!(b[0], ["a/1.py", "a/2.py"]);
-        assert_eq!(b[1], ["b/1.py", "b/2.py"]);
-        // c/ is over the file bound alone: split, in order.
-        assert_eq!(b[2], ["c/1.py", "c/2.py", "c/3.py"]);
-        assert_eq!(b[3], ["c/4.py"]);
-        // A file over the token bound gets a task of its own.
-        assert_eq!(b[4], ["d/big.py"]);
     }
 
     fn task(id: &str, files: &[&str], round: u32) -> Task {

@@ -7,7 +7,7 @@
 //! interest poll) is a model call and lives in the runtime.
 
 use crate::catalog::Catalog;
-use crate::flow::Flow;
+use crate::flows::flow::Flow;
 use crate::pack::{ContextPack, FileKind};
 use crate::task::Classification;
 
@@ -241,12 +241,12 @@ pub fn tasks_from_selection(
             continue;
         };
         let files = slice_for(p, d.poll == PollOutcome::Floor, pack, max_files);
-        let scope = crate::coverage::Scope {
+        let scope = crate::flows::plan::Scope {
             catalog,
             pack,
             stage_tools,
         };
-        match crate::coverage::engine_task(
+        match crate::flows::plan::engine_task(
             scope,
             format!("s{}", tasks.len() + 1),
             &p.name,

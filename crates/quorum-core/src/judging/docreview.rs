@@ -6,11 +6,12 @@
 //! file, so the engine names no persona.
 
 use crate::catalog::Catalog;
-use crate::coverage::{engine_task, Scope, MAX_ADDED_FILES};
-use crate::dedup::{self, Gated};
-use crate::finding::{AutofixClass, Dropped, Finding, Judged, Severity, Stance, Verdict};
-use crate::flow::{Flow, Signals, SynthesisMode, TeamMemberRule};
+use crate::flows::flow::{Flow, Signals, SynthesisMode, TeamMemberRule};
+use crate::flows::plan::{engine_task, Scope, MAX_ADDED_FILES};
 use crate::pack::{ContextPack, FileKind};
+use crate::review::dedup::{self, Gated};
+use crate::review::finding::{AutofixClass, Dropped, Finding, Severity, Stance, Verdict};
+use crate::review::judged::Judged;
 use crate::task::{RejectedTask, Task};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
@@ -372,7 +373,7 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
             n
         },
         routing,
-        rescored: crate::finding::rescored_of(best, &members),
+        rescored: crate::review::judged::rescored_of(best, &members),
         fresh_eyes: false,
     };
     Some(Merged {
@@ -394,7 +395,7 @@ pub fn report_key(j: &Judged) -> String {
 }
 
 /// [`report_key`] of a finding document synthesis produced.
-pub fn finding_key(f: &crate::finding::Finding) -> String {
+pub fn finding_key(f: &crate::review::finding::Finding) -> String {
     format!("{}|{}", f.anchor, normalize(&f.title))
 }
 
@@ -486,7 +487,7 @@ fn combine(a: Merged, b: Merged) -> Merged {
         anchor: fa.anchor.clone(),
         promoted: fa.promoted || fb.promoted,
         notes: fa.notes.iter().chain(&fb.notes).cloned().collect(),
-        routing: crate::finding::Routing {
+        routing: crate::review::finding::Routing {
             autofix_class: Some(AutofixClass::Manual),
             owner: Some("human".to_string()),
             stance: None,
@@ -569,7 +570,7 @@ pub fn synthesize(judged: Vec<Judged>, gate: f64) -> Gated {
             out.dropped.push(Dropped {
                 title: j.reported.finding.title.clone(),
                 file: j.reported.finding.file.clone(),
-                removed_by: crate::finding::removed_by(j.deterministic),
+                removed_by: crate::review::finding::removed_by(j.deterministic),
                 reason: j.reason,
                 verdict: Some(Verdict::Hallucinated),
             });
@@ -696,8 +697,8 @@ pub fn plan_safe_fixes(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::{RawFinding, Reported, Reporter, Routing, TextFix};
     use crate::pack::PackFile;
+    use crate::review::finding::{RawFinding, Reported, Reporter, Routing, TextFix};
     use std::sync::Arc;
 
     fn pack(files: &[(&str, &str)]) -> ContextPack {

@@ -24,8 +24,8 @@
 //! elisions — each elided fragment of at least [`MIN_FRAGMENT_CHARS`] non-whitespace characters
 //! must be present, in any order.
 
-use crate::finding::{RawFinding, Verdict};
 use crate::pack::{ContextPack, PackFile};
+use crate::review::finding::{RawFinding, Verdict};
 use std::fmt::Write as _;
 
 /// Lines of slack around the cited range when searching for the evidence: models miscount by a
@@ -339,7 +339,7 @@ impl Squashed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finding::Severity;
+    use crate::review::finding::Severity;
     use std::path::PathBuf;
 
     /// 30 lines: line n is "let v{n} = compute({n});", with a distinctive call at 20.

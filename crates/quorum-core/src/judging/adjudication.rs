@@ -12,11 +12,11 @@
 //! is downgraded to standing. [`Adjudication::mark_new`] sets apart the new review's findings
 //! that match no prior finding's anchor.
 
-use crate::conformance::{evidence_of, ground_evidence, Evidence, MAX_EVIDENCE};
 use crate::error::PriorError;
-use crate::finding::{Finding, Severity};
+use crate::judging::conformance::{evidence_of, ground_evidence, Evidence, MAX_EVIDENCE};
 use crate::pack::ContextPack;
 use crate::parse::lenient_string;
+use crate::review::finding::{Finding, Severity};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -208,7 +208,7 @@ pub fn parse_prior(text: &str) -> Result<Vec<PriorFinding>, PriorError> {
         if out.iter().any(|p| p.id == id) {
             return Err(bad(format!("finding id {id} appears twice")));
         }
-        let line = |k: &str| crate::conformance::line_of(f.get(k));
+        let line = |k: &str| crate::judging::conformance::line_of(f.get(k));
         out.push(PriorFinding {
             id,
             title: cut(&title),

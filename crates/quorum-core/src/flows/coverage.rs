@@ -6,18 +6,13 @@
 //! report, which tasks and findings each dimension ended with.
 
 use crate::catalog::Catalog;
-use crate::finding::Finding;
-use crate::flow::{Dimension, Flow};
+use crate::flows::flow::{CoverageMode, Dimension, Flow};
+use crate::flows::plan::{batch_files, dir_of, engine_task, Scope, MAX_ADDED_FILES};
 use crate::pack::{ContextPack, FileKind};
-use crate::schema;
+use crate::review::finding::Finding;
 use crate::task::{RejectedTask, Task};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The most files a task added by the engine is given: enough for a directory or a dimension's
-/// sweep, few enough that the specialist's prompt budget is not spent on listing them.
-pub const MAX_ADDED_FILES: usize = 30;
 
 /// One dimension's coverage in the report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,40 +42,6 @@ pub struct AddedTask {
 
 /// The most paths `coverage.never_reviewed` lists; `never_reviewed_count` has them all.
 pub const MAX_NEVER_REVIEWED: usize = 50;
-
-/// How much of the pack a planned review reads (`--coverage`, config `coverage`, a flow's
-/// `parameters.coverage`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CoverageMode {
-    /// The planner's tasks only: the files it judged worth a specialist.
-    #[default]
-    Sampled,
-    /// The planner's tasks, then directory-batched tasks for every file none of them covers.
-    Full,
-}
-
-impl CoverageMode {
-    pub fn parse(s: &str) -> Option<CoverageMode> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "sampled" => Some(CoverageMode::Sampled),
-            "full" => Some(CoverageMode::Full),
-            _ => None,
-        }
-    }
-
-    /// Parse a user's value; the error names `what` (the flag or key) and the accepted values.
-    pub fn parse_for(s: &str, what: &str) -> Result<CoverageMode, String> {
-        CoverageMode::parse(s).ok_or_else(|| format!("{what} must be full or sampled (got {s:?})"))
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CoverageMode::Sampled => "sampled",
-            CoverageMode::Full => "full",
-        }
-    }
-}
 
 /// The prefix of the origin of every task `--coverage full` added.
 pub const FULL_ORIGIN_PREFIX: &str = "coverage: full";
@@ -155,11 +116,6 @@ impl CoverageReport {
     }
 }
 
-/// The directory a file lives in ("." for the root).
-fn dir_of(path: &str) -> &str {
-    path.rsplit_once('/').map_or(".", |(d, _)| d)
-}
-
 /// The top-level component of a directory ("." stays ".").
 fn top_of(dir: &str) -> &str {
     dir.split('/').next().unwrap_or(dir)
@@ -211,45 +167,6 @@ fn next_id(tasks: &[Task], prefix: &str) -> String {
         .map(|n| format!("{prefix}{n}"))
         .find(|id| !taken.contains(id.as_str()))
         .unwrap_or_else(|| prefix.to_string())
-}
-
-/// What an engine-added task is validated against: the catalog, the pack, the stage's tools.
-#[derive(Clone, Copy)]
-pub struct Scope<'a> {
-    pub catalog: &'a Catalog,
-    pub pack: &'a ContextPack,
-    pub stage_tools: &'a [String],
-}
-
-/// Build one engine task through the same validation as the planner's (so its tools are the
-/// usual intersection), stamped with its origin.
-pub fn engine_task(
-    scope: Scope<'_>,
-    id: String,
-    persona: &str,
-    files: &[String],
-    mandate: &str,
-    origin: String,
-) -> Result<Task, RejectedTask> {
-    let Scope {
-        catalog,
-        pack,
-        stage_tools,
-    } = scope;
-    let value = json!({"id": id, "persona": persona, "files": files, "mandate": mandate});
-    let (mut tasks, mut rejected) =
-        schema::validate_tasks(&[value], catalog, pack, stage_tools, usize::MAX);
-    match tasks.pop() {
-        Some(mut t) => {
-            t.origin = Some(origin);
-            Ok(t)
-        }
-        None => Err(rejected.pop().unwrap_or(RejectedTask {
-            id,
-            persona: persona.to_string(),
-            reason: "the engine could not build the task".into(),
-        })),
-    }
 }
 
 fn kind_name(k: FileKind) -> &'static str {
@@ -355,7 +272,7 @@ pub fn complete_plan(
 }
 
 /// `--coverage full`: after the flow's other rules, batch every file of the pack that no task
-/// is given by directory (the flow's [`crate::flow::FullCoverage`] bounds) into tasks for the
+/// is given by directory (the flow's [`crate::flows::flow::FullCoverage`] bounds) into tasks for the
 /// flow's full-coverage persona, so every included file is in some task. Does nothing in
 /// sampled mode. Returns the refusals (a persona the catalog cannot give a task).
 pub fn add_full_coverage(
@@ -391,7 +308,7 @@ pub fn add_full_coverage(
         stage_tools,
     };
     let (max_files, max_tokens) = flow.full_coverage_bounds(&rule);
-    let batches = crate::rounds::batch_files(pack, &missing, max_files, max_tokens);
+    let batches = batch_files(pack, &missing, max_files, max_tokens);
     let mut refused = Vec::new();
     for (i, batch) in batches.iter().enumerate() {
         let dirs: BTreeSet<&str> = batch.iter().map(|p| dir_of(p)).collect();
@@ -422,7 +339,7 @@ pub fn add_full_coverage(
 
 /// Shard every planned task over the flow's per-task budget (`max_task_files`, and
 /// `max_task_tokens` of estimated body tokens) by module: its files, in path order, batched by
-/// directory ([`crate::rounds::batch_files`]: a directory is split only when it alone is over a
+/// directory ([`crate::flows::plan::batch_files`]: a directory is split only when it alone is over a
 /// bound), each batch a task of the same persona, mandate and tools — the first keeps the id,
 /// the others are `id.2`, `id.3`, … with `origin` "shard k/n of id". Shards past `max_tasks`
 /// are returned as rejected, with the files they would have read, so the report says what the
@@ -451,7 +368,7 @@ pub fn shard_tasks(flow: &Flow, pack: &ContextPack, tasks: &mut Vec<Task>) -> Ve
         }
         let mut files = t.files.clone();
         files.sort();
-        let batches = crate::rounds::batch_files(pack, &files, max_files, max_tokens);
+        let batches = batch_files(pack, &files, max_files, max_tokens);
         let n = batches.len();
         for (k, batch) in batches.into_iter().enumerate() {
             let mut shard = t.clone();
@@ -485,7 +402,7 @@ pub fn shard_tasks(flow: &Flow, pack: &ContextPack, tasks: &mut Vec<Task>) -> Ve
 /// The origin of the fresh-eyes task; findings only such tasks reported are `fresh_eyes`.
 pub const FRESH_EYES_ORIGIN: &str = "fresh eyes: sees only the material, not the plan's mandates";
 
-/// Add the flow's fresh-eyes task ([`crate::flow::FreshEyes`]) to a plan: its persona on the
+/// Add the flow's fresh-eyes task ([`crate::flows::flow::FreshEyes`]) to a plan: its persona on the
 /// material (the lane's file kinds, up to [`MAX_ADDED_FILES`]) with the lane's own mandate.
 /// Team tools are withheld, so nothing of the other tasks' mandates reaches it through the
 /// blackboard. Returns the refusal when the persona cannot take it.
@@ -540,18 +457,18 @@ pub fn add_fresh_eyes(
 pub fn mark_fresh_eyes(
     flow: &Flow,
     findings: &mut [Finding],
-    judged: &[crate::finding::Judged],
+    judged: &[crate::review::judged::Judged],
     fresh: &BTreeSet<String>,
 ) {
     if fresh.is_empty() {
         return;
     }
-    let document = flow.synthesis == crate::flow::SynthesisMode::Document;
-    let report_key = |j: &crate::finding::Judged| {
+    let document = flow.synthesis == crate::flows::flow::SynthesisMode::Document;
+    let report_key = |j: &crate::review::judged::Judged| {
         if document {
-            crate::docreview::report_key(j)
+            crate::judging::docreview::report_key(j)
         } else {
-            crate::dedup::anchor(&j.reported.finding)
+            crate::review::dedup::anchor(&j.reported.finding)
         }
     };
     let mut by_fresh = BTreeSet::new();
@@ -559,7 +476,7 @@ pub fn mark_fresh_eyes(
     // A report grounding or the verifiers refuted corroborates nothing.
     for j in judged
         .iter()
-        .filter(|j| j.verdict != crate::finding::Verdict::Hallucinated)
+        .filter(|j| j.verdict != crate::review::finding::Verdict::Hallucinated)
     {
         let a = report_key(j);
         if fresh.contains(&j.reported.task_id) {
@@ -570,7 +487,7 @@ pub fn mark_fresh_eyes(
     }
     for f in findings {
         let k = if document {
-            crate::docreview::finding_key(f)
+            crate::judging::docreview::finding_key(f)
         } else {
             f.anchor.clone()
         };
