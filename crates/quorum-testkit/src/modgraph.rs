@@ -359,6 +359,20 @@ fn tarjan(adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
     }
     t.out
 }
+/// Lines of a source file that are not test code: every line but those of `#[cfg(test)]`
+/// items (a test module, a test-only function), however they are placed in the file.
+pub fn non_test_lines(src: &str) -> usize {
+    let clean = strip_comments_and_strings(src);
+    let stripped = strip_tests(&clean);
+    // A line is test code when stripping blanked all of it but was not blank before.
+    clean
+        .lines()
+        .zip(stripped.lines())
+        .filter(|(before, after)| before.trim().is_empty() || !after.trim().is_empty())
+        .count()
+        + src.lines().count().saturating_sub(clean.lines().count())
+}
+
 /// Every crate root under `crates/`: (crate name, root file) for each lib and bin target.
 pub fn workspace_roots(workspace: &Path) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
