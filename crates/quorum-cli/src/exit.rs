@@ -48,7 +48,16 @@ pub fn one_line(err: &anyhow::Error) -> String {
     parts.join(": ").replace('\n', " ")
 }
 
-/// Store errors are input errors (exit 2): a corrupt store is named, never silently reset.
+/// Store errors are input errors (exit 2): a corrupt store is named, never silently reset. A
+/// disk that refuses the store (full, read-only, failing) is said as such, with what to do.
 pub fn store_err(e: quorum_store::StoreError) -> anyhow::Error {
-    anyhow::anyhow!("{e}")
+    match (e.storage_fault(), e.path()) {
+        (Some(fault), Some(path)) => anyhow::anyhow!(
+            "the data dir at {} {}: {}",
+            path.display(),
+            fault.describe(),
+            fault.remedy()
+        ),
+        _ => anyhow::anyhow!("{e}"),
+    }
 }

@@ -26,17 +26,24 @@ pub fn init_logs(format: &str, service: &str) -> LogGuard {
     use tracing_subscriber::{EnvFilter, Layer};
     let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error"));
     // openraft logs every failed RPC to a down peer (5 a second, at error level); the control
-    // plane reports what matters itself. Ask for it by name in RUST_LOG to see it.
-    if !std::env::var("RUST_LOG")
-        .unwrap_or_default()
-        .contains("openraft")
-    {
-        if let Ok(d) = "openraft=off".parse() {
-            filter = filter.add_directive(d);
+    // plane reports what matters itself.
+    // sled logs every failed flush of a full disk (once per write, at error level); the review
+    // says what that means once, naming the data dir. Ask for either by name in RUST_LOG.
+    let asked = std::env::var("RUST_LOG").unwrap_or_default();
+    for noisy in ["openraft", "sled"] {
+        if !asked.contains(noisy) {
+            if let Ok(d) = format!("{noisy}=off").parse() {
+                filter = filter.add_directive(d);
+            }
         }
     }
+    // Colour only for a person at a terminal: a redirected stderr (a CI log, a file) gets plain
+    // text, and NO_COLOR is honoured.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .with_target(false);
     let fmt = if format == "json" {
         fmt.json().with_filter(filter).boxed()

@@ -31,6 +31,24 @@ pub fn write_reports(report: &Report, out: &Path, formats: &[String]) -> Result<
     Ok(())
 }
 
+/// Write the reports, or end the command incomplete (exit 3) in one line that still says how
+/// the review ended: a full disk under `--out` must not hide the review's own status.
+pub fn write_reports_or_say(report: &Report, out: &Path, formats: &[String]) -> Result<()> {
+    write_reports(report, out, formats).map_err(|e| {
+        let status = format!("{:?}", report.status).to_lowercase();
+        let why = if report.status_reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", report.status_reason)
+        };
+        crate::exit::incomplete(format!(
+            "review {status}{why}; its reports could not be written to {}: {}",
+            out.display(),
+            crate::exit::one_line(&e)
+        ))
+    })
+}
+
 /// The file a conformance review writes its merge gate to, beside the reports.
 pub const MERGE_READINESS: &str = "merge-readiness.json";
 

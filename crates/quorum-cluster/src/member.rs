@@ -22,6 +22,10 @@ pub struct NodeAdvert {
     /// Reviews this node conducts now (flow ids).
     #[serde(default)]
     pub conducting: Vec<String>,
+    /// Why this node's store refuses writes, while it does: it takes no new review and no
+    /// attempt then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
 }
 
 /// A node as this node currently sees it.

@@ -55,6 +55,7 @@ async fn main() {
         packs: packs.clone(),
         analyzers: None,
         memory: None,
+        storage: Default::default(),
     });
     let root = fixture("code_project");
     let mut at_50 = 0;

@@ -54,6 +54,8 @@ pub struct NodeAgent {
     running: Mutex<HashMap<(String, u64), (String, tokio::task::AbortHandle)>>,
     /// The control plane's requests (Raft messages, pack copies) are routed to it.
     control: OnceLock<Arc<crate::control::NodeControl>>,
+    /// This node's store: while it refuses writes the node takes no attempt.
+    storage: OnceLock<Arc<quorum_runtime::StorageHealth>>,
 }
 
 impl NodeAgent {
@@ -85,7 +87,38 @@ impl NodeAgent {
             capacity: capacity.max(1),
             running: Mutex::new(HashMap::new()),
             control: OnceLock::new(),
+            storage: OnceLock::new(),
         })
+    }
+
+    /// Watch `storage`: while the store refuses writes, this node takes no attempt and says why.
+    pub fn set_storage(&self, storage: Arc<quorum_runtime::StorageHealth>) {
+        let _ = self.storage.set(storage);
+    }
+
+    /// Why this node takes no work now because of its store, if it does not.
+    pub fn storage_failing(&self) -> Option<String> {
+        self.storage.get().and_then(|s| s.failing())
+    }
+
+    /// Keep the advert true to the store: capacity 0 and the reason while it refuses writes,
+    /// the node's capacity again once it takes them (unless the node is draining).
+    pub fn advertise_storage(&self) {
+        let Some(c) = self.cluster.get() else {
+            return;
+        };
+        let failing = self.storage_failing();
+        let mut advert = c.advert();
+        if advert.storage == failing {
+            return;
+        }
+        advert.capacity = if failing.is_some() || self.draining.load(Ordering::SeqCst) {
+            0
+        } else {
+            self.capacity
+        };
+        advert.storage = failing;
+        c.set_advert_now(advert);
     }
 
     /// Route the control plane's requests to `control` (set once, before peers need it).
@@ -145,6 +178,9 @@ impl NodeAgent {
     fn admit(&self) -> Result<(), String> {
         if self.draining.load(Ordering::SeqCst) {
             return Err(format!("node {} is draining", self.name));
+        }
+        if let Some(why) = self.storage_failing() {
+            return Err(format!("node {} takes no attempt: {why}", self.name));
         }
         let taken = self
             .in_flight

@@ -11,6 +11,7 @@ mod error;
 pub mod http;
 mod packs;
 mod service;
+pub mod storage;
 
 pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent};
 pub use control::{ControlSink, NodeControl, ReviewHost};

@@ -58,32 +58,79 @@ impl FactStore for FlowStore {
     }
 }
 
-/// The one line a user reads when the store refused a fact: which data dir, what is wrong
-/// with it, and what to do. A refused write of any other kind names the store and the error.
-pub fn store_failure(path: &Path, e: &StoreError) -> String {
+/// What is wrong with the disk under a store that refused a write, without what to do about
+/// one review: "the data dir DIR is out of space (...): free space". A refused write of another
+/// kind names the store and the error.
+pub fn disk_problem(path: &Path, e: &StoreError) -> String {
     // <data dir>/flows/<flow id>/db
-    let flow_dir = path.parent();
-    let flow_id = flow_dir
-        .and_then(|d| d.file_name())
-        .map(|n| n.to_string_lossy().into_owned());
-    let data_dir = flow_dir.and_then(|d| d.parent()).and_then(|d| d.parent());
-    let resume = flow_id
-        .map(|id| format!(", then `quorum resume {id}`"))
-        .unwrap_or_default();
+    let data_dir = path
+        .parent()
+        .and_then(|d| d.parent())
+        .and_then(|d| d.parent());
     match (e.storage_fault(), data_dir) {
         (Some(fault), Some(dir)) => {
-            let cause = match e {
-                StoreError::Io { source, .. } => format!(" ({source})"),
+            // "out of space" and "read-only" say it all; a failing device's own words may help.
+            let cause = match (e, &fault) {
+                (StoreError::Io { source, .. }, quorum_store::StorageFault::Failing) => {
+                    format!(" ({source})")
+                }
                 _ => String::new(),
             };
             format!(
-                "the data dir {} {}{cause}: {}{resume}",
+                "the data dir {} {}{cause}: {}",
                 dir.display(),
                 fault.describe(),
                 fault.remedy()
             )
         }
-        _ => format!("the review's facts could not be stored: {e}{resume}"),
+        _ => format!("the review's facts could not be stored: {e}"),
+    }
+}
+
+/// The one line a user reads when the store refused a fact: which data dir, what is wrong
+/// with it, and what to do — then resume the review.
+pub fn store_failure(path: &Path, e: &StoreError) -> String {
+    let flow_id = path
+        .parent()
+        .and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned());
+    match flow_id {
+        Some(id) => format!("{}, then `quorum resume {id}`", disk_problem(path, e)),
+        None => disk_problem(path, e),
+    }
+}
+
+/// Whether this node's store takes writes, as its fact logs last found: a node whose store
+/// refuses writes takes no new review and no attempt (it says so in `cluster status`) until a
+/// write succeeds again. Shared by every fact log of the node.
+#[derive(Debug, Default)]
+pub struct StorageHealth {
+    failing: std::sync::Mutex<Option<String>>,
+}
+
+impl StorageHealth {
+    /// A write was refused, for `why`.
+    pub fn failed(&self, why: &str) {
+        if let Ok(mut f) = self.failing.lock() {
+            if f.is_none() {
+                tracing::warn!(reason = %why, "the store refuses writes: this node takes no new work until it takes them again");
+            }
+            *f = Some(why.to_string());
+        }
+    }
+
+    /// A write went through: the store takes writes again.
+    pub fn recovered(&self) {
+        if let Ok(mut f) = self.failing.lock() {
+            if f.take().is_some() {
+                tracing::info!("the store takes writes again");
+            }
+        }
+    }
+
+    /// Why the store refuses writes, while it does.
+    pub fn failing(&self) -> Option<String> {
+        self.failing.lock().ok().and_then(|f| f.clone())
     }
 }
 
@@ -109,6 +156,8 @@ pub enum FactError {
 #[derive(Debug, Clone, Default)]
 pub struct FactLog {
     store: Option<Arc<dyn FactStore>>,
+    /// The node's view of its store, told of every refusal and every success.
+    health: Option<Arc<StorageHealth>>,
     sink: Option<Arc<dyn FactSink>>,
     /// Why the sink refused a fact; set once, shared by every clone of this log.
     fenced: Arc<OnceLock<String>>,
@@ -147,6 +196,12 @@ impl FactLog {
         FactLog::default()
     }
 
+    /// Report this log's refusals and successes to the node's `health`.
+    pub fn with_health(mut self, health: Arc<StorageHealth>) -> Self {
+        self.health = Some(health);
+        self
+    }
+
     pub fn is_replicated(&self) -> bool {
         self.sink.is_some()
     }
@@ -182,18 +237,37 @@ impl FactLog {
         };
         let result = tokio::task::spawn_blocking(move || {
             let written = store.write(&fact);
-            written.map_err(|e| store_failure(store.path(), &e))
+            written.map_err(|e| {
+                (
+                    store_failure(store.path(), &e),
+                    disk_problem(store.path(), &e),
+                )
+            })
         })
         .await;
+        let result = match result {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("the fact writer failed: {e}");
+                Err((why.clone(), why))
+            }
+        };
         match result {
-            Ok(Ok(())) => Ok(()),
+            Ok(()) => {
+                if let Some(h) = &self.health {
+                    h.recovered();
+                }
+                Ok(())
+            }
             // Not stored: nothing that depends on it may happen. The conductor tells the review
             // machine, which ends the review saying this; a resume continues from what was.
-            Ok(Err(why)) => {
+            Err((why, disk)) => {
                 tracing::debug!(what, error = %why, "fact not stored");
+                if let Some(h) = &self.health {
+                    h.failed(&disk);
+                }
                 Err(FactError::Store(why))
             }
-            Err(e) => Err(FactError::Store(format!("the fact writer failed: {e}"))),
         }
     }
 

@@ -27,7 +27,7 @@ pub mod worker;
 pub use backends::{Backend, Backends};
 pub use context::{ReviewContext, SharedContext};
 pub use error::{AttemptError, ReviewError};
-pub use facts::{FactError, FactLog, FactSink, ReplicatedFact, Resume};
+pub use facts::{FactError, FactLog, FactSink, ReplicatedFact, Resume, StorageHealth};
 pub use progress::{Progress, ProgressSender};
 
 use quorum_core::report::Report;

@@ -35,6 +35,7 @@ pub async fn cluster_status(
                     "conducting": n.conducting,
                     "addr": n.addr,
                     "last_seen_ms": n.last_seen_ms,
+                    "storage": if n.storage.is_empty() { "ok" } else { n.storage.as_str() },
                 })
             })
             .collect();
@@ -72,6 +73,12 @@ pub async fn cluster_status(
             } else {
                 n.conducting.join(",")
             }
+        );
+    }
+    for n in nodes.iter().filter(|n| !n.storage.is_empty()) {
+        println!(
+            "\n{}: takes no new review and no attempt: its store refuses writes: {}",
+            n.name, n.storage
         );
     }
     if !nodes.iter().any(|n| n.voter) {

@@ -140,6 +140,9 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             .max(1)
     };
     let packs = Arc::new(quorum_node::PackRegistry::default());
+    // Whether the data dir takes writes: reviews report to it, a probe clears it.
+    let storage = Arc::new(quorum_runtime::StorageHealth::default());
+    quorum_node::storage::watch(data.root().to_path_buf(), storage.clone());
 
     // The cluster first: reviews submitted to this node spread over its peers.
     let mut cluster = None;
@@ -171,6 +174,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             packs.clone(),
             capacity as u32,
         );
+        a.set_storage(storage.clone());
         // The control plane before the cluster, so Raft requests are answered from the start.
         let transport = quorum_control::ClusterTransport::new();
         if !args.voters.is_empty() && args.voters.len() < 3 {
@@ -291,6 +295,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                     k: settings.memory.k,
                     base_rate: settings.memory.base_rate,
                 }),
+            storage: storage.clone(),
         }));
         if let Some(c) = &control {
             svc.set_control(c.clone());
@@ -319,6 +324,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                             .as_ref()
                             .is_some_and(|r| r.leader.as_deref() == Some(m.name.as_str())),
                         conducting: m.advert.conducting,
+                        storage: m.advert.storage.unwrap_or_default(),
                         name: m.name,
                         addr: m.advert.cluster_addr,
                         alive: m.alive,
@@ -331,10 +337,14 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             }));
             // Peers learn which reviews this node conducts from its advert.
             let svc2 = svc.clone();
+            let agent2 = agent.clone();
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(std::time::Duration::from_millis(500));
                 loop {
                     tick.tick().await;
+                    if let Some(a) = &agent2 {
+                        a.advertise_storage();
+                    }
                     let ids = svc2.running_ids();
                     let mut advert = c.advert();
                     if advert.conducting != ids {

@@ -6,7 +6,7 @@ use crate::args::ResumeArgs;
 use crate::exit::{store_err, ExitCode};
 use crate::local::drive::drive;
 use crate::local::params::RunParams;
-use crate::outcome::{exit_for, print_outcome, write_reports};
+use crate::outcome::{exit_for, print_outcome, write_reports_or_say};
 use crate::settings;
 use crate::setup::{
     backend_configs, data_dir, load_catalog, load_settings, node_name, ready_backends,
@@ -101,7 +101,7 @@ pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
         })?;
         let report: Report = serde_json::from_str(&json).context("stored report is unreadable")?;
         let out_dir = args.out.clone().unwrap_or_else(|| params.out_dir.clone());
-        write_reports(&report, &out_dir, &params.formats)?;
+        write_reports_or_say(&report, &out_dir, &params.formats)?;
         eprintln!(
             "quorum: review {} already finished ({status}); nothing to resume",
             meta.flow_id

@@ -7,7 +7,7 @@ use crate::client::{api_token, connect_any, follow, review_inputs, source_files}
 use crate::exit::{incomplete, ExitCode};
 use crate::local::drive::drive;
 use crate::local::prepare::{prepare_review, Prepared};
-use crate::outcome::{exit_for, print_outcome, write_reports};
+use crate::outcome::{exit_for, print_outcome, write_reports_or_say};
 use crate::settings;
 use crate::setup::load_settings;
 use anyhow::{bail, Context, Result};
@@ -149,7 +149,7 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         .out
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from("quorum-out").join(&flow_id));
-    write_reports(&report, &out_dir, &formats)?;
+    write_reports_or_say(&report, &out_dir, &formats)?;
     print_outcome(&report, &out_dir, &formats);
     // The same gate as a local review: a conformance review's readiness and a finish review's
     // standing findings decide it too.

@@ -4,7 +4,7 @@
 
 use super::params::RunParams;
 use crate::exit::{incomplete, ExitCode};
-use crate::outcome::{exit_for, print_outcome, write_reports};
+use crate::outcome::{exit_for, print_outcome, write_reports_or_say};
 use crate::settings;
 use crate::setup::{RuntimeLayer, RUNTIME_KEY};
 use anyhow::Result;
@@ -113,7 +113,7 @@ pub async fn drive_with(
     if let (Some(dir), Some(pack)) = (&params.apply_safe_fixes, &pack) {
         report.safe_fixes = crate::fixes::write_fixed_copy(pack, &report.findings, dir)?;
     }
-    write_reports(&report, &out_dir, &params.formats)?;
+    write_reports_or_say(&report, &out_dir, &params.formats)?;
     if say_outcome {
         print_outcome(&report, &out_dir, &params.formats);
     }

@@ -94,7 +94,7 @@ impl ReviewMachine {
             return;
         };
         self.log(
-            Level::Error,
+            Level::Warn,
             format!("cannot record the review's end: {reason}"),
         );
         report.status = ReviewStatus::Failed;

@@ -282,8 +282,10 @@ impl ReviewMachine {
         if self.is_done() {
             return;
         }
+        // Warn, not error: the reason is the review's status reason, which the user reads
+        // once (the CLI's note line, the report); this line is for a node's operator.
         self.log(
-            Level::Error,
+            Level::Warn,
             format!("cannot record the review's facts: {reason}"),
         );
         self.ending.failure = Some(reason.clone());

@@ -228,6 +228,7 @@ impl ReviewApi for NodeService {
             voter: false,
             leader: false,
             conducting: self.running_ids(),
+            storage: self.setup.storage.failing().unwrap_or_default(),
         }])
     }
 }

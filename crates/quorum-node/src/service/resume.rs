@@ -136,7 +136,8 @@ impl NodeService {
             facts: match sink {
                 Some(sink) => FactLog::replicated(store, sink),
                 None => FactLog::new(store),
-            },
+            }
+            .with_health(setup.storage.clone()),
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
         });

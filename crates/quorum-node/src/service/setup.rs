@@ -32,6 +32,9 @@ pub struct NodeSetup {
     /// Memory across the reviews this node conducts (None = off): where insights are kept and
     /// how many are offered.
     pub memory: Option<NodeMemory>,
+    /// Whether this node's store takes writes: its reviews' fact logs report to it, and while
+    /// it refuses them the node takes no new review.
+    pub storage: Arc<quorum_runtime::StorageHealth>,
 }
 
 /// A node's memory across reviews: the node database insights are kept in, and the `[memory]`

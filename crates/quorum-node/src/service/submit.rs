@@ -21,6 +21,14 @@ impl NodeService {
         req: pb::SubmitReviewRequest,
     ) -> Result<String, ApiError> {
         let setup = self.setup.clone();
+        // A node whose store refuses writes could not record the review's facts: it says so
+        // and the client goes to another node.
+        if let Some(why) = setup.storage.failing() {
+            return Err(ApiError::Unavailable(format!(
+                "node {} takes no new review while its store refuses writes: {why}",
+                setup.name
+            )));
+        }
         let opts = req.options.clone().unwrap_or_default();
         // File and database work runs off the async threads, so one big submission (up to a
         // 256 MiB pack) does not stall every other call and heartbeat on this node.
@@ -150,7 +158,7 @@ impl NodeService {
         // voters) before it is acknowledged, so a survivor can take it over.
         let facts = match self.control.get() {
             Some(c) => match c.accept(&meta, &pack).await {
-                Ok(sink) => FactLog::replicated(store, sink),
+                Ok(sink) => FactLog::replicated(store, sink).with_health(setup.storage.clone()),
                 Err(e) => {
                     drop(store);
                     let _ = setup.data.delete_flow(&flow_id);
@@ -160,7 +168,7 @@ impl NodeService {
                     )));
                 }
             },
-            None => FactLog::new(store),
+            None => FactLog::new(store).with_health(setup.storage.clone()),
         };
         let ctx = Arc::new(ReviewContext {
             review: std::sync::Arc::new(quorum_core::machine::Review {
