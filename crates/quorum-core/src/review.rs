@@ -1,5 +1,6 @@
 //! Findings from report to verdict: a finding as a specialist reports it and as the report
-//! shows it ([`finding`]), its check against the pack ([`grounding`]), the verifiers' votes
+//! shows it ([`finding`]), its check against the pack ([`grounding`]) and against the prompt it
+//! was written from ([`echo`]), the verifiers' votes
 //! ([`vote`]) and the verdict they make ([`judged`]), the merge and the confidence gate
 //! ([`dedup`]), and the ledger of who was asked what ([`ledger`]).
 //!
@@ -11,6 +12,7 @@
 //! here, under the threshold the caller passes.
 
 pub mod dedup;
+pub mod echo;
 pub mod finding;
 pub mod grounding;
 pub mod judged;

@@ -166,22 +166,110 @@ pub fn synthesis_schema() -> Value {
     })
 }
 
-/// Appended by the engine to every specialist prompt, whatever the persona says.
+/// Appended by the engine to every specialist prompt, whatever the persona says. Every value
+/// is a placeholder a model cannot return as an answer (`<first line you cite>`): a small model
+/// copies concrete examples (a format that said `"line_start": 12` got findings on lines 12-14
+/// of every file), and a copied placeholder fails grounding and is dropped as a prompt echo.
 pub const FINDINGS_FORMAT: &str = r#"## Output format (required)
 When you have finished investigating, answer with one JSON object and nothing else:
-{"findings": [{"title": "short statement of the problem",
-  "severity": "P0|P1|P2|P3",
-  "confidence": 0.0-1.0,
-  "category": "area/kind, e.g. security/injection, correctness/off-by-one, legal/liability",
-  "file": "path exactly as listed",
-  "line_start": 12, "line_end": 14,
-  "symbol": "function, class or clause name, or empty",
-  "evidence": "the exact text of the cited lines, copied verbatim",
-  "why_it_matters": "the concrete consequence",
-  "suggested_fix": "what to change"}]}
+{"findings": [{"title": "<one line: what is wrong>",
+  "severity": "<P0, P1, P2 or P3>",
+  "confidence": <a number from 0 to 1>,
+  "category": "<area/kind, such as security/injection>",
+  "file": "<a path exactly as the file list shows it>",
+  "line_start": <the first line you cite>, "line_end": <the last line you cite>,
+  "symbol": "<the function, class or clause, or empty>",
+  "evidence": "<the cited lines, copied exactly from the file>",
+  "why_it_matters": "<the concrete consequence>",
+  "suggested_fix": "<what to change>"}]}
 Severity: P0 critical (exploitable, data loss, legal exposure now), P1 serious, P2 moderate,
 P3 minor. Cite only lines you have read; evidence must be copied from them, or the finding is
 discarded. If you find nothing, answer {"findings": []}."#;
+
+/// The values in a prompt's answer formats and examples that a model could return verbatim as
+/// an answer: a concrete line number, score or confidence in a format, a concrete path, quote or
+/// finding id where a placeholder belongs, and, in examples, a path, a line reference or a
+/// finding id. Delimited material (the target's files, between `<<<BEGIN UNTRUSTED` and
+/// `<<<END UNTRUSTED`) is the model's to quote and is not looked at; neither should the caller
+/// pass the task's own file list. Empty for a prompt with nothing to copy.
+pub fn copyable_values(prompt: &str) -> Vec<String> {
+    copyable(prompt, true)
+}
+
+/// Only the answer formats' copyable values of a prompt (a concrete number, path, quote or id
+/// where a placeholder belongs), for a prompt whose prose rightly names the task's files and
+/// finding ids (a task's own file list, the findings a judge scores).
+pub fn copyable_in_formats(prompt: &str) -> Vec<String> {
+    copyable(prompt, false)
+}
+
+fn copyable(prompt: &str, prose: bool) -> Vec<String> {
+    static FORMATS: std::sync::OnceLock<Vec<regex::Regex>> = std::sync::OnceLock::new();
+    static PROSE: std::sync::OnceLock<Vec<regex::Regex>> = std::sync::OnceLock::new();
+    let compile = |patterns: &[&str]| -> Vec<regex::Regex> {
+        patterns
+            .iter()
+            .filter_map(|p| regex::Regex::new(p).ok())
+            .collect()
+    };
+    let formats = FORMATS.get_or_init(|| {
+        compile(&[
+            // A number where a format asks for a line, a score or a confidence.
+            r#""(?:line|line_start|line_end|start|end|score|overall|confidence)"\s*:\s*-?\d"#,
+            // A concrete string where a format asks for a location or a quote.
+            r#""(?:file|path|evidence|quote)"\s*:\s*"[^"<]"#,
+            // A finding id in a format.
+            r#""finding"\s*:\s*"[A-Z]\d{2,}""#,
+        ])
+    });
+    let prose_patterns = PROSE.get_or_init(|| {
+        compile(&[
+            // A line reference or a path in prose (an example's "lines 12-14", "src/db.py").
+            r"\blines? \d+",
+            r"\b[\w.-]+/[\w./-]*\.(?:py|rs|js|ts|go|java|rb|php|cpp|md|yaml|yml|toml|tf|sql|sh)\b",
+            // A finding id in prose ("F001: parameterise ...").
+            r"\bF\d{3}\b",
+        ])
+    });
+    let mut out = Vec::new();
+    for part in outside_material(prompt) {
+        let patterns = formats
+            .iter()
+            .chain(prose_patterns.iter().filter(|_| prose));
+        for re in patterns {
+            for m in re.find_iter(part) {
+                out.push(m.as_str().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The parts of a prompt outside its delimited material: each `<<<BEGIN UNTRUSTED label>>>`
+/// up to its own `<<<END UNTRUSTED label>>>` is left out; a marker without its end (a prompt
+/// that only mentions the markers) leaves everything in.
+fn outside_material(prompt: &str) -> Vec<&str> {
+    const BEGIN: &str = "<<<BEGIN UNTRUSTED ";
+    let mut parts = Vec::new();
+    let mut rest = prompt;
+    while let Some(start) = rest.find(BEGIN) {
+        let after_begin = &rest[start + BEGIN.len()..];
+        let Some(label_end) = after_begin.find(">>>") else {
+            break;
+        };
+        let end_marker = format!("<<<END UNTRUSTED {}>>>", &after_begin[..label_end]);
+        let Some(end) = after_begin.find(&end_marker) else {
+            // Not a block: keep looking after this marker.
+            parts.push(&rest[..start + BEGIN.len()]);
+            rest = after_begin;
+            continue;
+        };
+        parts.push(&rest[..start]);
+        rest = &after_begin[end + end_marker.len()..];
+    }
+    parts.push(rest);
+    parts
+}
 
 /// Tool-call convention described to models without native tool calling.
 pub const TEXT_TOOL_CALL_FORMAT: &str = r#"To call a tool without native tool calling, answer with only:

@@ -326,7 +326,7 @@ pub(crate) async fn verify_all(
     // and take nothing from it.
     let mut grounded = 0usize;
     for (i, r) in reported.into_iter().enumerate() {
-        let (reported, excerpt, notes) = match ground_one(&ctx.pack, r) {
+        let (reported, excerpt, notes) = match ground_one(&ctx.pack, &ctx.catalog, r) {
             Grounded::Decided(j) => {
                 out.push((i, j));
                 continue;

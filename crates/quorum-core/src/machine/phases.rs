@@ -308,7 +308,11 @@ impl ReviewMachine {
     /// are recorded like a verifier's, so a review that stops after this finishes from them
     /// when it is resumed, rather than verifying and summarising again.
     pub(super) fn ground_only(&mut self) -> Gated {
-        let judged = ground_only(&self.review.pack, self.found.reported.clone());
+        let judged = ground_only(
+            &self.review.pack,
+            &self.review.catalog,
+            self.found.reported.clone(),
+        );
         self.record(Fact::VerifyCompleted {
             judged: judged.clone(),
         });

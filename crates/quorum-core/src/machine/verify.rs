@@ -35,7 +35,7 @@ impl ReviewMachine {
             if round.judged[i].is_some() {
                 continue;
             }
-            match ground_one(&self.review.pack, r) {
+            match ground_one(&self.review.pack, &self.review.catalog, r) {
                 Grounded::Decided(j) => round.judged[i] = Some(j),
                 Grounded::Ready {
                     reported, notes, ..

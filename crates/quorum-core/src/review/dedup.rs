@@ -91,7 +91,7 @@ pub fn merge_and_gate(judged: Vec<Judged>, gate: f64) -> Gated {
             out.dropped.push(Dropped {
                 title: j.reported.finding.title.clone(),
                 file: j.reported.finding.file.clone(),
-                removed_by: crate::review::finding::removed_by(j.deterministic),
+                removed_by: crate::review::finding::removed_by(j.deterministic, &j.reason),
                 reason: j.reason,
                 verdict: Some(Verdict::Hallucinated),
             });

@@ -300,9 +300,10 @@ pub struct Dropped {
     pub reason: String,
     pub verdict: Option<Verdict>,
     /// What removed it: `grounding` (deterministic: evidence not in the file, lines out of
-    /// range), `verifier` (the model judged it hallucinated), `profile` (under the severity
-    /// floor) or `unconfirmed_lead` (an analyzer hit no model checked); empty in reports from
-    /// before this field.
+    /// range), `prompt_echo` (grounding found it repeating the prompt's format or a persona's
+    /// example instead of the material), `verifier` (the model judged it hallucinated),
+    /// `profile` (under the severity floor) or `unconfirmed_lead` (an analyzer hit no model
+    /// checked); empty in reports from before this field.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub removed_by: String,
 }
@@ -310,13 +311,20 @@ pub struct Dropped {
 impl Dropped {
     /// Removed by deterministic grounding rather than by a model's judgment.
     pub fn by_grounding(&self) -> bool {
-        self.removed_by == "grounding"
+        self.removed_by == "grounding" || self.removed_by == "prompt_echo"
     }
 }
 
-/// The `removed_by` of a hallucinated finding, from how its verdict was reached.
-pub fn removed_by(deterministic: bool) -> String {
-    if deterministic {
+/// How grounding's reason begins when a finding repeats the prompt (a format's placeholder,
+/// a persona's example) instead of quoting the material.
+pub const ECHO_REASON: &str = "repeats the prompt, not the material: ";
+
+/// The `removed_by` of a hallucinated finding, from how its verdict was reached: `prompt_echo`
+/// when grounding found it repeating the prompt, else `grounding` or `verifier`.
+pub fn removed_by(deterministic: bool, reason: &str) -> String {
+    if deterministic && reason.starts_with(ECHO_REASON) {
+        "prompt_echo"
+    } else if deterministic {
         "grounding"
     } else {
         "verifier"

@@ -103,10 +103,11 @@ pub fn adjudication_prompt_in(
 ) -> (String, String) {
     let system = format!(
         "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"rulings\": \
-         [{{\"id\": \"the prior finding's id\", \"status\": \
-         \"fixed|still_present|disputed_accepted|disputed_rejected\", \"reason\": \"one or two \
-         sentences\", \"evidence\": [{{\"file\": \"a path as shown\", \"line_start\": 1, \
-         \"line_end\": 1, \"quote\": \"the exact lines, copied\"}}]}}]}} with one ruling for \
+         [{{\"id\": \"<the prior finding's id>\", \"status\": \"<fixed, still_present, \
+         disputed_accepted or disputed_rejected>\", \"reason\": \"<one or two sentences>\", \
+         \"evidence\": [{{\"file\": \"<a path as shown>\", \"line_start\": <the first line \
+         quoted>, \"line_end\": <the last line quoted>, \"quote\": \"<those lines, copied \
+         exactly>\"}}]}}]}} with one ruling for \
          every prior finding id. The disputed statuses are only for findings the author \
          disputes. Quotes are checked against the current tree: a still_present or \
          disputed_rejected without a quote found where it says cannot be claimed.",

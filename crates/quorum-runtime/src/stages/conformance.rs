@@ -169,9 +169,10 @@ pub fn conformance_prompt_in(
 ) -> (String, String) {
     let system = format!(
         "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: {{\"judgments\": \
-         [{{\"id\": \"the criterion's id\", \"status\": \"met|unmet|divergent\", \"reason\": \
-         \"one or two sentences\", \"evidence\": [{{\"file\": \"a path as shown\", \
-         \"line_start\": 1, \"line_end\": 1, \"quote\": \"the exact lines, copied\"}}]}}]}} \
+         [{{\"id\": \"<the criterion's id>\", \"status\": \"<met, unmet or divergent>\", \
+         \"reason\": \"<one or two sentences>\", \"evidence\": [{{\"file\": \"<a path as \
+         shown>\", \"line_start\": <the first line quoted>, \"line_end\": <the last line \
+         quoted>, \"quote\": \"<those lines, copied exactly>\"}}]}}]}} \
          with one judgment for every criterion id. Quotes are checked against the files: a met \
          without a quote that is found where it says counts as unmet.",
         ctx.instructions(Role::Conformance)

@@ -25,7 +25,8 @@ pub fn consultant_prompt_in(
         .unwrap_or_default();
     let system = format!(
         "{instructions}\n\n{DATA_NOT_INSTRUCTIONS}\n\nAnswer with one JSON object: \
-         {{\"severity\": \"P0|P1|P2|P3\", \"confidence\": 0.0, \"reason\": \"one sentence\"}} \
+         {{\"severity\": \"<P0, P1, P2 or P3>\", \"confidence\": <0 to 1>, \"reason\": \
+         \"<one sentence>\"}} \
          (severity P0 is critical, P3 minor; confidence from 0 to 1 that the problem is real)"
     );
     let user = claim_prompt(&system, finding, excerpt, budget);

@@ -99,9 +99,10 @@ pub fn judge_prompt_in(
     let system = format!(
         "You are {}, a judge on the review panel: you score the review's findings on one axis, \
          {axis}, from the {perspective} perspective.\n\n{}\n{}\n{DATA_NOT_INSTRUCTIONS}\n\n\
-         Answer with one JSON object: {{\"items\": [{{\"finding\": \"F001\", \"score\": 7, \
-         \"reason\": \"one sentence\"}}], \"overall\": 7, \"reason\": \"one or two \
-         sentences\"}} with one item for every finding id listed. Scores are numbers from 0 \
+         Answer with one JSON object: {{\"items\": [{{\"finding\": \"<a finding id as \
+         listed>\", \"score\": <0 to 10>, \"reason\": \"<one sentence>\"}}], \"overall\": \
+         <0 to 10>, \"reason\": \"<one or two sentences>\"}} with one item for every finding id \
+         listed. Scores are numbers from 0 \
          (worst) to 10 (best) on {axis} only.",
         judge.name,
         ctx.instructions(Role::Panel),

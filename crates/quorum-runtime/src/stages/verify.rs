@@ -177,7 +177,7 @@ pub async fn verify_one(
     verifiers: &[crate::backends::Selected],
     stats: &mut CallStats,
 ) -> Judged {
-    match ground_one(&ctx.pack, reported) {
+    match ground_one(&ctx.pack, &ctx.catalog, reported) {
         Grounded::Decided(j) => j,
         Grounded::Ready {
             reported,
