@@ -187,9 +187,19 @@ fn six_task_script_answering(flaky: bool, answer: impl Fn(Reply) -> Reply) -> Sc
             "user[\"password_hash\"] == hash_password(password)",
         ),
     ];
+    // One file each: tasks of one persona over overlapping files would be merged into one
+    // by the plan's fit (flows::fit), and these six must stay six.
+    let files = [
+        "src/db.py",
+        "src/auth.py",
+        "src/utils.py",
+        "src/app.py",
+        "tests/test_app.py",
+        "README.md",
+    ];
     let tasks: Vec<Value> = (1..=SIX_TASKS)
         .map(|i| {
-            json!({"id": format!("t{i}"), "persona": "security_sentinel", "files": [lines[i - 1].0],
+            json!({"id": format!("t{i}"), "persona": "security_sentinel", "files": [files[i - 1]],
                         "mandate": format!("Check area number {i} for defects.")})
         })
         .collect();

@@ -12,6 +12,7 @@
 //! the planner's own validation (tools are the usual intersection), with its origin saying why.
 
 pub mod coverage;
+pub mod fit;
 pub mod flow;
 pub mod plan;
 pub mod rounds;

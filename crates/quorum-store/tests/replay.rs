@@ -242,6 +242,7 @@ fn the_first_recorded_selection_wins_and_survives_a_round_trip() {
         }],
         ruled_out: vec!["employment_counsel".into()],
         selected: vec![persona.into()],
+        refused: Vec::new(),
     };
     let first = record("security_sentinel", PollOutcome::Interested);
     let events = log(vec![

@@ -60,7 +60,9 @@ pub struct SelectionDecision {
 }
 
 /// Two-tier selection as it ran, recorded before the plan and shown in report.json: every
-/// survivor's decision, the reviewers the prefilter ruled out, and the roster the planner got.
+/// survivor's decision, the reviewers the prefilter ruled out, and the roster the planner got;
+/// and, for any flow, the personas the plan's fit refused for this material
+/// (`flows::fit::fit_plan`).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SelectionRecord {
     pub decisions: Vec<SelectionDecision>,
@@ -68,6 +70,16 @@ pub struct SelectionRecord {
     pub ruled_out: Vec<String>,
     /// The planner's roster, in catalog order.
     pub selected: Vec<String>,
+    /// Personas the planner chose that the material gives no reason to be on it, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<Refusal>,
+}
+
+/// A persona refused for this material, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Refusal {
+    pub persona: String,
+    pub reason: String,
 }
 
 impl SelectionRecord {
@@ -92,6 +104,7 @@ impl SelectionRecord {
             decisions,
             ruled_out,
             selected,
+            refused: Vec::new(),
         }
     }
 }
@@ -100,7 +113,8 @@ fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
-fn contains_phrase(hay: &str, needle: &str) -> bool {
+/// Whether `needle` occurs in `hay` as whole words.
+pub fn contains_phrase(hay: &str, needle: &str) -> bool {
     !needle.is_empty()
         && hay.match_indices(needle).any(|(i, _)| {
             let before = hay[..i].chars().next_back();

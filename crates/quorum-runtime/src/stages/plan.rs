@@ -10,6 +10,7 @@ use crate::stages::call::StageStats;
 use crate::stages::scope::planner_scope_section;
 use crate::stages::selection::select_personas;
 use crate::stages::specialist::EARLIER_INSIGHTS;
+use quorum_core::flows::fit::{fit_plan, PlanBudget};
 use quorum_core::flows::flow::Role;
 use quorum_core::flows::selection::SelectionRecord;
 use quorum_core::schema;
@@ -34,15 +35,13 @@ pub fn planner_prompt_in(
     roster: Option<&[String]>,
     budget: ContextBudget,
 ) -> (String, String) {
-    let p = &ctx.flow.parameters;
     let system = format!(
-        "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\nPlan between {} and {} tasks. Answer with one JSON \
+        "{}\n\n{DATA_NOT_INSTRUCTIONS}\n\n{} Answer with one JSON \
          object: {{\"tasks\": [{{\"id\": \"t1\", \"persona\": \"<name from the catalog>\", \
          \"files\": [\"<path from the file list>\"], \"mandate\": \"what to look for\", \
          \"tools\": [\"file_read\", \"file_grep\"], \"verification\": \"how to confirm\"}}]}}",
         ctx.instructions(Role::Planner),
-        p.min_tasks,
-        p.max_tasks
+        PlanBudget::for_material(&ctx.flow, &ctx.pack, classification).describe()
     );
     let mut files = String::new();
     let atlas = quorum_core::pack::atlas::LIST_FILES_UP_TO;
@@ -229,13 +228,14 @@ pub async fn plan(
     ctx: &ReviewContext,
     classification: &Classification,
 ) -> Result<Plan, AttemptError> {
-    let selection = select_personas(ctx, classification).await;
+    let mut selection = select_personas(ctx, classification).await;
     if let (Some(sel), Some(record)) = (ctx.flow.selection.as_ref(), selection.as_ref()) {
         if sel.instead_of_planner {
             return Ok(plan_from_selection(ctx, record, sel.max_files_per_task));
         }
     }
-    let roster = selection.as_ref().map(|s| s.selected.as_slice());
+    let roster_owned: Option<Vec<String>> = selection.as_ref().map(|s| s.selected.clone());
+    let roster = roster_owned.as_deref();
     let (probe_system, probe_user) = planner_prompt(ctx, classification, &[], roster);
     let (client, model) = ctx.pick("planner", &probe_system, &probe_user, None)?;
     let budget = ctx.budget_for(&client, &model);
@@ -295,6 +295,26 @@ pub async fn plan(
                 }
                 kept
             });
+        }
+        // The plan fitted to the material: personas it gives no reason to be on it refused,
+        // one persona's overlapping tasks merged, the rest within the material's budget.
+        let fitted = fit_plan(
+            &ctx.flow,
+            &ctx.catalog,
+            &ctx.pack,
+            classification,
+            &PlanBudget::for_material(&ctx.flow, &ctx.pack, classification),
+            tasks,
+        );
+        let tasks = fitted.tasks;
+        rejected.extend(fitted.rejected);
+        if !fitted.refused.is_empty() {
+            let record = selection.get_or_insert_with(Default::default);
+            for r in fitted.refused {
+                if !record.refused.iter().any(|x| x.persona == r.persona) {
+                    record.refused.push(r);
+                }
+            }
         }
         for r in &rejected {
             tracing::info!(task = %r.id, persona = %r.persona, reason = %r.reason, "planner task rejected");

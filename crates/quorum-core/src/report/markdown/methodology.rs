@@ -46,6 +46,11 @@ fn md_rounds(rounds: &[crate::flows::rounds::RoundMetrics], out: &mut String) {
 fn md_selection(sel: &crate::flows::selection::SelectionRecord, out: &mut String) {
     use crate::flows::selection::PollOutcome;
     out.push_str("### Selection\n\n");
+    if sel.decisions.is_empty() {
+        // No two-tier selection ran: only the plan's fit refused personas.
+        md_refused(sel, out);
+        return;
+    }
     out.push_str("| Persona | Prefilter | Poll | On the team | Its answer |\n| --- | --- | --- | --- | --- |\n");
     for d in &sel.decisions {
         let poll = match d.poll {
@@ -72,6 +77,21 @@ fn md_selection(sel: &crate::flows::selection::SelectionRecord, out: &mut String
         sel.decisions.len(),
         sel.ruled_out.len()
     );
+    md_refused(sel, out);
+}
+
+/// The personas the plan's fit refused for this material, with why.
+fn md_refused(sel: &crate::flows::selection::SelectionRecord, out: &mut String) {
+    if sel.refused.is_empty() {
+        return;
+    }
+    out.push_str(
+        "Refused for this material (the planner chose them, the material gave no reason):\n\n",
+    );
+    for r in &sel.refused {
+        let _ = writeln!(out, "- {}: {}", cell(&r.persona), cell(&r.reason));
+    }
+    out.push('\n');
 }
 
 fn md_coverage(c: &crate::flows::coverage::CoverageReport, out: &mut String) {
