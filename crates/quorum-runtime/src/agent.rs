@@ -34,6 +34,9 @@ pub struct CallStats {
     /// Tool results the loop replaced by a note to fit the context window.
     #[serde(default)]
     pub elided_results: u32,
+    /// Responses the output-token bound cut off (the server said it stopped at the length).
+    #[serde(default)]
+    pub bound_hits: u32,
 }
 
 impl CallStats {
@@ -51,6 +54,9 @@ impl CallStats {
         self.llm_calls += r.attempts.max(1) as u64;
         self.tokens_in += r.usage.tokens_in;
         self.tokens_out += r.usage.tokens_out;
+        if r.finish_reason.as_deref() == Some("length") {
+            self.bound_hits += 1;
+        }
     }
 
     /// What the review machine keeps of an attempt's calls: the counts, the answer, the
@@ -70,6 +76,7 @@ impl CallStats {
             }),
             output: self.output.clone(),
             prompt_hash: self.prompt_hash.clone(),
+            bound_hits: self.bound_hits,
             transcript: self
                 .transcript
                 .iter()
@@ -86,6 +93,7 @@ impl CallStats {
         self.text_tool_calls += o.text_tool_calls;
         self.repairs += o.repairs;
         self.elided_results += o.elided_results;
+        self.bound_hits += o.bound_hits;
         if o.recovery.is_some() {
             self.recovery = o.recovery;
         }

@@ -156,6 +156,20 @@ async fn code_review_routes_verifies_dedups_and_gates() {
         Some("extracted"),
         "fenced answer should need extraction"
     );
+    // Each task says what it read, what it was asked, and why it ended.
+    assert_eq!(t1.files, ["src/db.py", "src/auth.py"]);
+    assert_eq!(t1.files_total, 2);
+    assert!(t1.mandate.starts_with("Find injection"), "{}", t1.mandate);
+    assert_eq!(t1.ended, "answered");
+    let t2 = report.tasks.iter().find(|t| t.id == "t2").unwrap();
+    assert_eq!(
+        t2.files,
+        ["src/utils.py"],
+        "the path outside the pack was dropped"
+    );
+    let md = report.to_markdown();
+    assert!(md.contains("#### What each task read"), "{md}");
+    assert!(md.contains("**Slowest tasks:**"), "{md}");
 
     // Verification independence: the verifier never sees who found it or how sure they were.
     let verifier: Vec<_> = reqs

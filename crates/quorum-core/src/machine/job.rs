@@ -91,6 +91,9 @@ pub struct AttemptStats {
     pub output: String,
     /// blake3 of the first system + user prompt.
     pub prompt_hash: String,
+    /// Responses the output-token bound cut off.
+    #[serde(default)]
+    pub bound_hits: u32,
     /// Every message of the attempt's conversation(s), in order, for the store and trace export.
     pub transcript: Vec<serde_json::Value>,
 }
@@ -104,6 +107,7 @@ impl AttemptStats {
         self.tokens_out += o.tokens_out;
         self.tool_calls += o.tool_calls;
         self.text_tool_calls += o.text_tool_calls;
+        self.bound_hits += o.bound_hits;
         if o.recovery.is_some() {
             self.recovery = o.recovery.clone();
         }

@@ -141,6 +141,134 @@ impl TaskRun {
             text_tool_calls: self.stats.text_tool_calls,
             findings: self.findings,
             notes: self.notes.clone(),
+            files: self
+                .task
+                .as_ref()
+                .map(|t| t.files.iter().take(SHOWN_FILES).cloned().collect())
+                .unwrap_or_default(),
+            files_total: self.task.as_ref().map_or(0, |t| t.files.len()),
+            files_digest: self
+                .task
+                .as_ref()
+                .filter(|t| t.files.len() > SHOWN_FILES)
+                .map(|t| files_digest(&t.files)),
+            mandate: self
+                .task
+                .as_ref()
+                .map(|t| t.mandate.clone())
+                .unwrap_or_default(),
+            ended: self.ended(),
         }
+    }
+
+    /// Why the run ended, in words a report reader reads.
+    pub fn ended(&self) -> String {
+        let charged = self.attempts.saturating_sub(self.handed_back);
+        match self.state {
+            TaskState::Completed => {
+                let mut ended = if charged > 1 {
+                    format!("answered on attempt {charged}")
+                } else {
+                    "answered".to_string()
+                };
+                if self.stats.bound_hits > 0 {
+                    ended.push_str("; the output bound cut a response");
+                }
+                ended
+            }
+            TaskState::CircularFix => "circular fix".to_string(),
+            TaskState::Failed => format!(
+                "failed: {}",
+                self.error_classes
+                    .last()
+                    .map(String::as_str)
+                    .unwrap_or("error")
+            ),
+            TaskState::Pending | TaskState::Running | TaskState::Backoff => "not run".to_string(),
+        }
+    }
+}
+
+/// A report lists at most this many of a task's files; past it, the count and a digest.
+const SHOWN_FILES: usize = 20;
+
+/// blake3 of a task's file list (newline-joined, in its order), hex, first 16 characters.
+fn files_digest(files: &[String]) -> String {
+    let mut h = blake3::Hasher::new();
+    for f in files {
+        h.update(f.as_bytes());
+        h.update(b"\n");
+    }
+    h.finalize().to_hex()[..16].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(files: usize) -> Task {
+        Task {
+            id: "t1".into(),
+            persona: "security-auditor".into(),
+            files: (0..files).map(|i| format!("src/f{i}.rs")).collect(),
+            mandate: "check the session handling".into(),
+            tools: Vec::new(),
+            verification: String::new(),
+            model: None,
+            dimension: None,
+            origin: None,
+        }
+    }
+
+    #[test]
+    fn a_report_says_why_each_run_ended() {
+        let mut run = TaskRun::specialist(task(2));
+        assert_eq!(run.ended(), "not run");
+        run.attempts = 1;
+        run.complete("m", &AttemptStats::default());
+        assert_eq!(run.ended(), "answered");
+        run.attempts = 3;
+        run.handed_back = 1;
+        assert_eq!(run.ended(), "answered on attempt 2");
+        run.stats.bound_hits = 1;
+        assert_eq!(
+            run.ended(),
+            "answered on attempt 2; the output bound cut a response"
+        );
+        run.state = TaskState::Failed;
+        run.error_classes = vec!["timeout".into(), "malformed_output".into()];
+        assert_eq!(run.ended(), "failed: malformed_output");
+        run.state = TaskState::CircularFix;
+        assert_eq!(run.ended(), "circular fix");
+    }
+
+    #[test]
+    fn a_task_report_carries_its_files_and_mandate() {
+        let small = TaskRun::specialist(task(3)).to_report("node");
+        assert_eq!(small.files, vec!["src/f0.rs", "src/f1.rs", "src/f2.rs"]);
+        assert_eq!(small.files_total, 3);
+        assert_eq!(small.files_digest, None);
+        assert_eq!(small.mandate, "check the session handling");
+        assert_eq!(small.ended, "not run");
+
+        // A large task: the first files, the count and a digest naming the whole list.
+        let large = TaskRun::specialist(task(45)).to_report("node");
+        assert_eq!(large.files.len(), SHOWN_FILES);
+        assert_eq!(large.files_total, 45);
+        let digest = large
+            .files_digest
+            .clone()
+            .expect("a large task has a digest");
+        assert_eq!(digest.len(), 16);
+        let other = TaskRun::specialist(task(46)).to_report("node");
+        assert_ne!(other.files_digest, Some(digest));
+
+        // A stage has no files and no mandate; they stay out of report.json.
+        let scout = TaskRun::stage("scout").to_report("node");
+        let json = serde_json::to_value(&scout).unwrap();
+        for absent in ["files", "files_total", "files_digest", "mandate"] {
+            assert!(json.get(absent).is_none(), "{absent} in {json}");
+        }
+        assert_eq!(json["ended"], "not run");
     }
 }

@@ -60,6 +60,42 @@ mod tests {
     }
 
     #[test]
+    fn markdown_says_what_each_task_read_and_where_the_time_went() {
+        let mut r = report();
+        let mut fast = r.tasks[0].clone();
+        fast.id = "t2".into();
+        fast.duration_ms = 2_000;
+        fast.ended = "answered".into();
+        fast.files = Vec::new();
+        fast.files_total = 0;
+        fast.mandate = String::new();
+        r.tasks.push(fast);
+        let md = r.to_markdown();
+        // The tasks table gives each task's file count and why it ended.
+        let row = md
+            .lines()
+            .find(|l| l.starts_with("| t1 |"))
+            .unwrap_or_else(|| panic!("no t1 row:\n{md}"));
+        assert!(
+            row.starts_with("| t1 | security-auditor | failed | 3 | model-a | 2 | 12,345 / 678 |")
+                && row.ends_with("| failed: timeout |"),
+            "{row}"
+        );
+        // Its mandate and files, with the mandate's pipe kept from breaking the line.
+        assert!(md.contains("#### What each task read"), "{md}");
+        assert!(md.contains("`src/auth.rs`, `src/a|b.rs`"), "{md}");
+        // The summary names the slowest task first.
+        let summary = &md[..md.find("## Methodology").unwrap()];
+        let slowest = summary
+            .lines()
+            .find(|l| l.starts_with("**Slowest tasks:**"))
+            .unwrap_or_else(|| panic!("no slowest tasks line:\n{md}"));
+        let (t1, t2) = (slowest.find("`t1`").unwrap(), slowest.find("`t2`").unwrap());
+        assert!(t1 < t2, "{slowest}");
+        assert!(slowest.contains("failed: timeout"), "{slowest}");
+    }
+
+    #[test]
     fn markdown_status_line_carries_the_reason() {
         let md = report().to_markdown();
         assert!(

@@ -93,6 +93,25 @@ pub struct TaskReport {
     /// Scheduling notes (e.g. a planner-requested model replaced by scoring).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// A specialist task's files (the first 20; `files_total` says how many, and a larger
+    /// task's `files_digest` names the whole list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub files_total: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files_digest: Option<String>,
+    /// What the task was asked to look for.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mandate: String,
+    /// Why it ended: `answered`, `answered on attempt N`, `answered; the output bound cut a
+    /// response`, `failed: CLASS`, `circular fix`, `not run`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub ended: String,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

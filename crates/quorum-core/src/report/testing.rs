@@ -107,6 +107,11 @@ pub(crate) fn report() -> Report {
             text_tool_calls: 0,
             findings: 0,
             notes: Vec::new(),
+            files: vec!["src/auth.rs".into(), "src/a|b.rs".into()],
+            files_total: 2,
+            files_digest: None,
+            mandate: "token handling | session expiry".into(),
+            ended: "failed: timeout".into(),
         }],
         usage: Usage {
             llm_calls: 9,

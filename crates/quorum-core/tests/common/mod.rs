@@ -182,6 +182,11 @@ pub fn realistic_report() -> Report {
             text_tool_calls: 0,
             findings: 3,
             notes: Vec::new(),
+            files: vec!["src/auth.rs".into()],
+            files_total: 1,
+            files_digest: None,
+            mandate: "authentication and secrets".into(),
+            ended: "answered".into(),
         }],
         usage: Usage {
             llm_calls: 14,

@@ -3,6 +3,7 @@
 //! concerns, pre-existing findings, action items and what was dropped.
 
 use super::text::{cell, fenced, list_or_dash, location_text, severity_word};
+use crate::human::human_duration;
 use crate::report::common::{area_of, code, one_line, status_str};
 use crate::report::{Report, ReviewStatus};
 use crate::review::finding::{Finding, Severity};
@@ -113,6 +114,36 @@ pub(crate) fn md_summary(r: &Report, out: &mut String) {
         r.residual_concerns.len(),
         r.dropped.len()
     );
+    md_slowest(r, out);
+}
+
+/// The tasks that cost the most wall time, so a long review says where its time went.
+fn md_slowest(r: &Report, out: &mut String) {
+    const NAMED: usize = 3;
+    let mut timed: Vec<_> = r.tasks.iter().filter(|t| t.duration_ms > 0).collect();
+    if timed.len() < 2 {
+        return;
+    }
+    timed.sort_by(|a, b| b.duration_ms.cmp(&a.duration_ms).then(a.id.cmp(&b.id)));
+    let named: Vec<String> = timed
+        .iter()
+        .take(NAMED)
+        .map(|t| {
+            let ended = if t.ended.is_empty() {
+                &t.status
+            } else {
+                &t.ended
+            };
+            format!(
+                "{} ({}, {}, {})",
+                code(&t.id),
+                one_line(&t.persona),
+                human_duration(t.duration_ms),
+                one_line(ended)
+            )
+        })
+        .collect();
+    let _ = writeln!(out, "**Slowest tasks:** {}.\n", named.join("; "));
 }
 
 pub(crate) fn md_findings(r: &Report, out: &mut String) {

@@ -230,6 +230,52 @@ fn md_ledger(ledger: &[crate::review::ledger::LedgerEntry], out: &mut String) {
     }
 }
 
+/// What each specialist task was asked and given: its mandate and files (a large task's count
+/// and digest stand in for the full list, which report.json's `files` begins).
+fn md_task_scope(tasks: &[crate::report::TaskReport], out: &mut String) {
+    const SHOWN: usize = 6;
+    let scoped: Vec<_> = tasks
+        .iter()
+        .filter(|t| t.files_total > 0 || !t.mandate.trim().is_empty())
+        .collect();
+    if scoped.is_empty() {
+        return;
+    }
+    out.push_str("#### What each task read\n\n");
+    for t in scoped {
+        let mandate = one_line(&t.mandate);
+        let mandate = if mandate.is_empty() {
+            "—".to_string()
+        } else {
+            mandate
+        };
+        let mut files: Vec<String> = t.files.iter().take(SHOWN).map(|f| code(f)).collect();
+        let more = t.files_total.saturating_sub(files.len());
+        if more > 0 {
+            files.push(format!("… {more} more"));
+        }
+        let digest = t
+            .files_digest
+            .as_deref()
+            .map(|d| format!(" (list digest {})", code(d)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "- {} ({}): {} — files: {}{}",
+            code(&t.id),
+            one_line(&t.persona),
+            mandate,
+            if files.is_empty() {
+                "—".to_string()
+            } else {
+                files.join(", ")
+            },
+            digest
+        );
+    }
+    out.push('\n');
+}
+
 pub(crate) fn md_methodology(r: &Report, out: &mut String) {
     out.push_str("## Methodology\n\n");
 
@@ -354,25 +400,37 @@ pub(crate) fn md_methodology(r: &Report, out: &mut String) {
         out.push_str("No tasks ran.\n\n");
     } else {
         out.push_str(
-            "| ID | Persona | Status | Attempts | Model | Tokens in / out | Duration | Error |\n\
-             | --- | --- | --- | ---: | --- | ---: | ---: | --- |\n",
+            "| ID | Persona | Status | Attempts | Model | Files | Tokens in / out | Duration | Ended |\n\
+             | --- | --- | --- | ---: | --- | ---: | ---: | ---: | --- |\n",
         );
         for t in &r.tasks {
+            let ended = if t.ended.is_empty() {
+                t.error_class.as_deref().unwrap_or("")
+            } else {
+                &t.ended
+            };
+            let files = if t.files_total == 0 {
+                "—".to_string()
+            } else {
+                t.files_total.to_string()
+            };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} / {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} / {} | {} | {} |",
                 cell(&t.id),
                 cell(&t.persona),
                 cell(&t.status),
                 t.attempts,
                 cell(&t.model),
+                files,
                 thousands(t.tokens_in),
                 thousands(t.tokens_out),
                 human_duration(t.duration_ms),
-                cell(t.error_class.as_deref().unwrap_or(""))
+                cell(ended)
             );
         }
         out.push('\n');
+        md_task_scope(&r.tasks, out);
     }
 
     let m = &r.methodology;
