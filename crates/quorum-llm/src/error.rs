@@ -40,6 +40,11 @@ pub enum LlmError {
         n_ctx: Option<u32>,
         body: String,
     },
+    /// The streamed answer stopped saying anything (the same line over and over, no JSON long
+    /// after JSON was asked for) and was cut before the output bound. The same prompt would
+    /// likely loop again, so the client does not retry; the task's retry carries the reason.
+    #[error("the answer from {url} was cut off: {reason}")]
+    Degenerate { url: String, reason: String },
     #[error("invalid backend config: {0}")]
     Config(String),
 }
@@ -69,6 +74,7 @@ impl LlmError {
             LlmError::Client { .. } => "client_error",
             LlmError::Decode { .. } => "malformed_response",
             LlmError::ContextOverflow { .. } => "context_overflow",
+            LlmError::Degenerate { .. } => "degenerate_output",
             LlmError::Config(_) => "config",
         }
     }
@@ -94,7 +100,8 @@ impl LlmError {
             | LlmError::Server { url, .. }
             | LlmError::Client { url, .. }
             | LlmError::Decode { url, .. }
-            | LlmError::ContextOverflow { url, .. } => Some(url),
+            | LlmError::ContextOverflow { url, .. }
+            | LlmError::Degenerate { url, .. } => Some(url),
             LlmError::Config(_) => None,
         }
     }

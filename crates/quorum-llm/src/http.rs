@@ -18,6 +18,7 @@ pub(crate) struct Http {
     client: reqwest::Client,
     timeout_secs: u64,
     bearer: Option<String>,
+    stream: bool,
 }
 
 // Hand-written so the bearer key can never reach a log line through `{:?}`.
@@ -69,6 +70,48 @@ impl Http {
             client,
             timeout_secs: cfg.timeout_secs,
             bearer,
+            stream: cfg.stream,
+        })
+    }
+
+    /// Whether chat answers are streamed (the backend's `stream` setting).
+    pub(crate) fn streams(&self) -> bool {
+        self.stream
+    }
+
+    /// Sends `body` and hands back the answer line by line as it arrives (NDJSON or SSE). An
+    /// error status is read whole and mapped as [`Http::post_json`] maps it.
+    pub(crate) async fn post_lines(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+    ) -> Result<Lines, LlmError> {
+        let mut builder = self.client.post(url).json(body);
+        if let Some(key) = &self.bearer {
+            builder = builder.bearer_auth(key);
+        }
+        let resp = builder
+            .send()
+            .await
+            .map_err(|e| self.transport_error(url, &e))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let retry_after = parse_retry_after(resp.headers());
+            let bytes = resp.bytes().await.unwrap_or_default();
+            return Err(status_error(url, status, retry_after, &bytes));
+        }
+        let json = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        Ok(Lines {
+            resp,
+            buf: Vec::new(),
+            ended: false,
+            url: url.to_string(),
+            timeout_secs: self.timeout_secs,
+            json,
         })
     }
 
@@ -135,6 +178,85 @@ impl Http {
                 message: root_cause(e),
             }
         }
+    }
+}
+
+/// The longest streamed line accepted: one chunk of an answer is a few bytes, and a whole
+/// non-streamed answer (a server that ignored `stream`) stays well under it.
+const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+/// A streamed answer, line by line. Dropping it closes the connection, which tells the server to
+/// stop generating.
+pub(crate) struct Lines {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+    ended: bool,
+    url: String,
+    timeout_secs: u64,
+    json: bool,
+}
+
+impl Lines {
+    /// Whether the server answered with one JSON document instead of a stream (it ignored
+    /// `stream: true`, as some proxies do).
+    pub(crate) fn is_plain_json(&self) -> bool {
+        self.json
+    }
+
+    /// The next line without its line ending; `None` once the body has ended.
+    pub(crate) async fn next_line(&mut self) -> Result<Option<String>, LlmError> {
+        loop {
+            if let Some(at) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=at).collect();
+                let text = String::from_utf8_lossy(&line);
+                return Ok(Some(text.trim_end_matches(['\n', '\r']).to_string()));
+            }
+            if self.ended {
+                if self.buf.is_empty() {
+                    return Ok(None);
+                }
+                let rest = std::mem::take(&mut self.buf);
+                return Ok(Some(String::from_utf8_lossy(&rest).trim_end().to_string()));
+            }
+            match self.resp.chunk().await {
+                Ok(Some(bytes)) => {
+                    if self.buf.len() + bytes.len() > MAX_LINE_BYTES {
+                        return Err(LlmError::Decode {
+                            url: self.url.clone(),
+                            message: format!(
+                                "a streamed line longer than {} MiB",
+                                MAX_LINE_BYTES >> 20
+                            ),
+                        });
+                    }
+                    self.buf.extend_from_slice(&bytes);
+                }
+                Ok(None) => self.ended = true,
+                Err(e) if e.is_timeout() => {
+                    return Err(LlmError::Timeout {
+                        url: self.url.clone(),
+                        secs: self.timeout_secs,
+                    })
+                }
+                Err(e) => {
+                    // The server hung up mid-answer: what arrived is incomplete.
+                    return Err(LlmError::Decode {
+                        url: self.url.clone(),
+                        message: format!("incomplete streamed answer: {}", root_cause(&e)),
+                    });
+                }
+            }
+        }
+    }
+
+    /// The rest of the body, for a server that answered with one JSON document.
+    pub(crate) async fn rest(mut self) -> Result<String, LlmError> {
+        let mut all = String::new();
+        while let Some(line) = self.next_line().await? {
+            all.push_str(&line);
+            all.push('\n');
+        }
+        Ok(all)
     }
 }
 

@@ -1,7 +1,9 @@
 //! Model-server clients: Ollama's native API and the OpenAI-compatible API behind one
 //! `ChatBackend` trait, and `LlmClient`, which adds a concurrency bound and retries.
 //!
-//! Every call is non-streaming, carries an output-token bound and runs under a per-call timeout.
+//! Every call carries an output-token bound and runs under a per-call timeout. Answers are
+//! streamed (unless a backend says `stream = false`) so that [`guard`] can cut a generation that
+//! loops long before the bound.
 //! Backends make exactly one HTTP call per `chat`; retrying is `LlmClient`'s job alone, so a retry
 //! policy is applied once and attempts are counted in one place.
 //!
@@ -11,6 +13,7 @@
 mod backend;
 mod client;
 mod error;
+pub mod guard;
 mod http;
 mod ollama;
 mod openai;
@@ -24,7 +27,7 @@ pub use ollama::OllamaBackend;
 pub use openai::OpenAiBackend;
 pub use retry::RetryPolicy;
 pub use types::{
-    default_connect_timeout_secs, default_max_concurrent, default_timeout_secs, estimate_tokens,
-    BackendConfig, BackendKind, ChatMessage, ChatRequest, ChatResponse, ModelInfo, Role, ToolCall,
-    ToolSpec, Usage,
+    default_connect_timeout_secs, default_max_concurrent, default_stream, default_timeout_secs,
+    estimate_tokens, BackendConfig, BackendKind, ChatMessage, ChatRequest, ChatResponse, ModelInfo,
+    Role, ToolCall, ToolSpec, Usage,
 };

@@ -1,5 +1,5 @@
-//! Client for Ollama's native API: `POST /api/chat` (non-streaming), `GET /api/tags` and
-//! `POST /api/show`. The native API is used rather than Ollama's OpenAI shim because only it takes
+//! Client for Ollama's native API: `POST /api/chat` (streamed as NDJSON unless the backend
+//! says `stream = false`), `GET /api/tags` and `POST /api/show`. The native API is used rather than Ollama's OpenAI shim because only it takes
 //! `num_ctx` per request and reports capabilities and context length per model.
 
 use std::time::Instant;
@@ -9,6 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::backend::ChatBackend;
 use crate::error::LlmError;
+use crate::guard::OutputGuard;
 use crate::http::{Http, ReplyMessage};
 use crate::types::{
     estimate_completion_tokens, estimate_prompt_tokens, BackendConfig, BackendKind, ChatMessage,
@@ -36,6 +37,83 @@ impl OllamaBackend {
         })
     }
 
+    /// Reads a streamed answer into one reply, cutting it when the guard sees it loop; an
+    /// error line (a model that failed mid-answer) ends it as that error.
+    async fn streamed(&self, req: &ChatRequest, body: &Value) -> Result<ChatReply, LlmError> {
+        let mut lines = self.http.post_lines(&self.chat_url, body).await?;
+        if lines.is_plain_json() {
+            // A server (or proxy) that ignored `stream` and sent the whole answer at once.
+            let text = lines.rest().await?;
+            return serde_json::from_str(&text).map_err(|e| LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: format!(
+                    "{e} in body: {}",
+                    crate::error::body_snippet(text.as_bytes())
+                ),
+            });
+        }
+        let mut guard = OutputGuard::for_request(req);
+        let mut whole = ChatReply {
+            model: None,
+            done: false,
+            message: None,
+            done_reason: None,
+            prompt_eval_count: None,
+            eval_count: None,
+            error: None,
+        };
+        let mut content = String::new();
+        let mut calls = Vec::new();
+        while let Some(line) = lines.next_line().await? {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let chunk: ChatReply = serde_json::from_str(&line).map_err(|e| LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: format!(
+                    "{e} in streamed line: {}",
+                    crate::error::body_snippet(line.as_bytes())
+                ),
+            })?;
+            if chunk.error.is_some() {
+                whole.error = chunk.error;
+                return Ok(whole);
+            }
+            if let Some(m) = chunk.message {
+                if let Some(piece) = m.content {
+                    if let Some(cut) = guard.push(&piece) {
+                        tracing::info!(url = %self.chat_url, model = %req.model, reason = %cut.reason, "streamed answer cut");
+                        return Err(LlmError::Degenerate {
+                            url: self.chat_url.clone(),
+                            reason: cut.reason,
+                        });
+                    }
+                    content.push_str(&piece);
+                }
+                calls.extend(m.tool_calls.unwrap_or_default());
+            }
+            whole.model = chunk.model.or(whole.model);
+            if chunk.done {
+                whole.done = true;
+                whole.done_reason = chunk.done_reason;
+                whole.prompt_eval_count = chunk.prompt_eval_count;
+                whole.eval_count = chunk.eval_count;
+                break;
+            }
+        }
+        if !whole.done {
+            return Err(LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: "the streamed answer ended before its last message".into(),
+            });
+        }
+        whole.message = Some(ReplyMessage {
+            content: Some(content),
+            tool_calls: Some(calls),
+        });
+        Ok(whole)
+    }
+
     async fn show(&self, name: &str) -> Result<ShowResponse, LlmError> {
         self.http
             .post_json(&self.show_url, &json!({ "model": name }))
@@ -44,7 +122,7 @@ impl OllamaBackend {
 }
 
 /// The request body for `/api/chat`.
-pub(crate) fn chat_body(req: &ChatRequest) -> Value {
+pub(crate) fn chat_body(req: &ChatRequest, stream: bool) -> Value {
     let mut options = Map::new();
     options.insert("num_predict".into(), json!(req.max_tokens));
     options.insert("temperature".into(), json!(req.temperature));
@@ -57,7 +135,7 @@ pub(crate) fn chat_body(req: &ChatRequest) -> Value {
         "messages".into(),
         Value::Array(req.messages.iter().map(message_json).collect()),
     );
-    body.insert("stream".into(), json!(false));
+    body.insert("stream".into(), json!(stream));
     body.insert("options".into(), Value::Object(options));
     if !req.tools.is_empty() {
         let tools = req
@@ -116,10 +194,13 @@ fn arguments_object(args: &Value) -> Value {
     }
 }
 
+/// A whole answer, or one line of a streamed one (then `done` marks the last).
 #[derive(Deserialize)]
 struct ChatReply {
     #[serde(default)]
     model: Option<String>,
+    #[serde(default)]
+    done: bool,
     message: Option<ReplyMessage>,
     #[serde(default)]
     done_reason: Option<String>,
@@ -209,7 +290,13 @@ impl ChatBackend for OllamaBackend {
 
     async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
-        let reply: ChatReply = self.http.post_json(&self.chat_url, &chat_body(req)).await?;
+        let stream = self.http.streams();
+        let body = chat_body(req, stream);
+        let reply: ChatReply = if stream {
+            self.streamed(req, &body).await?
+        } else {
+            self.http.post_json(&self.chat_url, &body).await?
+        };
         let duration_ms = started.elapsed().as_millis() as u64;
         let message = match (reply.message, reply.error) {
             (Some(m), _) => m,

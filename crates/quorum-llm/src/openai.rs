@@ -1,4 +1,5 @@
-//! Client for the OpenAI-compatible API (`POST {base}/chat/completions`, `GET {base}/models`) as
+//! Client for the OpenAI-compatible API (`POST {base}/chat/completions`, streamed as server-sent
+//! events unless the backend says `stream = false`; `GET {base}/models`) as
 //! served by vLLM, llama.cpp's llama-server and LM Studio. The base URL normally ends in `/v1`; one
 //! given without it is used as given, since some proxies mount the API elsewhere.
 
@@ -9,7 +10,8 @@ use serde_json::{json, Map, Value};
 
 use crate::backend::ChatBackend;
 use crate::error::LlmError;
-use crate::http::{Http, ReplyMessage};
+use crate::guard::OutputGuard;
+use crate::http::{Http, ReplyFunction, ReplyMessage, ReplyToolCall};
 use crate::types::{
     estimate_completion_tokens, estimate_prompt_tokens, BackendConfig, BackendKind, ChatMessage,
     ChatRequest, ChatResponse, ModelInfo, Role, ToolCall, Usage,
@@ -26,6 +28,164 @@ pub struct OpenAiBackend {
 }
 
 impl OpenAiBackend {
+    /// Reads a streamed completion into one reply, cutting it when the guard sees it loop. A
+    /// server that ignored `stream` and sent one JSON document is read as such.
+    async fn streamed(&self, req: &ChatRequest, body: &Value) -> Result<CompletionReply, LlmError> {
+        let mut lines = self.http.post_lines(&self.chat_url, body).await?;
+        if lines.is_plain_json() {
+            let text = lines.rest().await?;
+            return serde_json::from_str(&text).map_err(|e| LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: format!(
+                    "{e} in body: {}",
+                    crate::error::body_snippet(text.as_bytes())
+                ),
+            });
+        }
+        let mut guard = OutputGuard::for_request(req);
+        let mut model = None;
+        let mut content = String::new();
+        let mut calls: Vec<PartialCall> = Vec::new();
+        let mut finish_reason = None;
+        let mut usage = None;
+        let mut ended = false;
+        while let Some(line) = lines.next_line().await? {
+            // Server-sent events: `data: ...` lines; comments, event names and blanks skipped.
+            let Some(data) = line.strip_prefix("data:").map(str::trim) else {
+                continue;
+            };
+            if data == "[DONE]" {
+                ended = true;
+                break;
+            }
+            let chunk: StreamChunk = serde_json::from_str(data).map_err(|e| LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: format!(
+                    "{e} in streamed event: {}",
+                    crate::error::body_snippet(data.as_bytes())
+                ),
+            })?;
+            if let Some(err) = chunk.error {
+                return Err(self.stream_error(&err));
+            }
+            model = chunk.model.or(model);
+            usage = chunk.usage.or(usage);
+            let Some(choice) = chunk.choices.into_iter().next() else {
+                continue;
+            };
+            if let Some(delta) = choice.delta {
+                if let Some(piece) = delta.content {
+                    if let Some(cut) = guard.push(&piece) {
+                        tracing::info!(url = %self.chat_url, model = %req.model, reason = %cut.reason, "streamed answer cut");
+                        return Err(LlmError::Degenerate {
+                            url: self.chat_url.clone(),
+                            reason: cut.reason,
+                        });
+                    }
+                    content.push_str(&piece);
+                }
+                for piece in delta.tool_calls.unwrap_or_default() {
+                    self.add_call_piece(&mut calls, piece, &mut guard)?;
+                }
+            }
+            if choice.finish_reason.is_some() {
+                finish_reason = choice.finish_reason;
+            }
+        }
+        // A server that closes the stream after the finishing event without `[DONE]` has
+        // still said everything; one that stops before it has not.
+        if !ended && finish_reason.is_none() {
+            return Err(LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: "the streamed answer ended before it finished".into(),
+            });
+        }
+        let tool_calls = calls
+            .into_iter()
+            .map(|c| ReplyToolCall {
+                id: c.id,
+                function: ReplyFunction {
+                    name: c.name,
+                    arguments: c.object.unwrap_or(Value::String(c.arguments)),
+                },
+            })
+            .collect();
+        Ok(CompletionReply {
+            model,
+            choices: vec![Choice {
+                message: Some(ReplyMessage {
+                    content: Some(content),
+                    tool_calls: Some(tool_calls),
+                }),
+                finish_reason,
+            }],
+            usage,
+        })
+    }
+
+    fn add_call_piece(
+        &self,
+        calls: &mut Vec<PartialCall>,
+        piece: DeltaCall,
+        guard: &mut OutputGuard,
+    ) -> Result<(), LlmError> {
+        let index = piece.index.unwrap_or(calls.len().saturating_sub(1));
+        if index >= MAX_STREAMED_CALLS {
+            return Err(LlmError::Decode {
+                url: self.chat_url.clone(),
+                message: format!("more than {MAX_STREAMED_CALLS} tool calls in one answer"),
+            });
+        }
+        if calls.len() <= index {
+            calls.resize_with(index + 1, PartialCall::default);
+        }
+        let call = &mut calls[index];
+        if piece.id.is_some() {
+            call.id = piece.id;
+        }
+        if let Some(f) = piece.function {
+            if let Some(name) = f.name {
+                call.name.push_str(&name);
+            }
+            match f.arguments {
+                Some(Value::String(more)) => {
+                    // Arguments count against the output like content does.
+                    if let Some(cut) = guard.push_arguments(&more) {
+                        return Err(LlmError::Degenerate {
+                            url: self.chat_url.clone(),
+                            reason: cut.reason,
+                        });
+                    }
+                    call.arguments.push_str(&more);
+                }
+                Some(Value::Null) | None => {}
+                Some(object) => call.object = Some(object),
+            }
+        }
+        Ok(())
+    }
+
+    /// An error event mid-stream: a context overflow as such, anything else as what it says.
+    fn stream_error(&self, err: &Value) -> LlmError {
+        let text = err.to_string();
+        if let Some(n_ctx) = crate::error::context_overflow(&text) {
+            return LlmError::ContextOverflow {
+                url: self.chat_url.clone(),
+                n_ctx,
+                body: crate::error::body_snippet(text.as_bytes()),
+            };
+        }
+        let message = err
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or(text);
+        LlmError::Decode {
+            url: self.chat_url.clone(),
+            message: format!("server reported: {message}"),
+        }
+    }
+
     pub fn new(cfg: &BackendConfig) -> Result<Self, LlmError> {
         let url = crate::http::validated_base_url(&cfg.url)?;
         Ok(OpenAiBackend {
@@ -39,14 +199,18 @@ impl OpenAiBackend {
 }
 
 /// The request body for `/chat/completions`.
-pub(crate) fn chat_body(req: &ChatRequest) -> Value {
+pub(crate) fn chat_body(req: &ChatRequest, stream: bool) -> Value {
     let mut body = Map::new();
     body.insert("model".into(), json!(req.model));
     body.insert(
         "messages".into(),
         Value::Array(req.messages.iter().map(message_json).collect()),
     );
-    body.insert("stream".into(), json!(false));
+    body.insert("stream".into(), json!(stream));
+    if stream {
+        // Token counts arrive in a last chunk only when asked for.
+        body.insert("stream_options".into(), json!({ "include_usage": true }));
+    }
     body.insert("max_tokens".into(), json!(req.max_tokens));
     body.insert("temperature".into(), json!(req.temperature));
     if !req.tools.is_empty() {
@@ -138,6 +302,68 @@ struct Choice {
     finish_reason: Option<String>,
 }
 
+/// One server-sent event of a streamed completion.
+#[derive(Deserialize)]
+struct StreamChunk {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    choices: Vec<StreamChoice>,
+    #[serde(default)]
+    usage: Option<ReplyUsage>,
+    /// vLLM reports a failure mid-stream as an event holding only an error.
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct StreamChoice {
+    #[serde(default)]
+    delta: Option<Delta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<DeltaCall>>,
+}
+
+/// A piece of a tool call: the first names it, the rest add to its arguments.
+#[derive(Deserialize)]
+struct DeltaCall {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<DeltaFunction>,
+}
+
+#[derive(Deserialize)]
+struct DeltaFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+/// The most tool calls one streamed answer may assemble.
+const MAX_STREAMED_CALLS: usize = 64;
+
+/// A tool call being assembled from its pieces.
+#[derive(Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+    /// A server that sent the arguments as an object rather than string pieces.
+    object: Option<Value>,
+}
+
 #[derive(Deserialize)]
 struct ReplyUsage {
     #[serde(default)]
@@ -190,7 +416,13 @@ impl ChatBackend for OpenAiBackend {
 
     async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
-        let reply: CompletionReply = self.http.post_json(&self.chat_url, &chat_body(req)).await?;
+        let stream = self.http.streams();
+        let body = chat_body(req, stream);
+        let reply: CompletionReply = if stream {
+            self.streamed(req, &body).await?
+        } else {
+            self.http.post_json(&self.chat_url, &body).await?
+        };
         let duration_ms = started.elapsed().as_millis() as u64;
         let Some(choice) = reply.choices.into_iter().next() else {
             return Err(LlmError::Decode {

@@ -59,6 +59,10 @@ pub fn default_connect_timeout_secs() -> u64 {
     10
 }
 
+pub fn default_stream() -> bool {
+    true
+}
+
 /// One model server, as written in a TOML `[[backends]]` table or given as `--backend KIND=URL`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BackendConfig {
@@ -78,6 +82,11 @@ pub struct BackendConfig {
     /// Name of the environment variable holding a bearer key; the key itself never sits in config.
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// Stream answers, so a generation that stops saying anything (a loop, no JSON) is cut
+    /// early; `false` for a server or proxy that mishandles streaming. The output bound stays
+    /// the last resort either way.
+    #[serde(default = "default_stream")]
+    pub stream: bool,
 }
 
 impl BackendConfig {
@@ -91,6 +100,7 @@ impl BackendConfig {
             timeout_secs: default_timeout_secs(),
             connect_timeout_secs: default_connect_timeout_secs(),
             api_key_env: None,
+            stream: default_stream(),
         }
     }
 }

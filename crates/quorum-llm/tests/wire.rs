@@ -77,7 +77,8 @@ async fn ollama_request_carries_bounds_tools_schema_and_tool_messages() {
         assert_eq!(sent[0].method, "POST");
         let body = &sent[0].body;
         assert_eq!(body["model"], "qwen2.5-coder:0.5b");
-        assert_eq!(body["stream"], false);
+        // Streamed, so a looping answer can be cut (a JSON answer is still read: tests/stream.rs).
+        assert_eq!(body["stream"], true);
         assert_eq!(body["options"]["num_predict"], 512);
         assert_eq!(body["options"]["temperature"], 0.25);
         assert_eq!(body["options"]["num_ctx"], 8192);
@@ -223,7 +224,8 @@ async fn openai_request_carries_bounds_tools_schema_key_and_tool_messages() {
             Some("Bearer sk-test-123")
         );
         let body = &sent[0].body;
-        assert_eq!(body["stream"], false);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
         assert_eq!(body["max_tokens"], 512);
         assert_eq!(body["temperature"], 0.25);
         assert_eq!(

@@ -44,7 +44,9 @@ impl AttemptError {
             AttemptError::Llm(e) => match e.class() {
                 "timeout" => "timeout",
                 "rate_limited" => "rate_limited",
-                "malformed_response" => "malformed_output",
+                // A looping answer cut while streaming is a malformed answer: the retry tells
+                // the model why, and the same cut twice in a row is a circular fix.
+                "malformed_response" | "degenerate_output" => "malformed_output",
                 "context_overflow" => "context_overflow",
                 "config" | "client_error" => "config",
                 _ => "transport",

@@ -25,8 +25,9 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Streaming is not implemented: a request asking for `stream: true` gets the whole answer as one
-//! JSON body (see [`RecordedRequest::stream`] to assert what the client asked for).
+//! A request asking for `stream: true` is answered as the real servers stream: NDJSON for Ollama,
+//! server-sent events for the OpenAI API, tool-call arguments in pieces; `Reply::Truncated`
+//! ends such a stream before its last events, and `Reply::Repeat` is a model stuck in a loop.
 //!
 //! The same server runs as the `quorum-scripted` binary with a YAML script, for tests that drive
 //! whole `quorum` processes.
@@ -41,6 +42,7 @@ mod request;
 pub mod review;
 mod script;
 mod server;
+mod stream;
 
 pub use api::Api;
 pub use error::ScriptError;

@@ -11,6 +11,7 @@
 //!   - hang
 //!   - held: {text: ".."}                # answered once the test releases the server
 //!   - truncated: "cut me"
+//!   - repeat: {prefix: "{\"findings\": [", line: "again\n"}   # loops to the output bound
 //!   - echo
 //! ```
 //!
@@ -34,6 +35,7 @@ const KEYS: &[&str] = &[
     "hang",
     "held",
     "truncated",
+    "repeat",
     "echo",
 ];
 
@@ -64,6 +66,14 @@ struct StatusFull {
 enum StatusSpec {
     Code(u16),
     Full(StatusFull),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepeatSpec {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    prefix: String,
+    line: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -113,6 +123,13 @@ impl Serialize for Reply {
                         },
                     )?,
                     Reply::Held(then) => map.serialize_entry("held", &**then)?,
+                    Reply::Repeat { prefix, line } => map.serialize_entry(
+                        "repeat",
+                        &RepeatSpec {
+                            prefix: prefix.clone(),
+                            line: line.clone(),
+                        },
+                    )?,
                     Reply::Hang | Reply::Echo => {}
                 }
                 map.end()
@@ -179,6 +196,13 @@ impl<'de> Visitor<'de> for ReplyVisitor {
                 }
             }
             "held" => Reply::Held(Box::new(map.next_value()?)),
+            "repeat" => {
+                let spec: RepeatSpec = map.next_value()?;
+                Reply::Repeat {
+                    prefix: spec.prefix,
+                    line: spec.line,
+                }
+            }
             "hang" => {
                 map.next_value::<IgnoredAny>()?;
                 Reply::Hang

@@ -36,8 +36,9 @@ pub struct RecordedRequest {
     pub max_tokens: Option<u64>,
     /// Assistant messages already in the conversation.
     pub turn: usize,
-    /// The `stream` field as sent. Ollama streams when it is absent, and this server never does,
-    /// so a client that forgets `stream: false` shows up here rather than against a real server.
+    /// The `stream` field as sent. The server streams only when it is `true` (Ollama also streams
+    /// when it is absent; this server does not, so a client that forgets the field shows up
+    /// here rather than against a real server).
     pub stream: Option<bool>,
     /// The `Authorization` header, to check that an API key reaches the backend.
     pub authorization: Option<String>,

@@ -386,6 +386,10 @@ pub enum Reply {
     Truncated(String),
     /// A JSON summary of what was received, as the assistant content.
     Echo,
+    /// A model stuck in a loop: `prefix`, then `line` over and over until the request's output
+    /// bound, where the answer stops with finish reason `length`. Streamed, it goes on until the
+    /// client hangs up or the bound is reached.
+    Repeat { prefix: String, line: String },
 }
 
 impl Reply {
@@ -466,6 +470,14 @@ impl Reply {
 
     pub fn echo() -> Reply {
         Reply::Echo
+    }
+
+    /// `prefix`, then `line` repeated up to the request's output bound.
+    pub fn repeat(prefix: impl Into<String>, line: impl Into<String>) -> Reply {
+        Reply::Repeat {
+            prefix: prefix.into(),
+            line: line.into(),
+        }
     }
 
     fn validate(&self, place: &str) -> Result<(), ScriptError> {

@@ -31,6 +31,7 @@ use crate::request::RecordedRequest;
 use crate::script::{
     duplicate_rule_names, same_model, ContextWindow, Reply, Rule, Script, CONTEXT_WINDOW_RULE,
 };
+use crate::stream;
 
 /// Prompts carry whole files; the real servers accept far more than axum's 2 MB default.
 const BODY_LIMIT: usize = 256 * 1024 * 1024;
@@ -348,23 +349,13 @@ impl Shared {
                     self.stopping().await;
                     shutting_down(req.api)
                 }
-                Reply::Text(text) => {
-                    Json(render::chat_ok(req, &text, &[], &self.call_ids)).into_response()
-                }
-                Reply::ToolCalls(calls) => {
-                    Json(render::chat_ok(req, "", &calls, &self.call_ids)).into_response()
-                }
-                Reply::Echo => Json(render::chat_ok(
-                    req,
-                    &render::echo_summary(req),
-                    &[],
-                    &self.call_ids,
-                ))
-                .into_response(),
-                Reply::Truncated(text) => {
-                    let full = render::chat_ok(req, &text, &[], &self.call_ids).to_string();
-                    let cut = cut_in_half(&full).to_string();
-                    ([(CONTENT_TYPE, "application/json")], cut).into_response()
+                Reply::Text(text) => self.chat_reply(req, &text, &[], None, false),
+                Reply::ToolCalls(calls) => self.chat_reply(req, "", &calls, None, false),
+                Reply::Echo => self.chat_reply(req, &render::echo_summary(req), &[], None, false),
+                Reply::Truncated(text) => self.chat_reply(req, &text, &[], None, true),
+                Reply::Repeat { prefix, line } => {
+                    let text = repeated_to_bound(req, &prefix, &line);
+                    self.chat_reply(req, &text, &[], Some("length"), false)
                 }
                 Reply::Status {
                     code,
@@ -374,6 +365,51 @@ impl Shared {
             };
         }
     }
+}
+
+impl Shared {
+    /// A 200 chat answer, streamed when the request asked for a stream. `truncated` cuts it
+    /// half-way: the JSON body in the middle, a stream before its last events.
+    fn chat_reply(
+        &self,
+        req: &RecordedRequest,
+        content: &str,
+        calls: &[(String, Value)],
+        finish_reason: Option<&str>,
+        truncated: bool,
+    ) -> Response {
+        let mut whole = render::chat_ok(req, content, calls, &self.call_ids);
+        if let Some(reason) = finish_reason {
+            stream::set_finish_reason(req.api, &mut whole, reason);
+        }
+        if req.stream == Some(true) {
+            let mut events = stream::events(req, &whole);
+            if truncated {
+                events.truncate(events.len() / 2);
+            }
+            let body: String = events.concat();
+            return ([(CONTENT_TYPE, stream::content_type(req.api))], body).into_response();
+        }
+        if truncated {
+            let full = whole.to_string();
+            let cut = cut_in_half(&full).to_string();
+            return ([(CONTENT_TYPE, "application/json")], cut).into_response();
+        }
+        Json(whole).into_response()
+    }
+}
+
+/// `prefix`, then `line` repeated until the request's output bound (about 4 characters a token;
+/// 2,048 tokens when the request set none).
+fn repeated_to_bound(req: &RecordedRequest, prefix: &str, line: &str) -> String {
+    const MOST_TOKENS: u64 = 1 << 20;
+    let bound = req.max_tokens.unwrap_or(2048).clamp(1, MOST_TOKENS) as usize * 4;
+    let line = if line.is_empty() { " " } else { line };
+    let mut text = prefix.chars().take(bound).collect::<String>();
+    while text.chars().count() < bound {
+        text.push_str(line);
+    }
+    text.chars().take(bound).collect()
 }
 
 /// A strict prefix of a JSON object is never valid JSON, since only the final `}` closes it.

@@ -38,6 +38,7 @@ rules:
       - hang
       - held: {text: "after release"}
       - truncated: "cut"
+      - repeat: {prefix: "[", line: "again\n"}
       - echo
 fallback: {text: "nothing"}
 "#;
@@ -81,6 +82,7 @@ fn expected() -> Script {
                 .then(Reply::hang())
                 .then(Reply::held(Reply::text("after release")))
                 .then(Reply::truncated("cut"))
+                .then(Reply::repeat("[", "again\n"))
                 .then(Reply::echo()),
         )
         .fallback(Reply::text("nothing"))

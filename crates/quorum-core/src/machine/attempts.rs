@@ -341,6 +341,9 @@ impl ReviewMachine {
         r.duration_ms = r.elapsed(now);
         r.error_classes.push(class.to_string());
         r.last_error = Some(message.to_string());
+        if message.contains(crate::machine::run::CUT_MARKER) {
+            r.cuts += 1;
+        }
         r.state = terminal.map(task_state).unwrap_or(TaskState::Backoff);
         let is_specialist = r.task.is_some();
         if is_specialist && !r.model.is_empty() {

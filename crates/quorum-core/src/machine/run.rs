@@ -62,7 +62,13 @@ pub struct TaskRun {
     pub handed_back: u32,
     /// Attempts recorded before this conductor resumed the review: numbering continues.
     pub resumed_attempts: u32,
+    /// Attempts whose streamed answer was cut because it stopped saying anything.
+    pub cuts: u32,
 }
+
+/// What the model client's error for an answer cut while streaming says (quorum-llm's
+/// `LlmError::Degenerate`): how a failed attempt is known to have been a repetition cut.
+pub const CUT_MARKER: &str = "was cut off:";
 
 impl TaskRun {
     pub fn stage(name: &str) -> TaskRun {
@@ -84,6 +90,7 @@ impl TaskRun {
             node: String::new(),
             handed_back: 0,
             resumed_attempts: 0,
+            cuts: 0,
         }
     }
 
@@ -164,6 +171,10 @@ impl TaskRun {
     /// Why the run ended, in words a report reader reads.
     pub fn ended(&self) -> String {
         let charged = self.attempts.saturating_sub(self.handed_back);
+        let cut_last = self
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains(CUT_MARKER));
         match self.state {
             TaskState::Completed => {
                 let mut ended = if charged > 1 {
@@ -171,19 +182,32 @@ impl TaskRun {
                 } else {
                     "answered".to_string()
                 };
+                match self.cuts {
+                    0 => {}
+                    1 => ended.push_str(" after a repetition cut"),
+                    n => ended.push_str(&format!(" after {n} repetition cuts")),
+                }
                 if self.stats.bound_hits > 0 {
                     ended.push_str("; the output bound cut a response");
                 }
                 ended
             }
+            TaskState::CircularFix if self.cuts > 1 => {
+                format!("circular fix: repetition cut {} times", self.cuts)
+            }
             TaskState::CircularFix => "circular fix".to_string(),
-            TaskState::Failed => format!(
-                "failed: {}",
-                self.error_classes
+            TaskState::Failed => {
+                let class = self
+                    .error_classes
                     .last()
                     .map(String::as_str)
-                    .unwrap_or("error")
-            ),
+                    .unwrap_or("error");
+                if cut_last {
+                    format!("failed: {class} (repetition cut)")
+                } else {
+                    format!("failed: {class}")
+                }
+            }
             TaskState::Pending | TaskState::Running | TaskState::Backoff => "not run".to_string(),
         }
     }
@@ -235,11 +259,21 @@ mod tests {
             run.ended(),
             "answered on attempt 2; the output bound cut a response"
         );
+        run.cuts = 1;
+        assert_eq!(
+            run.ended(),
+            "answered on attempt 2 after a repetition cut; the output bound cut a response"
+        );
         run.state = TaskState::Failed;
         run.error_classes = vec!["timeout".into(), "malformed_output".into()];
+        run.last_error = Some("could not parse".into());
         assert_eq!(run.ended(), "failed: malformed_output");
+        run.last_error = Some(format!("the answer from http://h {CUT_MARKER} it looped"));
+        assert_eq!(run.ended(), "failed: malformed_output (repetition cut)");
         run.state = TaskState::CircularFix;
         assert_eq!(run.ended(), "circular fix");
+        run.cuts = 2;
+        assert_eq!(run.ended(), "circular fix: repetition cut 2 times");
     }
 
     #[test]

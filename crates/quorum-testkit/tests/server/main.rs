@@ -6,6 +6,7 @@ mod faults;
 mod recording;
 mod rules;
 mod shapes;
+mod streaming;
 
 use std::future::Future;
 use std::time::Duration;
