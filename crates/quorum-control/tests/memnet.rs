@@ -1,12 +1,13 @@
 //! Three control planes in one process over the in-memory transport: election, commit, leader
-//! loss, epoch fencing, restart from disk and partitions.
+//! loss, epoch fencing, restart from disk, partitions, and a voter whose disk fills.
 
 use quorum_control::{
     Command, ControlConfig, ControlError, ControlPlane, MemNet, Outcome, Rejection,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -287,6 +288,127 @@ async fn a_voter_list_that_cannot_survive_a_loss_is_refused() {
             let r = ControlPlane::start(cfg, net.transport("a")).await;
             assert!(matches!(r, Err(ControlError::Config(_))));
         }
+    })
+    .await;
+}
+
+/// A tmpfs of a fixed size, mounted for one test; `None` where mounting needs a root we lack.
+struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = std::env::temp_dir().join(format!("quorum-raft-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(Tmpfs { dir })
+    }
+
+    /// Fill the filesystem to its last byte.
+    fn fill(&self) {
+        let mut f = std::fs::File::create(self.dir.join("filler")).unwrap();
+        let block = vec![7u8; 64 << 10];
+        while f.write_all(&block).is_ok() {}
+        while f.write_all(&[7u8]).is_ok() {}
+        let _ = f.sync_all();
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazily: a shut-down Raft may still hold its files open for a moment.
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.dir)
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A voter whose Raft log cannot be written must not keep voting or leading on facts it could
+/// not store: openraft shuts the node's Raft down on a storage error, and the other two, still a
+/// majority, go on committing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_that_cannot_write_its_log_steps_out_and_the_majority_goes_on() {
+    let Some(fs) = Tmpfs::mount("16m") else {
+        println!(
+            "SKIP: cannot mount a tmpfs here (needs root): a voter with a full disk is not checked"
+        );
+        return;
+    };
+    within(async {
+        let dir = tempfile::tempdir().unwrap();
+        let net = MemNet::new();
+        let mut planes = BTreeMap::new();
+        for n in names() {
+            // n3 keeps its log on the small filesystem, the others on the ordinary one.
+            let root = if n == "n3" {
+                fs.dir.as_path()
+            } else {
+                dir.path()
+            };
+            let p = ControlPlane::start(config(&n, root), net.transport(&n))
+                .await
+                .unwrap();
+            net.register(&p);
+            planes.insert(n, p);
+        }
+        let net = Net { net, planes };
+        net.leader().await;
+        let n1 = net.get("n1").clone();
+        let n3 = net.get("n3").clone();
+        fs.fill();
+
+        // Whoever leads (n3 too: it steps out and the others elect one of themselves), the
+        // majority commits every fact.
+        let mut accepted = None;
+        for _ in 0..20 {
+            match n1.propose(accept("f", "n1")).await {
+                Ok(out) => {
+                    accepted = Some(out);
+                    break;
+                }
+                Err(ControlError::Unavailable(_)) => {
+                    tokio::time::sleep(Duration::from_millis(250)).await
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(accepted.expect("the majority commits").is_accepted());
+        let mut last = 0;
+        for seq in 0..5 {
+            let (out, i) = n1.propose_at(fact("f", 1, seq)).await.unwrap();
+            assert!(out.is_accepted(), "{out:?}");
+            last = i;
+        }
+        net.get("n2").wait_applied(last, WAIT).await.unwrap();
+        assert_eq!(net.get("n2").review("f").unwrap().facts.len(), 5);
+
+        // n3 could not store the entries, so it does not claim them, and it is out of the game.
+        let held = n3.review("f").map_or(0, |r| r.facts.len());
+        assert!(held < 5, "n3 holds {held} facts it could not have stored");
+        // The storage error reaches openraft's core a moment after the failed write.
+        let mut role = n3.status().role;
+        for _ in 0..400 {
+            if role == "shut down" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            role = n3.status().role;
+        }
+        assert_eq!(role, "shut down");
+        assert!(n3.propose(fact("f", 1, 5)).await.is_err());
+        assert_ne!(n1.leader().as_deref(), Some("n3"));
+        net.shutdown().await;
     })
     .await;
 }
