@@ -1,5 +1,6 @@
 //! A client for the API, used by `quorum review PATH --cluster URL`: connects once, then every
-//! call carries the bearer token and comes back as [`ApiError`] rather than a raw status.
+//! call carries the bearer token and comes back as [`ApiError`] rather than a raw status. The
+//! connection is pinged ([`Keepalive`]), so a silent node fails its calls instead of hanging.
 
 use std::pin::Pin;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 
 use crate::error::ApiError;
+use crate::keepalive::Keepalive;
 use crate::pb;
 use crate::pb::quorum_client::QuorumClient;
 use crate::server::{error_chain, MAX_MESSAGE_BYTES};
@@ -52,6 +54,18 @@ impl ApiClient {
         token: &str,
         ca_pem: Option<&[u8]>,
     ) -> Result<ApiClient, ApiError> {
+        ApiClient::connect_with(url, token, ca_pem, Keepalive::default()).await
+    }
+
+    /// [`ApiClient::connect_with_ca`], pinging the connection at `keepalive`'s cadence: a node
+    /// that goes silent without closing the connection (frozen, unplugged) fails every call on
+    /// it, a watch included, within [`Keepalive::dead_within`] instead of hanging.
+    pub async fn connect_with(
+        url: &str,
+        token: &str,
+        ca_pem: Option<&[u8]>,
+        keepalive: Keepalive,
+    ) -> Result<ApiClient, ApiError> {
         let token = token.trim();
         if token.is_empty() {
             return Err(ApiError::InvalidArgument(
@@ -84,7 +98,10 @@ impl ApiClient {
         let mut endpoint = Endpoint::from_shared(url.clone())
             .map_err(|e| ApiError::InvalidArgument(format!("invalid api url {url}: {e}")))?
             .connect_timeout(CONNECT_TIMEOUT)
-            .tcp_nodelay(true);
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(keepalive.interval)
+            .keep_alive_timeout(keepalive.timeout)
+            .keep_alive_while_idle(true);
         if tls {
             crate::tls::ensure_provider();
             endpoint = endpoint

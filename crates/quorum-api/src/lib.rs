@@ -9,6 +9,7 @@
 mod auth;
 mod client;
 mod error;
+mod keepalive;
 mod server;
 mod service;
 mod tls;
@@ -16,7 +17,10 @@ mod tls;
 pub use auth::load_token;
 pub use client::{ApiClient, ClientEventStream, CONNECT_TIMEOUT};
 pub use error::ApiError;
-pub use server::{serve, serve_with_listener, serve_with_tls, MAX_MESSAGE_BYTES};
+pub use keepalive::Keepalive;
+pub use server::{
+    serve, serve_with_listener, serve_with_options, serve_with_tls, ServeOptions, MAX_MESSAGE_BYTES,
+};
 pub use service::{EventStream, ReviewApi, FINISHED_KIND};
 pub use tls::{read_ca, ServerTls, TLS_HANDSHAKE_TIMEOUT};
 

@@ -11,7 +11,6 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tonic::codec::CompressionEncoding;
@@ -21,6 +20,7 @@ use tonic::transport::Server;
 
 use crate::auth::BearerAuth;
 use crate::error::ApiError;
+use crate::keepalive::Keepalive;
 use crate::pb;
 use crate::pb::quorum_server::QuorumServer;
 use crate::service::{QuorumService, ReviewApi};
@@ -29,8 +29,15 @@ use crate::tls::ServerTls;
 /// The largest message either side accepts: a whole pack travels in one `SubmitReviewRequest`.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
-/// Pings idle connections so a watcher that vanished without closing its stream is noticed.
-const HTTP2_KEEPALIVE: Duration = Duration::from_secs(30);
+/// How a server is run besides its service and token.
+#[derive(Debug, Default)]
+pub struct ServeOptions {
+    /// Serve over TLS: clients then connect with `https://`.
+    pub tls: Option<ServerTls>,
+    /// Ping every connection, so a watcher that went silent without closing its stream (a
+    /// frozen or unplugged client) is noticed and its stream's resources are released.
+    pub keepalive: Keepalive,
+}
 
 /// Binds `addr` and serves the API until `shutdown` completes. `token` must not be empty.
 pub async fn serve(
@@ -65,6 +72,22 @@ pub async fn serve_with_tls(
     tls: Option<ServerTls>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
+    let options = ServeOptions {
+        tls,
+        ..ServeOptions::default()
+    };
+    serve_with_options(listener, api, token, options, shutdown).await
+}
+
+/// [`serve_with_tls`], with every option: TLS and the keepalive cadence.
+pub async fn serve_with_options(
+    listener: TcpListener,
+    api: Arc<dyn ReviewApi>,
+    token: String,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ApiError> {
+    let ServeOptions { tls, keepalive } = options;
     if token.trim().is_empty() {
         return Err(ApiError::InvalidArgument(
             "no api token: refusing to serve the api without one".into(),
@@ -103,7 +126,8 @@ pub async fn serve_with_tls(
     }
     tracing::info!(addr = %local, tls = tls.is_some(), "serving the quorum api");
     builder
-        .http2_keepalive_interval(Some(HTTP2_KEEPALIVE))
+        .http2_keepalive_interval(Some(keepalive.interval))
+        .http2_keepalive_timeout(Some(keepalive.timeout))
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(quorum)

@@ -11,6 +11,10 @@ pub struct NodeAdvert {
     pub cluster_addr: String,
     /// The node's gRPC API address, if it serves one.
     pub api_addr: Option<String>,
+    /// The URL clients reach that API at (scheme, dialable host, bound port), once it is bound
+    /// and when one can be named: a client that loses its node follows the review there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
     pub models: Vec<String>,
     pub capacity: u32,
     pub in_flight: u32,

@@ -13,7 +13,17 @@ impl ReviewApi for NodeService {
 
     async fn watch(&self, flow_id: &str) -> Result<EventStream, ApiError> {
         if !self.conducts(flow_id) {
-            // Finished elsewhere: its end is in the replicated facts, and so is its report.
+            // Running or finished elsewhere: told from the facts this node's replica holds,
+            // from the start. A client that switched here from a silent node then misses no
+            // event, even when the review ended while it was switching (it drops what it
+            // already showed).
+            if let Some(control) = self.control.get() {
+                if control.plane().facts_since(flow_id, usize::MAX).is_some() {
+                    return Ok(watch_replicated(control.clone(), flow_id.to_string()));
+                }
+            }
+            // Finished elsewhere and its facts compacted away: its end is in the replicated
+            // report.
             if let Some(json) = self.replicated_report(flow_id) {
                 let status = serde_json::from_str::<serde_json::Value>(&json)
                     .ok()
@@ -25,12 +35,6 @@ impl ReviewApi for NodeService {
                     json: serde_json::json!({ "status": status }).to_string(),
                 };
                 return Ok(Box::pin(tokio_stream::iter(vec![ev])));
-            }
-            // Running elsewhere: follow it through the facts this node's replica receives.
-            if let Some(control) = self.control.get() {
-                if control.plane().facts_since(flow_id, usize::MAX).is_some() {
-                    return Ok(watch_replicated(control.clone(), flow_id.to_string()));
-                }
             }
         }
         let tracked = {
@@ -229,6 +233,7 @@ impl ReviewApi for NodeService {
             leader: false,
             conducting: self.running_ids(),
             storage: self.setup.storage.failing().unwrap_or_default(),
+            api_url: self.setup.advertised_addr.clone(),
         }])
     }
 }
