@@ -96,6 +96,10 @@ pub enum FlowsCommand {
         /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
         #[arg(long)]
         token_file: Option<PathBuf>,
+        /// With --cluster: write each progress event followed to FILE, one JSON object per
+        /// line, as `review --events` does.
+        #[arg(long, value_name = "FILE", requires = "cluster")]
+        events: Option<PathBuf>,
     },
     /// Delete finished and interrupted reviews older than DAYS (never running ones).
     Gc {
@@ -368,6 +372,11 @@ pub struct ReviewArgs {
     /// No progress line.
     #[arg(long)]
     pub quiet: bool,
+    /// Append every progress event shown (stage, task started and finished, findings, the
+    /// end) to FILE as one JSON object per line, for CI logs and scripts; each is written
+    /// once, also when a cluster review is followed across nodes.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
     /// Write a copy of the target to DIR with the findings' safe_auto fixes applied (exact
     /// old -> new replacements); the target itself is never changed.
     #[arg(long, value_name = "DIR")]

@@ -1,12 +1,13 @@
-//! Talking to a node's API: the token, the CA for `https://` URLs, connecting to the first of
-//! several nodes that answers, following a review's event stream across reconnects and
-//! takeovers, and what a submission carries besides its options (the files, spec and prior).
+//! Talking to a node's API: the token, the CA for `https://` URLs and the keepalive cadence,
+//! connecting to the first of several nodes that answers, following a review across nodes (a
+//! silent or dead node is left for another that holds the review's facts), and what a
+//! submission carries besides its options (the files, spec and prior).
 
 use crate::exit::incomplete;
 use anyhow::{bail, Result};
 use quorum_api::{pb, ApiClient};
 use quorum_core::pack::ContextPack;
-use quorum_runtime::Progress;
+use quorum_runtime::{Progress, ProgressReplay};
 use std::io::IsTerminal;
 
 pub const TOKEN_ENV: &str = "QUORUM_API_TOKEN";
@@ -18,8 +19,20 @@ const FOLLOW_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
 /// The CA given with the global `--ca`, for `https://` cluster URLs.
 static API_CA: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
 
+/// The ping cadence of every API connection this process opens (`[api]` in the settings).
+static API_KEEPALIVE: std::sync::OnceLock<quorum_api::Keepalive> = std::sync::OnceLock::new();
+
 pub fn set_api_ca(ca: Option<std::path::PathBuf>) {
     let _ = API_CA.set(ca);
+}
+
+/// Set once, from the settings, before the first connection; later calls are ignored.
+pub fn set_api_keepalive(keepalive: quorum_api::Keepalive) {
+    let _ = API_KEEPALIVE.set(keepalive);
+}
+
+fn keepalive() -> quorum_api::Keepalive {
+    API_KEEPALIVE.get().copied().unwrap_or_default()
 }
 
 /// Connect to the first node of `urls` that answers.
@@ -30,7 +43,7 @@ pub async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, Str
     };
     let mut last = String::new();
     for url in urls {
-        match ApiClient::connect_with_ca(url, token, ca.as_deref()).await {
+        match ApiClient::connect_with(url, token, ca.as_deref(), keepalive()).await {
             Ok(c) => return Ok((c, url.clone())),
             Err(e) => last = format!("{url}: {e}"),
         }
@@ -38,82 +51,244 @@ pub async fn connect_any(urls: &[String], token: &str) -> Result<(ApiClient, Str
     Err(incomplete(format!("cannot reach the cluster ({last})")))
 }
 
-/// Follow `flow_id` to its end, reconnecting to any of `urls` when the stream is lost. Returns
-/// the client of the node that holds the finished review. With `unknown_is_error`, a node
-/// that has never heard of the review ends the follow at once (`flows show --watch`); a
-/// review just submitted is followed through such answers instead.
-pub async fn follow(
-    urls: &[String],
-    token: &str,
-    mut client: ApiClient,
-    flow_id: &str,
-    quiet: bool,
+/// `http://host:port` for `host:port`, without a trailing slash: how URLs are compared.
+fn normalized(url: &str) -> String {
+    let url = url.trim_end_matches('/');
+    if url.contains("://") {
+        url.to_string()
+    } else {
+        format!("http://{url}")
+    }
+}
+
+/// The API URLs of the other nodes `client`'s node knows, as its cluster status lists them
+/// (alive or not: a node down now may be back when it is needed), leaving out `known`. Read
+/// once, at submit time, so that a review given one URL can still be followed when that node
+/// goes silent. Empty when the node is not in a cluster or does not answer.
+pub async fn other_api_urls(client: &ApiClient, known: &[String]) -> Vec<String> {
+    let known: Vec<String> = known.iter().map(|u| normalized(u)).collect();
+    let Ok(Ok(nodes)) =
+        tokio::time::timeout(quorum_api::CONNECT_TIMEOUT, client.cluster_status()).await
+    else {
+        return Vec::new();
+    };
+    let mut urls: Vec<String> = nodes
+        .into_iter()
+        .map(|n| n.api_url)
+        .filter(|u| !u.is_empty())
+        .map(|u| normalized(&u))
+        .filter(|u| !known.contains(u))
+        .collect();
+    urls.dedup();
+    urls
+}
+
+/// Follows one review to its end across nodes. Each stream it reads is one node's account of
+/// the review; when it breaks or goes silent (the connection's pings go unanswered) the
+/// follower reconnects, trying the other nodes first, and the new node replays the review from
+/// its replicated facts. What was already shown is not shown again ([`ProgressReplay`]).
+pub struct Follower {
+    /// The URLs the user gave, then the ones the cluster listed: where to look, in order.
+    urls: Vec<String>,
+    /// How many of `urls` the user gave (the rest were learned from the cluster).
+    given: usize,
+    token: String,
+    client: ApiClient,
+    /// The URL `client` talks to, normalised.
+    at: String,
+    flow_id: String,
     unknown_is_error: bool,
-) -> Result<ApiClient> {
-    use tokio_stream::StreamExt;
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let draw = !quiet && std::io::stderr().is_terminal();
-    let renderer = tokio::spawn(crate::progress::render(rx, draw));
-    let mut lost_since: Option<std::time::Instant> = None;
-    let mut last_error = String::new();
-    // Each reconnect starts one URL further on: after a takeover the node that answered first
-    // may not be the one that conducts the review now.
-    let mut turn = 0usize;
-    'follow: loop {
-        match client.watch(flow_id).await {
-            Ok(mut events) => {
-                lost_since = None;
-                while let Some(ev) = events.next().await {
-                    match ev {
-                        Ok(ev) if ev.kind == quorum_api::FINISHED_KIND => break 'follow,
-                        Ok(ev) => {
-                            if let Ok(p) = serde_json::from_str::<Progress>(&ev.json) {
-                                let _ = tx.send(p);
-                            }
-                        }
-                        Err(e) => {
-                            last_error = e.to_string();
-                            break;
-                        }
+    events: Option<quorum_api::ClientEventStream>,
+    replay: ProgressReplay,
+    streamed: bool,
+    lost_since: Option<std::time::Instant>,
+    last_error: String,
+    /// The one-line notes a follower has for its user (which node it switched to, and why).
+    say: Box<dyn Fn(String) + Send + Sync>,
+}
+
+impl Follower {
+    /// Follow `flow_id` from `client` (connected to `at`), falling back on `urls` and then on
+    /// `learned` (other nodes' API URLs from the cluster's status). With `unknown_is_error`, a
+    /// node that has never heard of the review ends the follow at once (`flows show
+    /// --watch`); a review just submitted is followed through such answers instead.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: ApiClient,
+        urls: &[String],
+        learned: Vec<String>,
+        token: &str,
+        flow_id: &str,
+        unknown_is_error: bool,
+        say: Box<dyn Fn(String) + Send + Sync>,
+    ) -> Follower {
+        let mut all: Vec<String> = urls.iter().map(|u| normalized(u)).collect();
+        all.dedup();
+        let given = all.len();
+        for u in learned {
+            let u = normalized(&u);
+            if !all.contains(&u) {
+                all.push(u);
+            }
+        }
+        Follower {
+            at: normalized(client.url()),
+            urls: all,
+            given,
+            token: token.to_string(),
+            client,
+            flow_id: flow_id.to_string(),
+            unknown_is_error,
+            events: None,
+            replay: ProgressReplay::default(),
+            streamed: false,
+            lost_since: None,
+            last_error: String::new(),
+            say,
+        }
+    }
+
+    /// The client of the node the follower reads now: after the end, one that holds the
+    /// finished review.
+    pub fn client(&self) -> &ApiClient {
+        &self.client
+    }
+
+    /// The next event the user has not seen, or `None` once the review has finished.
+    pub async fn next(&mut self) -> Result<Option<Progress>> {
+        use tokio_stream::StreamExt;
+        loop {
+            let Some(events) = self.events.as_mut() else {
+                match self.client.watch(&self.flow_id).await {
+                    Ok(stream) => {
+                        self.events = Some(stream);
+                        self.replay.new_stream();
+                        self.streamed = true;
+                        self.lost_since = None;
+                    }
+                    Err(quorum_api::ApiError::NotFound(m))
+                        if self.unknown_is_error && !self.streamed =>
+                    {
+                        bail!("no review {} on {}: {m}", self.flow_id, self.urls.join(","));
+                    }
+                    Err(e) => {
+                        self.last_error = e.to_string();
+                        self.switch().await?;
                     }
                 }
-                if last_error.is_empty() {
-                    last_error = "the event stream ended early".into();
+                continue;
+            };
+            match events.next().await {
+                Some(Ok(ev)) if ev.kind == quorum_api::FINISHED_KIND => return Ok(None),
+                Some(Ok(ev)) => {
+                    let Ok(p) = serde_json::from_str::<Progress>(&ev.json) else {
+                        continue;
+                    };
+                    if self.replay.admit(&p) {
+                        return Ok(Some(p));
+                    }
+                }
+                Some(Err(e)) => {
+                    self.last_error = e.to_string();
+                    self.events = None;
+                    self.switch().await?;
+                }
+                None => {
+                    self.last_error = "its event stream ended early".into();
+                    self.events = None;
+                    self.switch().await?;
                 }
             }
-            Err(quorum_api::ApiError::NotFound(m)) if unknown_is_error => {
-                drop(tx);
-                renderer.abort();
-                bail!("no review {flow_id} on {}: {m}", urls.join(","));
-            }
-            Err(e) => last_error = e.to_string(),
         }
-        let since = *lost_since.get_or_insert_with(std::time::Instant::now);
+    }
+
+    /// Connect to the next node that answers, the other nodes first; says which and why.
+    async fn switch(&mut self) -> Result<()> {
+        let since = *self.lost_since.get_or_insert_with(std::time::Instant::now);
         if since.elapsed() > FOLLOW_WINDOW {
-            drop(tx);
-            renderer.abort();
             return Err(incomplete(format!(
-                "lost review {flow_id} ({last_error}) and no node of {} has it back after {} s; fetch it later with `quorum flows show`",
-                urls.join(","),
+                "lost review {} ({}) and no node of {} has it back after {} s; fetch it later with `quorum flows show`",
+                self.flow_id,
+                self.last_error,
+                self.urls.join(","),
                 FOLLOW_WINDOW.as_secs()
             )));
         }
-        if !quiet {
-            eprintln!("quorum: lost the review's event stream ({last_error}); reconnecting");
+        // A pause, so a node that refuses at once is not asked in a tight loop.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let mut order = self.urls.clone();
+        if let Some(i) = order.iter().position(|u| *u == self.at) {
+            order.rotate_left(i + 1);
         }
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        turn += 1;
-        let mut rotated = urls.to_vec();
-        if !rotated.is_empty() {
-            rotated.rotate_left(turn % urls.len());
+        let Ok((client, url)) = connect_any(&order, &self.token).await else {
+            return Ok(());
+        };
+        let url = normalized(&url);
+        if url != self.at {
+            let learned = self.urls.iter().position(|u| *u == url).unwrap_or(0) >= self.given;
+            (self.say)(format!(
+                "following review {} on {url}{}; {} stopped answering: {}",
+                self.flow_id,
+                if learned {
+                    " (listed by the cluster at submit time)"
+                } else {
+                    ""
+                },
+                self.at,
+                self.last_error
+                    .strip_prefix(&format!("the api at {}: ", self.at))
+                    .unwrap_or(&self.last_error)
+            ));
         }
-        if let Ok((c, _)) = connect_any(&rotated, token).await {
-            client = c;
+        self.client = client;
+        self.at = url;
+        Ok(())
+    }
+}
+
+/// Follow `flow_id` to its end (see [`Follower`]), drawing progress unless `quiet`, and
+/// writing every event shown to `events` as a JSON line when given. Returns the client of the
+/// node that holds the finished review.
+#[allow(clippy::too_many_arguments)]
+pub async fn follow(
+    urls: &[String],
+    learned: Vec<String>,
+    token: &str,
+    client: ApiClient,
+    flow_id: &str,
+    quiet: bool,
+    unknown_is_error: bool,
+    events: Option<&std::path::Path>,
+) -> Result<ApiClient> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let draw = !quiet && std::io::stderr().is_terminal();
+    let sink = match events {
+        Some(path) => Some(crate::progress::EventLog::create(path)?),
+        None => None,
+    };
+    let renderer = tokio::spawn(crate::progress::render_to(rx, draw, sink));
+    let say: Box<dyn Fn(String) + Send + Sync> = if quiet {
+        Box::new(|_| {})
+    } else {
+        Box::new(|line| eprintln!("quorum: {line}"))
+    };
+    let mut follower = Follower::new(client, urls, learned, token, flow_id, unknown_is_error, say);
+    loop {
+        match follower.next().await {
+            Ok(Some(p)) => {
+                let _ = tx.send(p);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                drop(tx);
+                renderer.abort();
+                return Err(e);
+            }
         }
     }
     drop(tx);
     let _ = renderer.await;
-    Ok(client)
+    Ok(follower.client)
 }
 
 /// A snapshot's files as a submission carries them.

@@ -57,9 +57,19 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                     watch: true,
                     cluster,
                     token_file,
+                    events,
                 },
             common,
-        } => commands::flows::watch(&flow_id, &cluster, token_file.as_deref(), &common).await,
+        } => {
+            commands::flows::watch(
+                &flow_id,
+                &cluster,
+                token_file.as_deref(),
+                events.as_deref(),
+                &common,
+            )
+            .await
+        }
         Command::Flows { command, common } => commands::flows::flows(command, &common),
         Command::Cluster {
             command:

@@ -238,13 +238,19 @@ impl Bars {
     }
 }
 
-/// Consume progress events until the sender is dropped.
-pub async fn render(rx: UnboundedReceiver<Progress>, draw: bool) {
-    render_with(rx, draw, Hint::default()).await
+/// Consume progress events until the sender is dropped, also writing each event to `events`.
+pub async fn render_to(rx: UnboundedReceiver<Progress>, draw: bool, events: Option<EventLog>) {
+    render_full(rx, draw, Hint::default(), events).await
 }
 
-/// [`render`], with what is known in advance about task durations.
-pub async fn render_with(mut rx: UnboundedReceiver<Progress>, draw: bool, hint: Hint) {
+/// [`render_to`], with what is known in advance about task durations, writing each event to
+/// `events` when given.
+pub async fn render_full(
+    mut rx: UnboundedReceiver<Progress>,
+    draw: bool,
+    hint: Hint,
+    mut events: Option<EventLog>,
+) {
     let mut view = View::default();
     let mut bars = draw.then(|| Bars::new(hint));
     while let Some(p) = rx.recv().await {
@@ -252,9 +258,50 @@ pub async fn render_with(mut rx: UnboundedReceiver<Progress>, draw: bool, hint: 
         if let Some(b) = bars.as_mut() {
             b.update(&view, &p);
         }
+        if let Some(log) = events.as_mut() {
+            if let Err(e) = log.write(&p).await {
+                // Said once; the review goes on without its event log.
+                eprintln!(
+                    "quorum: stopped writing events to {}: {e}",
+                    log.path.display()
+                );
+                events = None;
+            }
+        }
     }
     if let Some(b) = bars {
         b.finish(&view);
+    }
+}
+
+/// `--events FILE`: every progress event shown, one JSON object per line, flushed as it comes
+/// so that `tail -f` follows the review.
+pub struct EventLog {
+    path: std::path::PathBuf,
+    file: tokio::fs::File,
+}
+
+impl EventLog {
+    /// Creates (or truncates) `path`; fails with a line naming it.
+    pub fn create(path: &std::path::Path) -> anyhow::Result<EventLog> {
+        let file = std::fs::File::create(path).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot write the event log {}: {e}; pass --events a writable path",
+                path.display()
+            )
+        })?;
+        Ok(EventLog {
+            path: path.to_path_buf(),
+            file: tokio::fs::File::from_std(file),
+        })
+    }
+
+    async fn write(&mut self, p: &Progress) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        let mut line = serde_json::to_vec(p).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line).await?;
+        self.file.flush().await
     }
 }
 

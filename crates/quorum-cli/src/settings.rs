@@ -55,6 +55,40 @@ pub struct Settings {
     /// Working memory within and across reviews (`[memory]`).
     #[serde(default)]
     pub memory: MemorySettings,
+    /// How this machine's clients talk to a node's API (`[api]`).
+    #[serde(default)]
+    pub api: ApiSettings,
+}
+
+/// `[api]`: how a client (`review --cluster`, `flows show --watch --cluster`, `mcp --cluster`)
+/// notices a node that went silent without closing its connection.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct ApiSettings {
+    /// Ping the connection this often (ms), busy or idle.
+    pub keepalive_ms: u64,
+    /// Declare the connection dead when a ping is unanswered this long (ms); the review is
+    /// then followed on another node.
+    pub keepalive_timeout_ms: u64,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        let k = quorum_api::Keepalive::default();
+        ApiSettings {
+            keepalive_ms: k.interval.as_millis() as u64,
+            keepalive_timeout_ms: k.timeout.as_millis() as u64,
+        }
+    }
+}
+
+impl ApiSettings {
+    pub fn keepalive(&self) -> quorum_api::Keepalive {
+        quorum_api::Keepalive::new(
+            std::time::Duration::from_millis(self.keepalive_ms),
+            std::time::Duration::from_millis(self.keepalive_timeout_ms),
+        )
+    }
 }
 
 /// `[memory]`: teammates' insights within a review, earlier reviews' insights for the planner.

@@ -388,28 +388,45 @@ async fn a_conductor_stopped_past_the_election_timeout_steps_down_when_it_wakes(
     let report = report.expect("no report written");
     assert_complete_once(&report);
 
-    // Woken, n1 no longer conducts the review: asked for it, it answers from the replicated
-    // facts (one event, the end) instead of from a run of its own (its whole event log).
+    // Woken, n1 no longer conducts the review: asked for it, it tells the review the cluster
+    // decided, from the replicated facts — every specialist task done once and the end
+    // completed — not its own fenced run, which never saw the survivors' tasks finish.
     use tokio_stream::StreamExt;
     let c1 = connect(&nodes[0]).await;
-    let mut seen = Vec::new();
+    let mut told = (BTreeMap::new(), None);
     for _ in 0..600 {
-        seen.clear();
-        if let Ok(mut events) = c1.watch(&flow_id).await {
-            while let Some(Ok(ev)) = events.next().await {
-                seen.push(ev.kind);
+        let mut done: BTreeMap<String, usize> = BTreeMap::new();
+        let mut end = None;
+        if let Ok(Ok(mut events)) =
+            tokio::time::timeout(Duration::from_secs(5), c1.watch(&flow_id)).await
+        {
+            while let Ok(Some(Ok(ev))) =
+                tokio::time::timeout(Duration::from_secs(5), events.next()).await
+            {
+                let v: Value = serde_json::from_str(&ev.json).unwrap_or_default();
+                if ev.kind == quorum_api::FINISHED_KIND {
+                    end = v["status"].as_str().map(str::to_string);
+                    break;
+                }
+                let task = v["task"].as_str().unwrap_or_default();
+                if ev.kind == "task_finished" && v["ok"] == true && task.starts_with('t') {
+                    *done.entry(task.to_string()).or_insert(0) += 1;
+                }
             }
-            if seen == [quorum_api::FINISHED_KIND] {
-                break;
-            }
+        }
+        told = (done, end);
+        if told.0.len() == SIX_TASKS && told.1.as_deref() == Some("completed") {
+            break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(
-        seen,
-        [quorum_api::FINISHED_KIND],
+        told.1.as_deref(),
+        Some("completed"),
         "n1 still answers from its own run"
     );
+    assert_eq!(told.0.len(), SIX_TASKS, "{:?}", told.0);
+    assert!(told.0.values().all(|n| *n == 1), "{:?}", told.0);
     // Its advert stops listing the review too (adverts refresh every 500 ms).
     let mut listed = true;
     for _ in 0..600 {
@@ -615,4 +632,156 @@ async fn the_whole_cluster_down_a_node_that_never_conducted_resumes_the_review_b
             "task {t} asked again on resume: {before_kill:?} -> {after:?}"
         );
     }
+}
+
+/// The conductor is SIGSTOPped and stays stopped: no reset ever reaches the client, whose
+/// stream from it just goes quiet. The client notices (its pings go unanswered), follows the
+/// review on a node it only learned from the cluster's status at submit time, gets the report
+/// while the conductor is still frozen, and shows each task's end once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_given_only_the_frozen_conductor_follows_the_review_elsewhere_to_its_report() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let nodes = cluster(&w).await;
+    let out = w.join("out");
+    let events = w.join("events.jsonl");
+    let mut follow = {
+        let (n1, w, out, events) = (nodes[0].api.clone(), w.clone(), out.clone(), events.clone());
+        tokio::spawn(async move {
+            let o = client(
+                &[
+                    "review",
+                    fixture("code_project").to_str().unwrap(),
+                    "--cluster",
+                    &n1,
+                    "--out",
+                    out.to_str().unwrap(),
+                    "--events",
+                    events.to_str().unwrap(),
+                ],
+                &w,
+            )
+            .await;
+            let report = std::fs::read_to_string(out.join("report.json"))
+                .ok()
+                .map(|s| serde_json::from_str(&s).unwrap());
+            (code(&o), report, stderr(&o))
+        })
+    };
+    let flow_id = review_under_way(&nodes, 2, &mut follow).await;
+
+    signal(&nodes[0].child, "-STOP");
+    let frozen = std::time::Instant::now();
+    for n in &nodes {
+        n.server.release();
+    }
+    let (code, report, stderr) = follow.await.unwrap();
+    let took = frozen.elapsed();
+    // Still frozen: the report came from the survivors alone.
+    signal(&nodes[0].child, "-CONT");
+    eprintln!("report {took:?} after the conductor froze");
+    assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
+    assert_complete_once(&report.expect("no report written"));
+    assert!(
+        stderr.contains(&format!("following review {flow_id} on "))
+            && stderr.contains("(listed by the cluster at submit time)")
+            && stderr.contains(&format!(
+                "{} stopped answering",
+                nodes[0].api.trim_end_matches('/')
+            )),
+        "the client did not say where it followed the review: {stderr}"
+    );
+
+    // The event log: every specialist task's successful end exactly once, although two nodes
+    // each told the review from its start.
+    let mut finished: BTreeMap<String, usize> = BTreeMap::new();
+    for line in std::fs::read_to_string(&events).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).expect("an event log line is JSON");
+        if v["event"] == "task_finished" && v["ok"] == true {
+            let task = v["task"].as_str().unwrap_or_default();
+            if task.starts_with('t') {
+                *finished.entry(task.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    assert_eq!(finished.len(), SIX_TASKS, "{finished:?}");
+    assert!(finished.values().all(|n| *n == 1), "{finished:?}");
+}
+
+/// The same silent conductor, followed by the two other long-lived readers a user holds: a
+/// `flows show --watch` and an MCP agent's review. Both were given only the conductor's URL;
+/// both end with the report while it is still frozen, and the agent's progress counts each
+/// task once although two nodes told it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_and_an_mcp_follower_leave_a_frozen_conductor_the_same_way() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let nodes = cluster(&w).await;
+    let n1 = nodes[0].api.clone();
+    let mut agent = common::mcp::spawn_mcp(&w, &["--cluster", &n1]).await;
+    agent.initialize().await;
+    let started = agent
+        .tool(
+            "review_start",
+            serde_json::json!({"path": fixture("code_project").to_str().unwrap()}),
+        )
+        .await
+        .unwrap();
+    let flow_id = started["flow_id"].as_str().unwrap().to_string();
+    let _ = under_way(&nodes, 2).await;
+    let events = w.join("watched.jsonl");
+    let watcher = {
+        let (n1, w, id, events) = (n1.clone(), w.clone(), flow_id.clone(), events.clone());
+        tokio::spawn(async move {
+            let events = events.to_str().unwrap();
+            client(
+                &[
+                    "flows",
+                    "show",
+                    &id,
+                    "--watch",
+                    "--cluster",
+                    &n1,
+                    "--events",
+                    events,
+                ],
+                &w,
+            )
+            .await
+        })
+    };
+    // The watcher is following n1 before n1 freezes: it has written the tasks done so far.
+    let mut following = false;
+    for _ in 0..1200 {
+        let log = std::fs::read_to_string(&events).unwrap_or_default();
+        if log.matches(r#""event":"task_finished""#).count() >= 2 {
+            following = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(following, "the watcher never followed the review");
+
+    signal(&nodes[0].child, "-STOP");
+    for n in &nodes {
+        n.server.release();
+    }
+    let watched = watcher.await.unwrap();
+    let status = agent.until_done(&flow_id).await;
+    signal(&nodes[0].child, "-CONT");
+
+    let (code, out, err) = parts(&watched);
+    assert_eq!(code, 0, "the watcher failed: {err}");
+    assert!(out.contains("status:    completed"), "{out}");
+    assert!(
+        err.contains(&format!("following review {flow_id} on "))
+            && err.contains("(listed by the cluster at submit time)"),
+        "the watcher did not say where it followed the review: {err}"
+    );
+    assert_eq!(status["status"], "completed", "{status}");
+    assert_eq!(
+        status["tasks_done"], SIX_TASKS,
+        "each task's end counted once across the switch: {status}"
+    );
+    let _ = agent.child.kill().await;
 }

@@ -28,7 +28,7 @@ pub use backends::{Backend, Backends};
 pub use context::{ReviewContext, SharedContext};
 pub use error::{AttemptError, ReviewError};
 pub use facts::{FactError, FactLog, FactSink, ReplicatedFact, Resume, StorageHealth};
-pub use progress::{Progress, ProgressSender};
+pub use progress::{Progress, ProgressReplay, ProgressSender};
 
 use quorum_core::report::Report;
 use ractor::Actor;

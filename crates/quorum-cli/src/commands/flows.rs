@@ -7,7 +7,7 @@
 //! WatchReview stream with the progress display instead.
 
 use crate::args::{CommonArgs, FlowsCommand};
-use crate::client::{api_token, connect_any, follow};
+use crate::client::{api_token, connect_any, follow, other_api_urls};
 use crate::exit::{incomplete, store_err, ExitCode};
 use crate::setup::{data_dir, load_settings};
 use anyhow::{bail, Context, Result};
@@ -223,12 +223,14 @@ pub async fn watch(
     flow_id: &str,
     cluster: &[String],
     token_file: Option<&Path>,
+    events: Option<&Path>,
     common: &CommonArgs,
 ) -> Result<ExitCode> {
-    if !cluster.is_empty() {
-        return watch_remote(flow_id, cluster, token_file).await;
-    }
     let settings = load_settings(common.config.as_deref())?;
+    if !cluster.is_empty() {
+        crate::client::set_api_keepalive(settings.api.keepalive());
+        return watch_remote(flow_id, cluster, token_file, events).await;
+    }
     let data = data_dir(common, &settings);
     if data.is_running(flow_id) {
         let meta_path = data.root().join("flows").join(flow_id).join("meta.json");
@@ -261,6 +263,7 @@ pub async fn watch(
             watch: false,
             cluster: Vec::new(),
             token_file: None,
+            events: None,
         },
         common,
     )
@@ -270,13 +273,15 @@ async fn watch_remote(
     flow_id: &str,
     urls: &[String],
     token_file: Option<&Path>,
+    events: Option<&Path>,
 ) -> Result<ExitCode> {
     let token = quorum_api::load_token("QUORUM_API_TOKEN", token_file)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let (client, _) = connect_any(urls, &token).await?;
-    // The same follower `review --cluster` uses: reconnects across URLs for a while.
-    let quiet = !std::io::stderr().is_terminal();
-    let client = follow(urls, &token, client, flow_id, quiet, true).await?;
+    // The same follower `review --cluster` uses: reconnects across nodes for a while, and
+    // says on stderr which node it switched to (progress is drawn only on a terminal).
+    let learned = other_api_urls(&client, urls).await;
+    let client = follow(urls, learned, &token, client, flow_id, false, true, events).await?;
     let r = client
         .report(flow_id)
         .await

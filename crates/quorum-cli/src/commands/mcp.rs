@@ -212,14 +212,10 @@ impl QuorumMcp {
 
     async fn client(&self) -> Result<ApiClient, McpError> {
         let token = self.token()?;
-        let mut last = String::new();
-        for url in &self.args.cluster {
-            match ApiClient::connect(url, &token).await {
-                Ok(c) => return Ok(c),
-                Err(e) => last = format!("{url}: {e}"),
-            }
-        }
-        Err(failed(format!("cannot reach the cluster ({last})")))
+        crate::client::connect_any(&self.args.cluster, &token)
+            .await
+            .map(|(c, _)| c)
+            .map_err(|e| failed(format!("{e:#}")))
     }
 
     fn update(&self, flow_id: &str, f: impl FnOnce(&mut Tracked)) {
@@ -265,6 +261,7 @@ impl QuorumMcp {
             dispositions: p.dispositions.map(PathBuf::from),
             no_analyzers: false,
             no_memory: false,
+            events: None,
         };
         let local = match prepare_review(&args)
             .await
@@ -378,23 +375,28 @@ impl QuorumMcp {
         }
         let me = self.clone();
         let id = flow_id.clone();
+        // Followed across nodes like `review --cluster`: a node that goes silent or dies is
+        // left for another that holds the review's facts.
+        let learned = crate::client::other_api_urls(&client, &self.args.cluster).await;
+        let token = self.token()?;
+        let urls = self.args.cluster.clone();
         tokio::spawn(async move {
-            use tokio_stream::StreamExt;
-            let mut stream = match client.watch(&id).await {
-                Ok(s) => s,
-                Err(e) => {
-                    me.update(&id, |t| t.error = Some(format!("cannot follow: {e}")));
-                    return;
-                }
-            };
-            while let Some(Ok(ev)) = stream.next().await {
-                if ev.kind == quorum_api::FINISHED_KIND {
-                    break;
-                }
-                if let Ok(p) = serde_json::from_str::<Progress>(&ev.json) {
-                    me.update(&id, |t| t.apply(&p));
+            let note = id.clone();
+            let say: Box<dyn Fn(String) + Send + Sync> =
+                Box::new(move |line| tracing::warn!(flow_id = %note, "{line}"));
+            let mut follower =
+                crate::client::Follower::new(client, &urls, learned, &token, &id, false, say);
+            loop {
+                match follower.next().await {
+                    Ok(Some(p)) => me.update(&id, |t| t.apply(&p)),
+                    Ok(None) => break,
+                    Err(e) => {
+                        me.update(&id, |t| t.error = Some(format!("cannot follow: {e:#}")));
+                        return;
+                    }
                 }
             }
+            let client = follower.client().clone();
             match client.report(&id).await {
                 Ok(r) => match serde_json::from_str::<Report>(&r.report_json) {
                     Ok(report) => me.update(&id, |t| {
@@ -623,6 +625,10 @@ impl rmcp::ServerHandler for QuorumMcp {
 
 /// `quorum mcp`: serve until the client closes stdin.
 pub async fn serve(args: McpArgs) -> anyhow::Result<crate::exit::ExitCode> {
+    if !args.cluster.is_empty() {
+        let settings = crate::setup::load_settings(args.backend.common.config.as_deref())?;
+        crate::client::set_api_keepalive(settings.api.keepalive());
+    }
     let service = QuorumMcp::new(args)
         .serve(rmcp::transport::stdio())
         .await

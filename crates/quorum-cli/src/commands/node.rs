@@ -273,6 +273,15 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         let bound = listener
             .local_addr()
             .context("cannot read the bound address")?;
+        let api_url = api_url_to_advertise(
+            if args.api_tls_cert.is_some() {
+                "https"
+            } else {
+                "http"
+            },
+            bound,
+            args.advertise.as_deref(),
+        );
         let svc = Arc::new(NodeService::new(NodeSetup {
             name: name.clone(),
             data: data.clone(),
@@ -325,6 +334,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                             .is_some_and(|r| r.leader.as_deref() == Some(m.name.as_str())),
                         conducting: m.advert.conducting,
                         storage: m.advert.storage.unwrap_or_default(),
+                        api_url: m.advert.api_url.unwrap_or_default(),
                         name: m.name,
                         addr: m.advert.cluster_addr,
                         alive: m.alive,
@@ -335,6 +345,10 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                     })
                     .collect()
             }));
+            // Clients learn where else to follow a review from the cluster's status.
+            let mut advert = c.advert();
+            advert.api_url = api_url.clone();
+            c.set_advert(advert);
             // Peers learn which reviews this node conducts from its advert.
             let svc2 = svc.clone();
             let agent2 = agent.clone();
@@ -366,11 +380,17 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             ),
             _ => None,
         };
-        server = Some(tokio::spawn(quorum_api::serve_with_tls(
+        // Pinged at the cluster's own cadence: a watcher that went silent is let go about
+        // when a silent peer would be declared lost.
+        let options = quorum_api::ServeOptions {
+            tls: api_tls,
+            keepalive: quorum_api::Keepalive::for_deadline(deadline),
+        };
+        server = Some(tokio::spawn(quorum_api::serve_with_options(
             listener,
             svc.clone(),
             token,
-            api_tls,
+            options,
             async {
                 let _ = rx.await;
             },
@@ -486,10 +506,40 @@ async fn shutdown_signal() {
     }
 }
 
+/// The URL a client can reach this node's API at: the bound address when it names a host,
+/// else the host peers dial (`--advertise`) with the bound port; `None` when neither does (a
+/// wildcard bind with no advertised host), rather than a URL nobody can dial.
+fn api_url_to_advertise(
+    scheme: &str,
+    bound: SocketAddr,
+    advertise: Option<&str>,
+) -> Option<String> {
+    if !bound.ip().is_unspecified() {
+        return Some(format!("{scheme}://{bound}"));
+    }
+    let host = advertise?.rsplit_once(':').map(|(h, _)| h)?;
+    (!host.is_empty()).then(|| format!("{scheme}://{host}:{}", bound.port()))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::election_timeouts;
+    use super::{api_url_to_advertise, election_timeouts};
+    use std::net::SocketAddr;
     use std::time::Duration;
+
+    #[test]
+    fn the_api_url_names_a_host_a_client_can_dial() {
+        let at = |a: &str| a.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            api_url_to_advertise("http", at("127.0.0.1:7400"), None).as_deref(),
+            Some("http://127.0.0.1:7400")
+        );
+        assert_eq!(
+            api_url_to_advertise("https", at("0.0.0.0:7400"), Some("10.0.0.2:7401")).as_deref(),
+            Some("https://10.0.0.2:7400")
+        );
+        assert_eq!(api_url_to_advertise("http", at("0.0.0.0:7400"), None), None);
+    }
 
     #[test]
     fn a_new_raft_leader_stands_before_membership_declares_the_old_one_lost() {

@@ -3,7 +3,7 @@
 
 use super::resume::resume;
 use crate::args::ReviewArgs;
-use crate::client::{api_token, connect_any, follow, review_inputs, source_files};
+use crate::client::{api_token, connect_any, follow, other_api_urls, review_inputs, source_files};
 use crate::exit::{incomplete, ExitCode};
 use crate::local::drive::drive;
 use crate::local::prepare::{prepare_review, Prepared};
@@ -43,6 +43,7 @@ pub async fn review(args: ReviewArgs) -> Result<ExitCode> {
 /// exit codes.
 pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
+    crate::client::set_api_keepalive(settings.api.keepalive());
     let fail_on_text = args
         .fail_on
         .clone()
@@ -138,7 +139,20 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
             pack.len()
         );
     }
-    let client = follow(urls, &token, client, &flow_id, args.quiet, false).await?;
+    // Where else the review can be followed if this node goes silent: every node serves it
+    // from the replicated facts.
+    let learned = other_api_urls(&client, urls).await;
+    let client = follow(
+        urls,
+        learned,
+        &token,
+        client,
+        &flow_id,
+        args.quiet,
+        false,
+        args.events.as_deref(),
+    )
+    .await?;
     let r = client
         .report(&flow_id)
         .await

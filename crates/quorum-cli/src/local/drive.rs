@@ -50,7 +50,11 @@ pub async fn drive_with(
     let draw = !quiet && std::io::stderr().is_terminal();
     let pack = params.apply_safe_fixes.as_ref().map(|_| ctx.pack.clone());
     let hint = crate::progress::Hint::from_backends(&ctx.backends, ctx.max_concurrent());
-    let renderer = tokio::spawn(crate::progress::render_with(rx, draw, hint));
+    let events = match &params.events {
+        Some(path) => Some(crate::progress::EventLog::create(path)?),
+        None => None,
+    };
+    let renderer = tokio::spawn(crate::progress::render_full(rx, draw, hint, events));
     let run = quorum_runtime::run_review_from(ctx, Some(tx), resume);
     // `quorum flows cancel` from another process leaves a request beside the store.
     let cancel_watch = {

@@ -32,4 +32,8 @@ pub struct RunParams {
     /// `--coverage` (or the config's `coverage`), applied over the stored flow again on
     /// resume; `None` = the flow's own mode.
     pub coverage: Option<quorum_core::flows::flow::CoverageMode>,
+    /// `--events FILE`: where every progress event goes as a JSON line. Not stored: a resumed
+    /// review writes where its own command says.
+    #[serde(skip)]
+    pub events: Option<PathBuf>,
 }

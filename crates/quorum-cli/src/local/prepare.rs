@@ -181,6 +181,7 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         apply_safe_fixes: args.apply_safe_fixes.clone(),
         verification,
         coverage,
+        events: args.events.clone(),
     };
     let node = node_name(&settings);
     let backends = if pack.is_empty() {

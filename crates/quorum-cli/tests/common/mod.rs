@@ -15,6 +15,8 @@ pub mod support;
 
 pub use support::*;
 
+pub mod mcp;
+
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::{json, Value};
 use std::path::Path;
