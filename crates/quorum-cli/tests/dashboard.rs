@@ -169,6 +169,36 @@ fn sum(samples: &[Sample], name: &str, label: Option<(&str, &str)>) -> f64 {
         .sum()
 }
 
+/// Opens `url` and reads the raw response until it contains `needle`: what has arrived by
+/// then. Panics if the response ends first.
+async fn read_until(url: &str, token: &str, needle: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    s.write_all(
+        format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(
+            n > 0,
+            "the response ended before {needle:?}: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        if text.contains(needle) {
+            return text.into_owned();
+        }
+    }
+}
+
 /// A minimal HTTP/1.1 GET over a plain TCP socket (the test needs no HTTP client crate).
 async fn get(url: &str, token: Option<&str>) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -555,6 +585,16 @@ async fn the_live_stream_sends_a_running_review_s_events_as_sse_until_it_finishe
         let flow_id = list["reviews"][0]["flow_id"].as_str().unwrap().to_string();
         assert_eq!(list["reviews"][0]["status"], "running", "{list}");
 
+        // While nothing happens (every specialist held), the stream still says it is alive:
+        // a heartbeat event, which the page uses to tell a quiet review from a silent node.
+        let quiet = read_until(
+            &format!("{dash}api/reviews/{flow_id}/stream?after=1000"),
+            TOKEN,
+            "event: heartbeat",
+        )
+        .await;
+        assert!(quiet.contains(r#"{"every_ms":2000}"#), "{quiet}");
+
         // Skip what the page already rendered from the backlog: the first two events. The
         // specialists are let go as the stream is asked for: what it must carry is the same
         // whether it attaches while the review runs or after it ended.
@@ -567,13 +607,18 @@ async fn the_live_stream_sends_a_running_review_s_events_as_sse_until_it_finishe
         assert_eq!(code, 200);
         let mut ids = Vec::new();
         let mut kinds = Vec::new();
-        for line in body.lines() {
-            if let Some(id) = line.strip_prefix("id: ") {
-                ids.push(id.trim().parse::<u64>().unwrap());
+        for frame in body.split("\n\n") {
+            if !frame.lines().any(|l| l == "event: review") {
+                continue; // a heartbeat
             }
-            if let Some(data) = line.strip_prefix("data: ") {
-                let v: Value = serde_json::from_str(data).unwrap();
-                kinds.push(v["kind"].as_str().unwrap().to_string());
+            for line in frame.lines() {
+                if let Some(id) = line.strip_prefix("id: ") {
+                    ids.push(id.trim().parse::<u64>().unwrap());
+                }
+                if let Some(data) = line.strip_prefix("data: ") {
+                    let v: Value = serde_json::from_str(data).unwrap();
+                    kinds.push(v["kind"].as_str().unwrap().to_string());
+                }
             }
         }
         assert_eq!(

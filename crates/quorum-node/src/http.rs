@@ -232,8 +232,15 @@ async fn events(State(s): State<HttpState>, Path(id): Path<String>) -> Response 
     Json(json!({ "flow_id": id, "events": out })).into_response()
 }
 
+/// How often a live stream with nothing to say sends a `heartbeat` event. The page takes a
+/// stream silent for three of them (a frozen node, a dead path) for lost and reconnects: the
+/// browser's own EventSource would wait on such a stream indefinitely.
+pub const SSE_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Live events as server-sent events, each with its `seq` as the SSE id; events at or below
-/// `?after=` are skipped. The stream ends after the review's `finished` event.
+/// `?after=` are skipped, and a `heartbeat` event (`{"every_ms": N}`) comes whenever the
+/// review has been quiet for [`SSE_HEARTBEAT`]. The stream ends after the review's
+/// `finished` event.
 async fn stream(
     State(s): State<HttpState>,
     Path(id): Path<String>,
@@ -269,7 +276,13 @@ async fn stream(
         )
     });
     Sse::new(sse)
-        .keep_alive(KeepAlive::default())
+        .keep_alive(
+            KeepAlive::new().interval(SSE_HEARTBEAT).event(
+                Event::default()
+                    .event("heartbeat")
+                    .data(json!({ "every_ms": SSE_HEARTBEAT.as_millis() as u64 }).to_string()),
+            ),
+        )
         .into_response()
 }
 

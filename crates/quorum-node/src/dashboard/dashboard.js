@@ -164,9 +164,35 @@ async function select(id) {
   if (v.status === "running" && view === v) follow(v);
 }
 
+// When the open stream last said anything, and how often its node promised to: a stream
+// quiet for three heartbeats is from a node gone silent (frozen, unplugged), which the
+// browser's EventSource alone would wait on for as long as it stays away.
+let heard = 0, heartbeatMs = 2000;
+
+function lost(v, why) {
+  if (source) { source.close(); source = null; }
+  setConn(why);
+  setTimeout(() => { if (view === v) select(v.id); }, 2000);
+}
+
 function follow(v) {
   source = new EventSource(q("/api/reviews/" + encodeURIComponent(v.id) + "/stream?after=" + v.last));
+  const mine = source;
+  heard = Date.now();
+  source.addEventListener("heartbeat", m => {
+    heard = Date.now();
+    try { heartbeatMs = JSON.parse(m.data).every_ms || heartbeatMs; } catch (e) { }
+    setConn("live");
+  });
+  const watchdog = setInterval(() => {
+    if (source !== mine) { clearInterval(watchdog); return; }
+    if (Date.now() - heard > 3 * heartbeatMs) {
+      clearInterval(watchdog);
+      lost(v, "connection lost, retrying");
+    }
+  }, 1000);
   source.addEventListener("review", m => {
+    heard = Date.now();
     apply(v, JSON.parse(m.data));
     if (v.status !== "running") {
       source.close(); source = null;
@@ -176,9 +202,9 @@ function follow(v) {
   });
   // The node went away (restart): reselect after a pause, picking up the resumed review.
   source.onerror = () => {
-    if (source) { source.close(); source = null; }
-    setConn("lost the event stream; retrying");
-    setTimeout(() => { if (view === v) select(v.id); }, 2000);
+    if (source !== mine) return;
+    clearInterval(watchdog);
+    lost(v, "lost the event stream; retrying");
   };
 }
 
