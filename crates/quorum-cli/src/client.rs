@@ -102,6 +102,8 @@ pub struct Follower {
     replay: ProgressReplay,
     streamed: bool,
     lost_since: Option<std::time::Instant>,
+    /// Whether the user was told the review is being waited for (said once per loss).
+    said_waiting: bool,
     last_error: String,
     /// The one-line notes a follower has for its user (which node it switched to, and why).
     say: Box<dyn Fn(String) + Send + Sync>,
@@ -143,6 +145,7 @@ impl Follower {
             replay: ProgressReplay::default(),
             streamed: false,
             lost_since: None,
+            said_waiting: false,
             last_error: String::new(),
             say,
         }
@@ -165,6 +168,7 @@ impl Follower {
                         self.replay.new_stream();
                         self.streamed = true;
                         self.lost_since = None;
+                        self.said_waiting = false;
                     }
                     Err(quorum_api::ApiError::NotFound(m))
                         if self.unknown_is_error && !self.streamed =>
@@ -220,14 +224,22 @@ impl Follower {
         if let Some(i) = order.iter().position(|u| *u == self.at) {
             order.rotate_left(i + 1);
         }
+        let reason = self
+            .last_error
+            .strip_prefix(&format!("the api at {}: ", self.at))
+            .unwrap_or(&self.last_error)
+            .to_string();
         let Ok((client, url)) = connect_any(&order, &self.token).await else {
+            self.say_waiting(&reason);
             return Ok(());
         };
         let url = normalized(&url);
-        if url != self.at {
+        if url == self.at {
+            self.say_waiting(&reason);
+        } else {
             let learned = self.urls.iter().position(|u| *u == url).unwrap_or(0) >= self.given;
             (self.say)(format!(
-                "following review {} on {url}{}; {} stopped answering: {}",
+                "following review {} on {url}{}; {} stopped answering: {reason}",
                 self.flow_id,
                 if learned {
                     " (listed by the cluster at submit time)"
@@ -235,14 +247,30 @@ impl Follower {
                     ""
                 },
                 self.at,
-                self.last_error
-                    .strip_prefix(&format!("the api at {}: ", self.at))
-                    .unwrap_or(&self.last_error)
             ));
         }
         self.client = client;
         self.at = url;
         Ok(())
+    }
+
+    /// Once per loss, when no other node could take over the following: what is waited for.
+    fn say_waiting(&mut self, reason: &str) {
+        if self.said_waiting {
+            return;
+        }
+        self.said_waiting = true;
+        let others = if self.urls.len() > 1 {
+            "no other node answers yet"
+        } else {
+            "no other node is known (give several with --cluster A,B,C)"
+        };
+        (self.say)(format!(
+            "review {}: {} stopped answering ({reason}); {others}; retrying for up to {} s",
+            self.flow_id,
+            self.at,
+            FOLLOW_WINDOW.as_secs()
+        ));
     }
 }
 

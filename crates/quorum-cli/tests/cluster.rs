@@ -684,3 +684,66 @@ async fn verifier_flags_travel_with_a_submitted_review() {
         .count();
     assert_eq!(asked, 2 * SIX_TASKS);
 }
+
+/// A lone node goes silent (SIGSTOP) under a followed review and no other node is known: the
+/// client says, within its keepalive bound, that the node stopped answering and that it keeps
+/// trying, and when the node wakes it follows the review to its report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_node_gone_silent_is_reported_and_followed_again_when_it_wakes() {
+    let server = ScriptedServer::start(six_tasks_holding_after(2))
+        .await
+        .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let (mut node, api) = start_node(&server, w, "lone").await;
+    let out = w.join("out");
+    let mut client = command(
+        &[
+            "review",
+            fixture("code_project").to_str().unwrap(),
+            "--cluster",
+            &api,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        w,
+    );
+    let mut client = client.env("QUORUM_API_TOKEN", NODE_TOKEN).spawn().unwrap();
+    let mut said = BufReader::new(client.stderr.take().unwrap()).lines();
+    for i in 0.. {
+        assert!(i < 1200, "the review never got under way");
+        if specialist_calls(&server) >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    signal(&node, "-STOP");
+    let mut heard = Vec::new();
+    let line = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = said.next_line().await.unwrap() {
+            if line.contains("stopped answering") {
+                return line;
+            }
+            heard.push(line);
+        }
+        panic!("the client ended without saying the node went silent: {heard:?}");
+    })
+    .await
+    .expect("the client never noticed the silent node");
+    assert!(
+        line.contains("no other node is known") && line.contains("retrying"),
+        "{line}"
+    );
+    signal(&node, "-CONT");
+    server.release();
+    let status = tokio::time::timeout(Duration::from_secs(120), client.wait())
+        .await
+        .expect("the client never finished")
+        .unwrap();
+    let code = status.code().unwrap_or(-1);
+    assert!(code == 0 || code == 1, "client exited {code}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_complete_once(&report);
+    let _ = node.kill().await;
+}
