@@ -222,11 +222,22 @@ impl NodeControl {
                 return;
             };
             let now = chrono::Utc::now().naive_utc();
+            let mut deleted = 0;
             for f in held {
                 if stale_replica(&f.flow_id, &known, now) {
-                    if let Err(e) = replicas.delete_flow(&f.flow_id) {
-                        tracing::debug!(flow_id = %f.flow_id, error = %e, "pack copy not deleted");
+                    match replicas.delete_flow(&f.flow_id) {
+                        Ok(()) => deleted += 1,
+                        Err(e) => {
+                            tracing::debug!(flow_id = %f.flow_id, error = %e, "pack copy not deleted")
+                        }
                     }
+                }
+            }
+            // Their contents, unless another review's copy shares them.
+            if deleted > 0 {
+                match replicas.collect_blobs() {
+                    Ok(c) => tracing::debug!(blobs = c.blobs, bytes = c.bytes, "pack contents collected"),
+                    Err(e) => tracing::warn!(error = %e, "pack contents not collected"),
                 }
             }
         })

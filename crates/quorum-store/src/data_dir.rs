@@ -13,6 +13,7 @@
 //! While a flow is running its database cannot be read by anyone else, which is why the
 //! metadata also sits beside it as plain JSON. Deleting a review is deleting its directory.
 
+use crate::blobs::{BlobStore, Collected, REFERENCES_FILE};
 use crate::error::StoreError;
 use crate::event::{status_of, Replay};
 use crate::flow_store::{now_ms, open_db, sled_err, FlowMeta, FlowStore};
@@ -118,7 +119,8 @@ impl DataDir {
                 StoreError::io(&dir, e)
             }
         })?;
-        let store = FlowStore::create(&dir.join(DB_DIR), meta)?;
+        let store = FlowStore::create(&dir.join(DB_DIR), meta)?
+            .with_blobs(self.blobs(), dir.join(REFERENCES_FILE));
         write_atomically(&dir.join(META_FILE), &encode_pretty(meta)?)?;
         tracing::debug!(flow_id = %meta.flow_id, path = %dir.display(), "flow store created");
         Ok(store)
@@ -133,7 +135,19 @@ impl DataDir {
                 flow_id: flow_id.to_string(),
             });
         }
-        waiting_out_our_own_lock(|| FlowStore::open(&dir.join(DB_DIR)))
+        let store = waiting_out_our_own_lock(|| FlowStore::open(&dir.join(DB_DIR)))?;
+        Ok(store.with_blobs(self.blobs(), dir.join(REFERENCES_FILE)))
+    }
+
+    /// The file contents every review of this data dir shares, once per content.
+    pub fn blobs(&self) -> BlobStore {
+        BlobStore::in_data_dir(&self.root)
+    }
+
+    /// Delete the contents no stored review references any more (after [`DataDir::gc`] or
+    /// [`DataDir::delete_flow`]).
+    pub fn collect_blobs(&self) -> Result<Collected, StoreError> {
+        self.blobs().collect(&self.flows_dir())
     }
 
     /// Every stored flow, newest first. One unreadable flow does not fail the listing: it
@@ -438,7 +452,7 @@ fn read_side_meta(path: &Path) -> Result<FlowMeta, String> {
 }
 
 /// Write via a temporary file and rename, so a reader never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     use std::io::Write as _;
     let tmp = path.with_extension("json.tmp");
     let mut file = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;

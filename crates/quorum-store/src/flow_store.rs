@@ -6,10 +6,12 @@
 //!
 //! Trees: the default tree holds `meta` and `report`; `events` maps a big-endian `u64` seq to
 //! `{at_ms, event}` (so iteration is log order); `attempts` maps `task_id \0 attempt(BE u32)`
-//! to an [`AttemptRecord`]; `pack` holds the manifest; `blobs` maps a blake3 hex hash to file
-//! content, so identical content is stored once and a resume reads exactly the snapshot the
-//! review started with.
+//! to an [`AttemptRecord`]; `pack` holds the manifest. File contents live in the data dir's
+//! [`BlobStore`], once per content for every review (a store opened outside a data dir, and
+//! stores written before it existed, keep them in their own `blobs` tree, blake3 hex hash to
+//! content), so a resume reads exactly the snapshot the review started with.
 
+use crate::blobs::BlobStore;
 use crate::error::StoreError;
 use crate::event::{status_of, Event, Replay, StoredEvent};
 use crate::status::DerivedStatus;
@@ -76,6 +78,9 @@ pub struct FlowStore {
     path: Arc<PathBuf>,
     /// Held across the insert so seq order is insertion order.
     log: Arc<Mutex<LogClock>>,
+    /// The data dir's contents and this review's list of references into them; `None` for a
+    /// store opened on its own, which keeps contents in its `blobs` tree.
+    content: Option<Arc<(BlobStore, PathBuf)>>,
 }
 
 /// The next seq to assign and the latest `at_ms` given out, so `at_ms` never goes backwards
@@ -223,7 +228,14 @@ impl FlowStore {
                 next_seq: 1,
                 last_at_ms: 0,
             })),
+            content: None,
         }
+    }
+
+    /// Keep pack contents in `blobs`, recording this review's references in `references`.
+    pub(crate) fn with_blobs(mut self, blobs: BlobStore, references: PathBuf) -> FlowStore {
+        self.content = Some(Arc::new((blobs, references)));
+        self
     }
 
     fn lock_log(&self) -> std::sync::MutexGuard<'_, LogClock> {
@@ -252,30 +264,47 @@ impl FlowStore {
         decode("flow metadata", &bytes)
     }
 
-    /// Store the pack: every file's content under its blake3 hash (identical content once),
-    /// then the manifest, so a manifest never names a missing blob.
+    /// Store the pack: every file's content under its blake3 hash (identical content once,
+    /// in the data dir's blob store when there is one), then the manifest, so a manifest never
+    /// names a missing blob.
     pub fn save_pack(&self, pack: &ContextPack) -> Result<(), StoreError> {
-        let blobs = self.tree(BLOBS_TREE)?;
-        let mut batch = sled::Batch::default();
-        for file in pack.files.values() {
-            // Hash the content here rather than trusting file.hash: the key must address what
-            // is stored.
-            let hash = blake3::hash(file.content.as_bytes()).to_hex().to_string();
-            batch.insert(hash.as_bytes(), file.content.as_bytes());
+        // Hashed here rather than trusting file.hash: the key must address what is stored.
+        let hashed: Vec<(String, &PackFile)> = pack
+            .files
+            .values()
+            .map(|f| (blake3::hash(f.content.as_bytes()).to_hex().to_string(), f))
+            .collect();
+        match self.content.as_deref() {
+            Some((blobs, references)) => {
+                let stats = blobs.put_all(
+                    references,
+                    hashed
+                        .iter()
+                        .map(|(h, f)| (h.as_str(), f.content.as_bytes())),
+                )?;
+                tracing::debug!(
+                    written = stats.written,
+                    written_bytes = stats.written_bytes,
+                    reused = stats.reused,
+                    "pack contents stored"
+                );
+            }
+            None => {
+                let mut batch = sled::Batch::default();
+                for (hash, file) in &hashed {
+                    batch.insert(hash.as_bytes(), file.content.as_bytes());
+                }
+                self.tree(BLOBS_TREE)?
+                    .apply_batch(batch)
+                    .map_err(|e| sled_err(&self.path, e))?;
+            }
         }
-        blobs
-            .apply_batch(batch)
-            .map_err(|e| sled_err(&self.path, e))?;
         let manifest = PackManifest {
             root: pack.root.clone(),
             head_sha: pack.head_sha.clone(),
-            files: pack
-                .files
-                .values()
-                .map(|f| PackFile {
-                    hash: blake3::hash(f.content.as_bytes()).to_hex().to_string(),
-                    ..f.clone()
-                })
+            files: hashed
+                .into_iter()
+                .map(|(hash, f)| PackFile { hash, ..f.clone() })
                 .collect(),
             skipped: pack.skipped.clone(),
         };
@@ -283,6 +312,36 @@ impl FlowStore {
             .insert(MANIFEST_KEY, encode(&manifest)?)
             .map_err(|e| sled_err(&self.path, e))?;
         self.flush()
+    }
+
+    /// One file's stored content: from the blob store, else (older stores) this store's own
+    /// blobs tree, checked against its hash either way.
+    fn content_of(&self, file: &PackFile, blobs: &sled::Tree) -> Result<Vec<u8>, StoreError> {
+        if let Some((store, _)) = self.content.as_deref() {
+            if let Some(bytes) = store.get(&file.hash, &file.path)? {
+                return Ok(bytes);
+            }
+        }
+        let blob = blobs
+            .get(file.hash.as_bytes())
+            .map_err(|e| sled_err(&self.path, e))?
+            .ok_or_else(|| {
+                StoreError::corrupt(
+                    &*self.path,
+                    format!("content of {} (blob {}) is missing", file.path, file.hash),
+                )
+            })?;
+        let actual = blake3::hash(&blob).to_hex().to_string();
+        if actual != file.hash {
+            return Err(StoreError::corrupt(
+                &*self.path,
+                format!(
+                    "content of {} does not match its hash (expected {}, found {actual})",
+                    file.path, file.hash
+                ),
+            ));
+        }
+        Ok(blob.to_vec())
     }
 
     /// Rebuild the snapshot exactly as saved. Each blob is checked against its hash; a
@@ -299,25 +358,7 @@ impl FlowStore {
         let blobs = self.tree(BLOBS_TREE)?;
         let mut files = BTreeMap::new();
         for mut file in manifest.files {
-            let blob = blobs
-                .get(file.hash.as_bytes())
-                .map_err(|e| sled_err(&self.path, e))?
-                .ok_or_else(|| {
-                    StoreError::corrupt(
-                        &*self.path,
-                        format!("content of {} (blob {}) is missing", file.path, file.hash),
-                    )
-                })?;
-            let actual = blake3::hash(&blob).to_hex().to_string();
-            if actual != file.hash {
-                return Err(StoreError::corrupt(
-                    &*self.path,
-                    format!(
-                        "content of {} does not match its hash (expected {}, found {actual})",
-                        file.path, file.hash
-                    ),
-                ));
-            }
+            let blob = self.content_of(&file, &blobs)?;
             let text = std::str::from_utf8(&blob).map_err(|e| {
                 StoreError::corrupt(
                     &*self.path,

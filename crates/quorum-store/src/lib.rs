@@ -10,6 +10,7 @@
 //! Architecture invariant: the API is synchronous and knows nothing about tokio or actors.
 //! sled writes are fast; async callers use `spawn_blocking` or call it directly.
 
+pub mod blobs;
 pub mod data_dir;
 pub mod error;
 pub mod event;
@@ -18,6 +19,7 @@ pub mod insights;
 pub mod status;
 pub mod trace;
 
+pub use blobs::{BlobStore, Collected, PutStats};
 pub use data_dir::{CancelOutcome, DataDir, NodeStore};
 pub use error::{StorageFault, StoreError};
 pub use event::{status_of, Event, RecordedVerdict, Replay, StoredEvent};

@@ -157,6 +157,13 @@ pub fn flows(command: FlowsCommand, common: &CommonArgs) -> Result<ExitCode> {
             for id in &deleted {
                 println!("  {id}");
             }
+            // File contents no remaining review references (each is kept once for all).
+            let freed = data.collect_blobs().map_err(store_err)?;
+            println!(
+                "removed {} stored file contents no review references ({:.1} MiB)",
+                freed.blobs,
+                freed.bytes as f64 / (1024.0 * 1024.0)
+            );
             // The cluster blackboard's notes of those reviews, and any older than DAYS, go too
             // (a node that was clustered on this data dir keeps its replica there).
             let cutoff = (std::time::SystemTime::now()

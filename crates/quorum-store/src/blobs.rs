@@ -1,0 +1,363 @@
+//! File contents kept once per content hash for a whole data dir: every review's pack (and
+//! every pack copy a node keeps for a takeover) names its files' contents by blake3 hash, and
+//! each content is one read-only file under `blobs/`, shared by every review that holds it. A
+//! second review of an unchanged tree writes no content at all.
+//!
+//! Layout: `blobs/ab/cdef…` (the hash's first two hex digits fan the files out), `blobs/tmp/`
+//! for contents being written, `blobs/.lock` for the lock below, and beside each review's
+//! store a `blobs.list` of the hashes it references, readable without opening its database
+//! (a running review holds that exclusively).
+//!
+//! **Durability:** contents are written under temporary names, made durable (one `syncfs` on
+//! Linux, one fsync per file elsewhere) and only then renamed into place, so a blob under its
+//! hash is always whole; the references (`blobs.list`) are durable before the contents, and
+//! the pack manifest that names them is written by the caller after [`BlobStore::put_all`]
+//! returns, so a manifest never names a missing blob.
+//!
+//! **Collection:** [`BlobStore::collect`] deletes the blobs no `blobs.list` names. Writers
+//! hold the lock shared from their `blobs.list` to their last rename; collection holds it
+//! exclusively, so a content one review is about to reuse cannot be collected under it.
+
+use crate::error::StoreError;
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The directory of a data dir that holds the contents.
+pub const BLOBS_DIR: &str = "blobs";
+/// Beside a review's store: the hashes its pack references, one per line.
+pub const REFERENCES_FILE: &str = "blobs.list";
+const TMP_DIR: &str = "tmp";
+const LOCK_FILE: &str = ".lock";
+
+/// The content-addressed contents of one data dir.
+#[derive(Debug, Clone)]
+pub struct BlobStore {
+    root: PathBuf,
+}
+
+/// What one [`BlobStore::put_all`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PutStats {
+    /// Contents written because no review held them yet.
+    pub written: usize,
+    pub written_bytes: u64,
+    /// Contents already held, so not written again.
+    pub reused: usize,
+}
+
+/// What one [`BlobStore::collect`] removed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Collected {
+    pub blobs: usize,
+    pub bytes: u64,
+}
+
+/// Whether `s` is a blake3 hash as this store names contents: 64 lowercase hex digits.
+fn is_hash(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl BlobStore {
+    /// The store under `data_root/blobs` (created on first write).
+    pub fn in_data_dir(data_root: &Path) -> BlobStore {
+        BlobStore {
+            root: data_root.join(BLOBS_DIR),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path_of(&self, hash: &str) -> PathBuf {
+        self.root.join(&hash[..2]).join(&hash[2..])
+    }
+
+    fn lock(&self, exclusive: bool) -> Result<File, StoreError> {
+        std::fs::create_dir_all(&self.root).map_err(|e| StoreError::io(&self.root, e))?;
+        let path = self.root.join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StoreError::io(&path, e))?;
+        let locked = if exclusive {
+            file.lock()
+        } else {
+            file.lock_shared()
+        };
+        locked.map_err(|e| StoreError::io(&path, e))?;
+        Ok(file)
+    }
+
+    /// Make every content of `contents` (hash, bytes) durable under its hash, after recording
+    /// the hashes in `references` (a review's `blobs.list`). A content already held is not
+    /// written again. Each hash must be the blake3 of its bytes; the caller computes it from
+    /// the same bytes it hands over.
+    pub fn put_all<'a>(
+        &self,
+        references: &Path,
+        contents: impl Iterator<Item = (&'a str, &'a [u8])> + Clone,
+    ) -> Result<PutStats, StoreError> {
+        let _shared = self.lock(false)?;
+        let mut listed = String::new();
+        for (hash, _) in contents.clone() {
+            if !is_hash(hash) {
+                return Err(StoreError::corrupt(
+                    references,
+                    format!("{hash:?} is not a content hash"),
+                ));
+            }
+            listed.push_str(hash);
+            listed.push('\n');
+        }
+        crate::data_dir::write_atomically(references, listed.as_bytes())?;
+
+        let tmp = self.root.join(TMP_DIR);
+        std::fs::create_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        let mut stats = PutStats::default();
+        let mut pending: Vec<(PathBuf, PathBuf)> = Vec::new();
+        let mut seen: HashSet<&str> = HashSet::new();
+        for (hash, bytes) in contents {
+            if !seen.insert(hash) {
+                continue;
+            }
+            let at = self.path_of(hash);
+            if at.is_file() {
+                stats.reused += 1;
+                continue;
+            }
+            let staged = tmp.join(format!("{hash}.{}", std::process::id()));
+            let mut f = File::create(&staged).map_err(|e| StoreError::io(&staged, e))?;
+            f.write_all(bytes).map_err(|e| StoreError::io(&staged, e))?;
+            if !cfg!(target_os = "linux") {
+                f.sync_all().map_err(|e| StoreError::io(&staged, e))?;
+            }
+            stats.written += 1;
+            stats.written_bytes += bytes.len() as u64;
+            pending.push((staged, at));
+        }
+        if pending.is_empty() {
+            return Ok(stats);
+        }
+        // Whole before named: the staged contents reach the disk, then take their names.
+        sync_filesystem(&tmp)?;
+        let mut dirs: HashSet<PathBuf> = HashSet::new();
+        for (staged, at) in &pending {
+            let dir = at.parent().unwrap_or(&self.root).to_path_buf();
+            if dirs.insert(dir.clone()) {
+                std::fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+            }
+            std::fs::rename(staged, at).map_err(|e| StoreError::io(at, e))?;
+        }
+        // The renames themselves.
+        sync_filesystem(&self.root)?;
+        Ok(stats)
+    }
+
+    /// The content stored under `hash`, checked against it: a missing or altered blob is an
+    /// error naming the file it was for (`what`).
+    pub fn get(&self, hash: &str, what: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        if !is_hash(hash) {
+            return Ok(None);
+        }
+        let at = self.path_of(hash);
+        let bytes = match std::fs::read(&at) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(&at, e)),
+        };
+        let actual = blake3::hash(&bytes).to_hex();
+        if actual.as_str() != hash {
+            return Err(StoreError::corrupt(
+                &at,
+                format!(
+                    "content of {what} does not match its hash (expected {hash}, found {actual})"
+                ),
+            ));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Delete every blob no `blobs.list` under `flows_dir/*/` names, and leftovers of writes
+    /// that never finished. Holds the lock exclusively: no review is writing meanwhile.
+    pub fn collect(&self, flows_dir: &Path) -> Result<Collected, StoreError> {
+        if !self.root.is_dir() {
+            return Ok(Collected::default());
+        }
+        let _exclusive = self.lock(true)?;
+        let mut referenced: HashSet<String> = HashSet::new();
+        if let Ok(flows) = std::fs::read_dir(flows_dir) {
+            for flow in flows.flatten() {
+                let list = flow.path().join(REFERENCES_FILE);
+                match std::fs::read_to_string(&list) {
+                    Ok(text) => referenced.extend(text.lines().map(str::to_string)),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    // A list that cannot be read might name anything: collect nothing.
+                    Err(e) => return Err(StoreError::io(&list, e)),
+                }
+            }
+        }
+        let mut out = Collected::default();
+        let entries = std::fs::read_dir(&self.root).map_err(|e| StoreError::io(&self.root, e))?;
+        for dir in entries.flatten() {
+            let name = dir.file_name().to_string_lossy().into_owned();
+            let path = dir.path();
+            if name == TMP_DIR {
+                // Nobody writes while the lock is held exclusively: these were abandoned.
+                for f in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                    out.bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
+                    let _ = std::fs::remove_file(f.path());
+                }
+                continue;
+            }
+            if name.len() != 2 || !path.is_dir() {
+                continue;
+            }
+            for f in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                let hash = format!("{name}{}", f.file_name().to_string_lossy());
+                if referenced.contains(&hash) {
+                    continue;
+                }
+                let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                std::fs::remove_file(f.path()).map_err(|e| StoreError::io(f.path(), e))?;
+                out.blobs += 1;
+                out.bytes += len;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Bytes of content held (file lengths, not the file system's blocks).
+    pub fn bytes(&self) -> u64 {
+        let mut total = 0;
+        for dir in std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if dir.file_name().len() != 2 {
+                continue;
+            }
+            for f in std::fs::read_dir(dir.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                total += f.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+        total
+    }
+}
+
+/// Everything written to the file system holding `path` reaches the disk.
+fn sync_filesystem(path: &Path) -> Result<(), StoreError> {
+    #[cfg(target_os = "linux")]
+    {
+        let dir = File::open(path).map_err(|e| StoreError::io(path, e))?;
+        rustix::fs::syncfs(&dir).map_err(|e| StoreError::io(path, std::io::Error::from(e)))?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // Contents were fsynced one by one; the directory entries here.
+        if let Ok(dir) = File::open(path) {
+            let _ = dir.sync_all();
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(b: &[u8]) -> String {
+        blake3::hash(b).to_hex().to_string()
+    }
+
+    #[test]
+    fn a_content_is_written_once_and_read_back_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::in_data_dir(dir.path());
+        let flows = dir.path().join("flows");
+        std::fs::create_dir_all(flows.join("a")).unwrap();
+        std::fs::create_dir_all(flows.join("b")).unwrap();
+        let (x, y) = (b"fn x() {}\n".as_slice(), b"fn y() {}\n".as_slice());
+        let (hx, hy) = (hash(x), hash(y));
+        let first = store
+            .put_all(
+                &flows.join("a").join(REFERENCES_FILE),
+                [(hx.as_str(), x), (hy.as_str(), y), (hx.as_str(), x)].into_iter(),
+            )
+            .unwrap();
+        assert_eq!((first.written, first.reused), (2, 0));
+        let second = store
+            .put_all(
+                &flows.join("b").join(REFERENCES_FILE),
+                [(hx.as_str(), x)].into_iter(),
+            )
+            .unwrap();
+        assert_eq!((second.written, second.reused), (0, 1));
+        assert_eq!(store.get(&hx, "x.rs").unwrap().unwrap(), x);
+        assert_eq!(store.bytes(), (x.len() + y.len()) as u64);
+
+        // Altered on disk: named, not served.
+        std::fs::write(store.path_of(&hy), b"fn z() {}\n").unwrap();
+        let err = store.get(&hy, "y.rs").unwrap_err().to_string();
+        assert!(
+            err.contains("y.rs") && err.contains("does not match"),
+            "{err}"
+        );
+        assert_eq!(store.get(&hash(b"never stored"), "n.rs").unwrap(), None);
+    }
+
+    #[test]
+    fn collection_keeps_what_a_list_names_and_drops_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::in_data_dir(dir.path());
+        let flows = dir.path().join("flows");
+        for f in ["a", "b"] {
+            std::fs::create_dir_all(flows.join(f)).unwrap();
+        }
+        let (x, y) = (b"shared".as_slice(), b"only b".as_slice());
+        let (hx, hy) = (hash(x), hash(y));
+        store
+            .put_all(
+                &flows.join("a").join(REFERENCES_FILE),
+                [(hx.as_str(), x)].into_iter(),
+            )
+            .unwrap();
+        store
+            .put_all(
+                &flows.join("b").join(REFERENCES_FILE),
+                [(hx.as_str(), x), (hy.as_str(), y)].into_iter(),
+            )
+            .unwrap();
+        assert_eq!(store.collect(&flows).unwrap(), Collected::default());
+        std::fs::remove_dir_all(flows.join("b")).unwrap();
+        std::fs::write(store.root.join(TMP_DIR).join("abandoned.1"), b"half").unwrap();
+        let gone = store.collect(&flows).unwrap();
+        assert_eq!(gone.blobs, 1);
+        assert_eq!(gone.bytes, (y.len() + 4) as u64);
+        assert!(store.get(&hx, "x").unwrap().is_some());
+        assert!(store.get(&hy, "y").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_name_that_is_not_a_hash_is_refused_before_anything_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::in_data_dir(dir.path());
+        let list = dir.path().join(REFERENCES_FILE);
+        let err = store
+            .put_all(&list, [("../../etc/passwd", b"x".as_slice())].into_iter())
+            .unwrap_err();
+        assert!(err.to_string().contains("not a content hash"), "{err}");
+        assert!(!list.exists());
+    }
+}
