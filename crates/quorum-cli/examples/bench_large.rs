@@ -47,9 +47,10 @@ fn args() -> Args {
             "--files" => a.files = value.parse().expect("--files N"),
             "--file-kib" => a.file_kib = value.parse().expect("--file-kib N"),
             "--tree" => a.tree = Some(PathBuf::from(value)),
+            "--bin" => a.bin = Some(PathBuf::from(value)),
             other => {
                 eprintln!(
-                    "bench_large: unknown flag {other}; use --files N, --file-kib N or --tree DIR"
+                    "bench_large: unknown flag {other}; use --files N, --file-kib N, --tree DIR or --bin QUORUM"
                 );
                 std::process::exit(2);
             }
