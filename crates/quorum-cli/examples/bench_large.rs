@@ -134,12 +134,52 @@ fn baseline(root: &Path) -> (f64, u64) {
     (t.elapsed().as_secs_f64(), bytes)
 }
 
-/// Runs `cmd` to its end: wall seconds, the child's own peak resident memory in MiB, and its
-/// exit code.
-fn measured(cmd: &mut Command) -> (f64, f64, i32) {
+/// One process's run: wall seconds, its own peak resident memory (MiB, from `wait4`), the
+/// largest heap and file-backed parts seen while sampling it every 10 ms, and its exit code.
+struct Measured {
+    secs: f64,
+    peak: f64,
+    anon: f64,
+    file: f64,
+    code: i32,
+}
+
+/// `RssAnon` and `RssFile` of `pid` in MiB, while it runs.
+fn rss_parts(pid: i32) -> Option<(f64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
+    };
+    Some((field("RssAnon:")?, field("RssFile:")?))
+}
+
+/// Runs `cmd` to its end and measures it.
+fn measured(cmd: &mut Command) -> Measured {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
     let t = Instant::now();
     let child = cmd.spawn().expect("spawn quorum");
     let pid = child.id() as libc::pid_t;
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let (mut anon, mut file) = (0f64, 0f64);
+            while !done.load(Ordering::Relaxed) {
+                if let Some((a, f)) = rss_parts(pid) {
+                    anon = anon.max(a);
+                    file = file.max(f);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            (anon, file)
+        })
+    };
     let mut status = 0;
     // SAFETY: rusage is plain data, and wait4 reaps exactly this child, which `child` (never
     // waited on through std) does not reap again.
@@ -147,16 +187,20 @@ fn measured(cmd: &mut Command) -> (f64, f64, i32) {
     let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(reaped, pid, "wait4 failed");
     std::mem::forget(child);
+    done.store(true, Ordering::Relaxed);
+    let (anon, file) = sampler.join().unwrap_or_default();
     let code = if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
     } else {
         -1
     };
-    (
-        t.elapsed().as_secs_f64(),
-        usage.ru_maxrss as f64 / 1024.0,
+    Measured {
+        secs: t.elapsed().as_secs_f64(),
+        peak: usage.ru_maxrss as f64 / 1024.0,
+        anon,
+        file,
         code,
-    )
+    }
 }
 
 /// Bytes of every file under `dir` (their lengths).
@@ -206,7 +250,7 @@ async fn main() {
 
     let (base_s, base_bytes) = baseline(&tree);
     println!(
-        "baseline  git ls-files + blake3: {base_s:>7.2} s  ({:.1} MiB read)",
+        "git ls-files + blake3: {base_s:>7.2} s  ({:.1} MiB read)",
         mib(base_bytes)
     );
 
@@ -223,8 +267,12 @@ async fn main() {
     let mut pack = Command::new(&bin);
     pack.args(["pack", tree.to_str().unwrap(), "--format", "json"]);
     quiet(&mut pack);
-    let (pack_s, pack_mib, code) = measured(&mut pack);
-    println!("pack:     {pack_s:>7.2} s  peak {pack_mib:>7.1} MiB  (exit {code})");
+    let p = measured(&mut pack);
+    let pack_s = p.secs;
+    println!(
+        "pack:            {:>7.2} s  peak {:>7.1} MiB (heap {:.1}, file-backed {:.1})  (exit {})",
+        p.secs, p.peak, p.anon, p.file, p.code
+    );
 
     let server = ScriptedServer::start(six_task_script(0, false))
         .await
@@ -250,7 +298,8 @@ async fn main() {
         review.env("QUORUM_DATA_DIR", &data);
         quiet(&mut review);
         let server_clone = &server;
-        let (s, peak, code) = tokio::task::block_in_place(|| measured(&mut review));
+        let m = tokio::task::block_in_place(|| measured(&mut review));
+        let code = m.code;
         drop(server_clone.take_requests());
         if code > 1 {
             let why = std::fs::read_to_string(out.join("report.json"))
@@ -263,7 +312,11 @@ async fn main() {
         let growth = dir_bytes(&data).saturating_sub(before);
         grown.push(growth);
         println!(
-            "review ({run}): {s:>7.2} s  peak {peak:>7.1} MiB  store +{:.1} MiB  (exit {code})",
+            "review ({run}): {:>7.2} s  peak {:>7.1} MiB (heap {:.1}, file-backed {:.1})  store +{:.1} MiB  (exit {code})",
+            m.secs,
+            m.peak,
+            m.anon,
+            m.file,
             mib(growth)
         );
     }

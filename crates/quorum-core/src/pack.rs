@@ -58,4 +58,4 @@ pub use rules::{
 };
 pub use snapshot::{ContextPack, GrepHit, PackFacts, PackFile, PackOptions, Skipped};
 pub use survey::{Exclusion, ExclusionReason, PackSurvey};
-pub use text::Text;
+pub use text::{ResidentWindow, Text};

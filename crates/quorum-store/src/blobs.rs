@@ -19,6 +19,7 @@
 //! exclusively, so a content one review is about to reuse cannot be collected under it.
 
 use crate::error::StoreError;
+use quorum_core::pack::{ResidentWindow, Text};
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::Write;
@@ -95,18 +96,18 @@ impl BlobStore {
         Ok(file)
     }
 
-    /// Make every content of `contents` (hash, bytes) durable under its hash, after recording
+    /// Make every content of `contents` (hash, text) durable under its hash, after recording
     /// the hashes in `references` (a review's `blobs.list`). A content already held is not
-    /// written again. Each hash must be the blake3 of its bytes; the caller computes it from
-    /// the same bytes it hands over.
-    pub fn put_all<'a>(
+    /// read or written again; one written is checked against its hash first. Reads go through
+    /// a [`ResidentWindow`], so storing a spilled pack does not leave it resident.
+    pub fn put_all(
         &self,
         references: &Path,
-        contents: impl Iterator<Item = (&'a str, &'a [u8])> + Clone,
+        contents: &[(&str, &Text)],
     ) -> Result<PutStats, StoreError> {
         let _shared = self.lock(false)?;
-        let mut listed = String::new();
-        for (hash, _) in contents.clone() {
+        let mut listed = String::with_capacity(contents.len() * 65);
+        for (hash, _) in contents {
             if !is_hash(hash) {
                 return Err(StoreError::corrupt(
                     references,
@@ -123,7 +124,8 @@ impl BlobStore {
         let mut stats = PutStats::default();
         let mut pending: Vec<(PathBuf, PathBuf)> = Vec::new();
         let mut seen: HashSet<&str> = HashSet::new();
-        for (hash, bytes) in contents {
+        let mut window = ResidentWindow::new();
+        for (hash, text) in contents {
             if !seen.insert(hash) {
                 continue;
             }
@@ -132,16 +134,26 @@ impl BlobStore {
                 stats.reused += 1;
                 continue;
             }
+            let bytes = text.as_bytes();
+            let actual = blake3::hash(bytes).to_hex();
+            if actual.as_str() != *hash {
+                return Err(StoreError::corrupt(
+                    references,
+                    format!("a content named {hash} hashes to {actual}"),
+                ));
+            }
             let staged = tmp.join(format!("{hash}.{}", std::process::id()));
             let mut f = File::create(&staged).map_err(|e| StoreError::io(&staged, e))?;
             f.write_all(bytes).map_err(|e| StoreError::io(&staged, e))?;
             if !cfg!(target_os = "linux") {
                 f.sync_all().map_err(|e| StoreError::io(&staged, e))?;
             }
+            window.done_with(text);
             stats.written += 1;
             stats.written_bytes += bytes.len() as u64;
             pending.push((staged, at));
         }
+        drop(window);
         if pending.is_empty() {
             return Ok(stats);
         }
@@ -281,6 +293,10 @@ mod tests {
         blake3::hash(b).to_hex().to_string()
     }
 
+    fn text(s: &[u8]) -> Text {
+        Text::from(std::str::from_utf8(s).unwrap())
+    }
+
     #[test]
     fn a_content_is_written_once_and_read_back_checked() {
         let dir = tempfile::tempdir().unwrap();
@@ -290,17 +306,18 @@ mod tests {
         std::fs::create_dir_all(flows.join("b")).unwrap();
         let (x, y) = (b"fn x() {}\n".as_slice(), b"fn y() {}\n".as_slice());
         let (hx, hy) = (hash(x), hash(y));
+        let (tx, ty) = (text(x), text(y));
         let first = store
             .put_all(
                 &flows.join("a").join(REFERENCES_FILE),
-                [(hx.as_str(), x), (hy.as_str(), y), (hx.as_str(), x)].into_iter(),
+                &[(hx.as_str(), &tx), (hy.as_str(), &ty), (hx.as_str(), &tx)],
             )
             .unwrap();
         assert_eq!((first.written, first.reused), (2, 0));
         let second = store
             .put_all(
                 &flows.join("b").join(REFERENCES_FILE),
-                [(hx.as_str(), x)].into_iter(),
+                &[(hx.as_str(), &tx)],
             )
             .unwrap();
         assert_eq!((second.written, second.reused), (0, 1));
@@ -327,16 +344,17 @@ mod tests {
         }
         let (x, y) = (b"shared".as_slice(), b"only b".as_slice());
         let (hx, hy) = (hash(x), hash(y));
+        let (tx, ty) = (text(x), text(y));
         store
             .put_all(
                 &flows.join("a").join(REFERENCES_FILE),
-                [(hx.as_str(), x)].into_iter(),
+                &[(hx.as_str(), &tx)],
             )
             .unwrap();
         store
             .put_all(
                 &flows.join("b").join(REFERENCES_FILE),
-                [(hx.as_str(), x), (hy.as_str(), y)].into_iter(),
+                &[(hx.as_str(), &tx), (hy.as_str(), &ty)],
             )
             .unwrap();
         assert_eq!(store.collect(&flows).unwrap(), Collected::default());
@@ -355,7 +373,7 @@ mod tests {
         let store = BlobStore::in_data_dir(dir.path());
         let list = dir.path().join(REFERENCES_FILE);
         let err = store
-            .put_all(&list, [("../../etc/passwd", b"x".as_slice())].into_iter())
+            .put_all(&list, &[("../../etc/passwd", &text(b"x"))])
             .unwrap_err();
         assert!(err.to_string().contains("not a content hash"), "{err}");
         assert!(!list.exists());

@@ -268,20 +268,16 @@ impl FlowStore {
     /// in the data dir's blob store when there is one), then the manifest, so a manifest never
     /// names a missing blob.
     pub fn save_pack(&self, pack: &ContextPack) -> Result<(), StoreError> {
-        // Hashed here rather than trusting file.hash: the key must address what is stored.
-        let hashed: Vec<(String, &PackFile)> = pack
-            .files
-            .values()
-            .map(|f| (blake3::hash(f.content.as_bytes()).to_hex().to_string(), f))
-            .collect();
+        let files: Vec<&PackFile> = pack.files.values().collect();
         match self.content.as_deref() {
             Some((blobs, references)) => {
-                let stats = blobs.put_all(
-                    references,
-                    hashed
-                        .iter()
-                        .map(|(h, f)| (h.as_str(), f.content.as_bytes())),
-                )?;
+                // Named by the hash the pack computed from the same bytes; the blob store
+                // checks each content it writes against its name, and every read checks again.
+                let contents: Vec<(&str, &quorum_core::pack::Text)> = files
+                    .iter()
+                    .map(|f| (f.hash.as_str(), &f.content))
+                    .collect();
+                let stats = blobs.put_all(references, &contents)?;
                 tracing::debug!(
                     written = stats.written,
                     written_bytes = stats.written_bytes,
@@ -291,7 +287,14 @@ impl FlowStore {
             }
             None => {
                 let mut batch = sled::Batch::default();
-                for (hash, file) in &hashed {
+                for file in &files {
+                    let hash = blake3::hash(file.content.as_bytes()).to_hex();
+                    if hash.as_str() != file.hash {
+                        return Err(StoreError::corrupt(
+                            &*self.path,
+                            format!("the pack's hash of {} is not its content's", file.path),
+                        ));
+                    }
                     batch.insert(hash.as_bytes(), file.content.as_bytes());
                 }
                 self.tree(BLOBS_TREE)?
@@ -302,10 +305,7 @@ impl FlowStore {
         let manifest = PackManifest {
             root: pack.root.clone(),
             head_sha: pack.head_sha.clone(),
-            files: hashed
-                .into_iter()
-                .map(|(hash, f)| PackFile { hash, ..f.clone() })
-                .collect(),
+            files: files.into_iter().cloned().collect(),
             skipped: pack.skipped.clone(),
         };
         self.tree(PACK_TREE)?

@@ -248,8 +248,11 @@ impl PackSurvey {
         };
         let mut languages: BTreeMap<&str, LanguageTotals> = BTreeMap::new();
         let mut files = Vec::with_capacity(self.pack.files.len());
+        // Counting reads every file: a spilled tree is handed back as it is counted.
+        let mut window = super::ResidentWindow::new();
         for f in self.pack.files.values() {
             let tokens = u64::from(estimate_tokens(&f.content));
+            window.done_with(&f.content);
             totals.files += 1;
             totals.bytes += f.size;
             totals.lines += u64::from(f.line_count);

@@ -108,6 +108,75 @@ impl AsRef<str> for Text {
     }
 }
 
+/// Keeps a pass over a spilled pack from holding the whole spill resident: a mapped page, once
+/// read, stays in the process's resident set until the process lets it go, so one pass over
+/// every file (hashing, storing, counting) would otherwise leave the whole tree resident. Told
+/// each text it is done with, in spill order, it hands back every [`ResidentWindow::STEP`]
+/// bytes of the spill read so far; dropped, it hands back the rest of each spill it saw. A
+/// page handed back is read again from the spill file if a later reader needs it.
+#[derive(Default)]
+pub struct ResidentWindow {
+    /// Each spill seen: its mapping, how far it was handed back, and how far it was read.
+    spills: Vec<(Arc<memmap2::Mmap>, usize, usize)>,
+}
+
+impl ResidentWindow {
+    /// How much of a spill is read before its pages are handed back.
+    pub const STEP: usize = 16 << 20;
+    /// Hand-back boundaries are rounded down to this, a multiple of every common page size.
+    const ALIGN: usize = 64 << 10;
+
+    pub fn new() -> ResidentWindow {
+        ResidentWindow::default()
+    }
+
+    /// The pass is done with `text` (a text on the heap is ignored).
+    pub fn done_with(&mut self, text: &Text) {
+        let Repr::Mapped { map, start, len } = &text.0 else {
+            return;
+        };
+        let end = start + len;
+        let at = match self.spills.iter().position(|(m, _, _)| Arc::ptr_eq(m, map)) {
+            Some(i) => i,
+            None => {
+                self.spills.push((map.clone(), 0, 0));
+                self.spills.len() - 1
+            }
+        };
+        let (map, released, read) = &mut self.spills[at];
+        *read = (*read).max(end);
+        let upto = *read / Self::ALIGN * Self::ALIGN;
+        if upto >= *released + Self::STEP {
+            hand_back(map, *released, upto);
+            *released = upto;
+        }
+    }
+}
+
+impl Drop for ResidentWindow {
+    fn drop(&mut self) {
+        for (map, released, _) in &self.spills {
+            hand_back(map, *released, map.len());
+        }
+    }
+}
+
+/// Drop the pages of `map[from..to]` from the resident set (`from` is aligned).
+fn hand_back(map: &memmap2::Mmap, from: usize, to: usize) {
+    #[cfg(unix)]
+    if to > from {
+        // SAFETY: MADV_DONTNEED on this read-only private mapping only unmaps the pages: the
+        // spill file behind it was written whole before it was mapped and is never written
+        // again (created exclusively, unlinked once mapped), so a later read faults in exactly
+        // the same bytes, and every `&str` borrowed from the mapping keeps its content.
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        };
+    }
+    #[cfg(not(unix))]
+    let _ = (map, from, to);
+}
+
 /// A spill file being written: texts are appended, then [`Spill::finish`] maps the file and
 /// hands out each text's [`Text`].
 pub struct Spill {
