@@ -10,7 +10,8 @@
 //! ```
 //!
 //! The generated tree is a git repository of `--files` Python files (default 20,000) of about
-//! `--file-kib` KiB each (default 11: about 215 MB), every file distinct. Peak memory is each
+//! `--file-kib` KiB each (default 11: about 215 MB), every file distinct, all of it reviewed
+//! (`pack.max_pack_bytes` lifted). Peak memory is each
 //! child's own high-water mark (`wait4`), so the pack, the first and the second review are
 //! measured apart. Store growth is what the data dir gained on disk (bytes of files, not
 //! blocks): the first review stores the contents, a second review of the unchanged tree only
@@ -255,7 +256,9 @@ async fn main() {
     );
 
     let quiet = |c: &mut Command| {
+        // The whole tree: no `pack.max_pack_bytes` cut (256 MiB by default).
         c.env("QUORUM_HOME", repo_root())
+            .env("QUORUM_PACK__MAX_PACK_BYTES", "0")
             .env("QUORUM_ANALYZERS__ENABLED", "false")
             .env("HOME", work.path())
             .env_remove("RUST_LOG")

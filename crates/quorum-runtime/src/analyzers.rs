@@ -382,6 +382,8 @@ impl PackCopy {
             #[cfg(unix)]
             std::os::unix::fs::DirBuilderExt::mode(&mut dir, 0o700);
             dir.create(&target)?;
+            // Copying reads every file: a spilled pack is handed back as it is copied.
+            let mut window = quorum_core::pack::ResidentWindow::new();
             for (rel, content) in files {
                 // Pack paths are relative and normalised; refuse anything else anyway.
                 if rel.starts_with('/') || rel.split('/').any(|c| c == ".." || c.is_empty()) {
@@ -392,6 +394,7 @@ impl PackCopy {
                     std::fs::create_dir_all(parent)?;
                 }
                 std::fs::write(&p, content.as_bytes())?;
+                window.done_with(&content);
             }
             Ok(())
         })
