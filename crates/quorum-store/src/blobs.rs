@@ -117,7 +117,7 @@ impl BlobStore {
             listed.push_str(hash);
             listed.push('\n');
         }
-        crate::data_dir::write_atomically(references, listed.as_bytes())?;
+        crate::atomic::write_atomically(references, listed.as_bytes())?;
 
         let tmp = self.root.join(TMP_DIR);
         std::fs::create_dir_all(&tmp).map_err(|e| StoreError::io(&tmp, e))?;

@@ -13,6 +13,7 @@
 //! While a flow is running its database cannot be read by anyone else, which is why the
 //! metadata also sits beside it as plain JSON. Deleting a review is deleting its directory.
 
+use crate::atomic::write_atomically;
 use crate::blobs::{BlobStore, Collected, REFERENCES_FILE};
 use crate::error::StoreError;
 use crate::event::{status_of, Replay};
@@ -449,17 +450,6 @@ fn encode_pretty<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
 fn read_side_meta(path: &Path) -> Result<FlowMeta, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     serde_json::from_slice(&bytes).map_err(|e| e.to_string())
-}
-
-/// Write via a temporary file and rename, so a reader never sees half a file.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    use std::io::Write as _;
-    let tmp = path.with_extension("json.tmp");
-    let mut file = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
-    file.write_all(bytes).map_err(|e| StoreError::io(&tmp, e))?;
-    file.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
-    drop(file);
-    std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
 }
 
 #[cfg(test)]

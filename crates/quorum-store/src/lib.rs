@@ -10,6 +10,7 @@
 //! Architecture invariant: the API is synchronous and knows nothing about tokio or actors.
 //! sled writes are fast; async callers use `spawn_blocking` or call it directly.
 
+mod atomic;
 pub mod blobs;
 pub mod data_dir;
 pub mod error;

@@ -1,0 +1,241 @@
+//! The documentation cannot rot silently: the book's CLI reference is generated from the
+//! binary's own `--help` (a stale page fails here; `QUORUM_BLESS=1` rewrites it), every
+//! relative link and anchor in README.md and the book resolves, every page is in the book's
+//! summary, and the README stays a short front door that keeps its two commands.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CLI_PAGE: &str = "docs/src/reference/cli.md";
+
+/// `quorum ARGS --help` with no inherited environment: an `env`-backed flag shows the
+/// variable's current value in its help, which must not leak into the page.
+fn help(path: &[&str]) -> String {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(path)
+        .arg("--help")
+        .env_clear()
+        .env("HOME", home.path())
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "quorum {path:?} --help failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The subcommands a help text lists (not `help`).
+fn subcommands(help: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in help.lines() {
+        if line.trim_end() == "Commands:" {
+            inside = true;
+            continue;
+        }
+        if inside {
+            if !line.starts_with("  ") {
+                break;
+            }
+            if let Some(name) = line.split_whitespace().next() {
+                if name != "help" {
+                    out.push(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn render(page: &mut String, path: &mut Vec<String>) {
+    let args: Vec<&str> = path.iter().map(String::as_str).collect();
+    let text = help(&args);
+    let title = std::iter::once("quorum")
+        .chain(args.iter().copied())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let level = if path.is_empty() { "##" } else { "###" };
+    page.push_str(&format!(
+        "{level} {title}\n\n```text\n{}\n```\n\n",
+        text.trim_end()
+    ));
+    for sub in subcommands(&text) {
+        path.push(sub);
+        render(page, path);
+        path.pop();
+    }
+}
+
+#[test]
+fn the_cli_reference_is_generated_from_the_cli_itself() {
+    let mut page = String::from(
+        "<!-- generated: quorum-cli tests/docs.rs writes this page from the CLI's own --help; do not edit -->\n\n# CLI reference\n\nEvery command's `--help`, as the binary prints it. Regenerate with `QUORUM_BLESS=1 cargo test -p quorum-cli --test docs`.\n\n",
+    );
+    render(&mut page, &mut Vec::new());
+    let at = repo_root().join(CLI_PAGE);
+    if std::env::var("QUORUM_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&at, &page).unwrap();
+        return;
+    }
+    let on_disk = std::fs::read_to_string(&at).unwrap_or_default();
+    assert!(
+        on_disk == page,
+        "{CLI_PAGE} is stale (the CLI changed); regenerate it with QUORUM_BLESS=1 cargo test -p quorum-cli --test docs"
+    );
+}
+
+/// A heading's anchor as GitHub and mdBook make it.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// Markdown text without fenced code blocks and inline code spans.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut in_code = false;
+        for c in line.chars() {
+            if c == '`' {
+                in_code = !in_code;
+                continue;
+            }
+            if !in_code {
+                out.push(c);
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn anchors(text: &str) -> BTreeSet<String> {
+    let mut fenced = false;
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced && line.starts_with('#') {
+            out.insert(slug(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// Every `](target)` of a markdown text.
+fn link_targets(text: &str) -> Vec<String> {
+    let text = prose(text);
+    let mut out = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("](") {
+        let after = &rest[i + 2..];
+        if let Some(end) = after.find(')') {
+            out.push(after[..end].trim().to_string());
+        }
+        rest = &rest[i + 2..];
+    }
+    out
+}
+
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            markdown_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "md") {
+            out.push(p);
+        }
+    }
+}
+
+fn book_pages() -> Vec<PathBuf> {
+    let mut pages = Vec::new();
+    markdown_files(&repo_root().join("docs/src"), &mut pages);
+    pages.sort();
+    pages
+}
+
+#[test]
+fn every_link_in_the_readme_and_the_book_resolves() {
+    let mut broken = Vec::new();
+    let mut files = vec![repo_root().join("README.md")];
+    files.extend(book_pages());
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for target in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = match target.split_once('#') {
+                Some((p, a)) => (p, Some(a)),
+                None => (target.as_str(), None),
+            };
+            let resolved = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !resolved.exists() {
+                broken.push(format!("{}: {target} (no such file)", file.display()));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                if resolved.extension().is_some_and(|x| x == "md") {
+                    let heads = anchors(&std::fs::read_to_string(&resolved).unwrap());
+                    if !heads.contains(anchor) {
+                        broken.push(format!("{}: {target} (no such heading)", file.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn every_book_page_is_in_the_summary() {
+    let src = repo_root().join("docs/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let listed: BTreeSet<PathBuf> = link_targets(&summary)
+        .into_iter()
+        .map(|t| src.join(t.split('#').next().unwrap()))
+        .collect();
+    let missing: Vec<String> = book_pages()
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n != "SUMMARY.md") && !listed.contains(p))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(missing.is_empty(), "pages not in SUMMARY.md: {missing:?}");
+}
+
+#[test]
+fn the_readme_is_a_short_front_door_with_its_two_commands() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 160,
+        "README.md has {lines} lines; move detail into docs/src"
+    );
+    for command in ["deploy/quickstart.sh", "cargo test --workspace"] {
+        assert!(readme.contains(command), "README.md lost `{command}`");
+    }
+}
