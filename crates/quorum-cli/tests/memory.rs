@@ -257,3 +257,57 @@ fn out_name(args: &[&str]) -> String {
     let i = args.iter().position(|a| *a == "--out").unwrap();
     args[i + 1].to_string()
 }
+
+/// Two local reviews on one data dir at once: the second is offered the earlier insights while
+/// the first still runs (the first holds the node store only to read and, at its end, write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_review_while_the_first_runs_is_still_offered_the_earlier_insights() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let target = w.join("target");
+    copy_dir(&fixture("code_project"), &target);
+    let _ = review(w, &target, "earliest").await;
+
+    // The first review: every specialist answer held, so it runs until released.
+    let held = ScriptedServer::start(six_tasks_holding_after(0))
+        .await
+        .unwrap();
+    let backend = format!("ollama={}", held.ollama_url());
+    let out = w.join("first");
+    let mut first = command(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+        ],
+        w,
+    )
+    .spawn()
+    .unwrap();
+    for i in 0.. {
+        assert!(i < 2400, "the first review never reached its specialists");
+        if held.requests().iter().any(|r| task_of(r).is_some()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+
+    let (planner, _) = review(w, &target, "second").await;
+    assert!(
+        planner.contains(EARLIER),
+        "the second review was offered nothing while the first ran:\n{planner}"
+    );
+
+    held.release();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(120), first.wait())
+        .await
+        .expect("the first review never finished")
+        .unwrap();
+    assert!(matches!(status.code(), Some(0 | 1)), "{status:?}");
+}

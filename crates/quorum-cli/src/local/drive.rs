@@ -37,11 +37,21 @@ pub async fn drive_with(
     say_outcome: bool,
 ) -> Result<ExitCode> {
     let flow_id = ctx.flow_id.clone();
-    // The runtime layer of the model cards is learned across reviews on this machine.
-    let node_store = data.open_node().map_err(|e| tracing::debug!(error = %e, "node store unavailable; runtime model stats not persisted")).ok();
-    if let Some(ns) = &node_store {
-        if let Ok(Some(learned)) = ns.get::<RuntimeLayer>(RUNTIME_KEY) {
-            ctx.backends.apply_runtime(&learned);
+    // The runtime layer of the model cards is learned across reviews on this machine. The
+    // node store is opened only to read it here and to write it back at the end: held for the
+    // review's life, it would lock out a second review on the same data dir meanwhile.
+    let learned = {
+        let d = data.clone();
+        tokio::task::spawn_blocking(move || d.open_node()?.get::<RuntimeLayer>(RUNTIME_KEY))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+    };
+    match learned {
+        Ok(Some(learned)) => ctx.backends.apply_runtime(&learned),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::debug!(error = %e, "node store unavailable; learned model stats not applied")
         }
     }
     let backends = ctx.backends.clone();
@@ -90,6 +100,23 @@ pub async fn drive_with(
         }
     };
     let _ = renderer.await;
+    let node_store = {
+        let d = data.clone();
+        tokio::task::spawn_blocking(move || d.open_node())
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+    };
+    let node_store = match node_store {
+        Ok(ns) => Some(ns),
+        Err(e) => {
+            tracing::warn!(error = %e, "node store unavailable; runtime model stats and insights not kept");
+            if ctx_memory.is_some() {
+                eprintln!("quorum: warning: this review's insights not kept ({e})");
+            }
+            None
+        }
+    };
     if let Some(ns) = &node_store {
         if let Err(e) = ns.put(RUNTIME_KEY, &backends.runtime_snapshot()) {
             tracing::warn!(error = %e, "cannot persist runtime model stats");

@@ -299,6 +299,10 @@ fn verdict_rank(v: Verdict) -> u8 {
     }
 }
 
+/// The note on a finding no reporter gave an `autofix_class`, routed `manual` for it.
+pub const UNCLASSED_NOTE: &str =
+    "the model gave no autofix_class; routed manual, the conservative class";
+
 /// Merge reports sharing a fingerprint (file, normalised section, normalised title): highest
 /// severity and confidence, the union of evidence, every reporter, the most cautious route.
 fn merge(mut members: Vec<Judged>) -> Option<Merged> {
@@ -337,6 +341,12 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
             routing.autofix_class = c;
         }
     }
+    // The flow promises every finding a route: one no reporter classed takes the most
+    // conservative class, and says so.
+    let unclassed = routing.autofix_class.is_none();
+    if unclassed {
+        routing.autofix_class = Some(AutofixClass::Manual);
+    }
     if routing.autofix_class != Some(AutofixClass::SafeAuto) {
         // A replacement is only ever applied for a finding every reporter deemed safe.
         routing.autofix = None;
@@ -370,6 +380,9 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
         notes: {
             let mut n: Vec<String> = members.iter().flat_map(|m| m.notes.clone()).collect();
             n.dedup();
+            if unclassed {
+                n.push(UNCLASSED_NOTE.to_string());
+            }
             n
         },
         routing,
@@ -713,6 +726,28 @@ mod tests {
             p.files.insert(f.path.clone(), f);
         }
         p
+    }
+
+    #[test]
+    fn a_finding_no_reporter_classed_is_routed_manual_and_says_why() {
+        let gated = synthesize(
+            vec![judged("editor", "Undefined term", "1. Scope", 3, 0.9, None)],
+            0.5,
+        );
+        let f = &gated.findings[0];
+        assert_eq!(f.routing.autofix_class, Some(AutofixClass::Manual));
+        assert!(f.notes.iter().any(|n| n == UNCLASSED_NOTE), "{:?}", f.notes);
+
+        let mut classed = judged("editor", "Typo", "1. Scope", 4, 0.9, None);
+        classed.reported.finding.routing.autofix_class = Some(AutofixClass::Advisory);
+        let gated = synthesize(vec![classed], 0.5);
+        let f = &gated.findings[0];
+        assert_eq!(f.routing.autofix_class, Some(AutofixClass::Advisory));
+        assert!(
+            !f.notes.iter().any(|n| n == UNCLASSED_NOTE),
+            "{:?}",
+            f.notes
+        );
     }
 
     fn judged(
