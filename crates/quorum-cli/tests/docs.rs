@@ -239,3 +239,59 @@ fn the_readme_is_a_short_front_door_with_its_two_commands() {
         assert!(readme.contains(command), "README.md lost `{command}`");
     }
 }
+
+/// Every Rust source under crates/*/src, concatenated.
+fn sources() -> String {
+    fn walk(dir: &Path, out: &mut String) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+                out.push('\n');
+            }
+        }
+    }
+    let mut all = String::new();
+    for krate in std::fs::read_dir(repo_root().join("crates")).unwrap().flatten() {
+        walk(&krate.path().join("src"), &mut all);
+    }
+    all
+}
+
+/// The troubleshooting page quotes the lines quorum prints: every quoted piece (between the
+/// `…` that stand for values) is still in the code, so a reworded message cannot leave a stale
+/// entry behind.
+#[test]
+fn every_line_the_troubleshooting_page_quotes_is_one_quorum_prints() {
+    let page = std::fs::read_to_string(repo_root().join("docs/src/troubleshooting.md")).unwrap();
+    let code = sources();
+    let mut quoted = 0;
+    let mut missing = Vec::new();
+    let mut in_text = false;
+    for line in page.lines() {
+        if line.trim_start().starts_with("```") {
+            in_text = line.trim() == "```text";
+            continue;
+        }
+        if !in_text {
+            continue;
+        }
+        for piece in line.split('…').map(str::trim) {
+            if piece.chars().count() < 8 {
+                continue;
+            }
+            quoted += 1;
+            if !code.contains(piece) {
+                missing.push(piece.to_string());
+            }
+        }
+    }
+    assert!(quoted >= 20, "only {quoted} quoted pieces on the page");
+    assert!(
+        missing.is_empty(),
+        "quoted on docs/src/troubleshooting.md but printed nowhere:\n{}",
+        missing.join("\n")
+    );
+}
