@@ -254,7 +254,10 @@ fn sources() -> String {
         }
     }
     let mut all = String::new();
-    for krate in std::fs::read_dir(repo_root().join("crates")).unwrap().flatten() {
+    for krate in std::fs::read_dir(repo_root().join("crates"))
+        .unwrap()
+        .flatten()
+    {
         walk(&krate.path().join("src"), &mut all);
     }
     all

@@ -56,6 +56,9 @@ pub struct NodeAgent {
     control: OnceLock<Arc<crate::control::NodeControl>>,
     /// This node's store: while it refuses writes the node takes no attempt.
     storage: OnceLock<Arc<quorum_runtime::StorageHealth>>,
+    /// The contents this node keeps on disk (its own reviews' and its pack copies' blob
+    /// stores): a content found there is not fetched from a peer again.
+    blob_stores: OnceLock<Vec<quorum_store::BlobStore>>,
 }
 
 impl NodeAgent {
@@ -88,7 +91,58 @@ impl NodeAgent {
             running: Mutex::new(HashMap::new()),
             control: OnceLock::new(),
             storage: OnceLock::new(),
+            blob_stores: OnceLock::new(),
         })
+    }
+
+    /// Look for pack contents in `data`'s blob stores (its reviews' and its pack copies')
+    /// before fetching them from a peer: a voter that holds a review's pack copy already has
+    /// every content its attempts need.
+    pub fn set_data_dir(&self, data: &quorum_store::DataDir) {
+        let stores = vec![data.blobs(), crate::control::replicas_of(data).blobs()];
+        let _ = self.blob_stores.set(stores);
+    }
+
+    /// Split `missing` into what this node's blob stores hold (added to `have` and the cache,
+    /// each checked against its hash) and what must still be fetched. Reads run off the async
+    /// threads.
+    async fn from_local_stores(
+        &self,
+        missing: Vec<(String, u64)>,
+        have: &mut BTreeMap<String, Arc<str>>,
+    ) -> Vec<(String, u64)> {
+        let Some(stores) = self.blob_stores.get().cloned() else {
+            return missing;
+        };
+        if missing.is_empty() {
+            return missing;
+        }
+        let wanted = missing.clone();
+        let looked = tokio::task::spawn_blocking(move || {
+            let (mut found, mut still) = (Vec::new(), Vec::new());
+            for (hash, size) in wanted {
+                let local = stores
+                    .iter()
+                    .find_map(|s| s.get(&hash, "a pack content").ok().flatten())
+                    .and_then(|bytes| String::from_utf8(bytes).ok());
+                match local {
+                    Some(text) => found.push((hash, Arc::<str>::from(text))),
+                    None => still.push((hash, size)),
+                }
+            }
+            (found, still)
+        })
+        .await;
+        let Ok((found, still)) = looked else {
+            return missing;
+        };
+        if let Ok(mut cache) = self.cache.lock() {
+            for (hash, text) in &found {
+                cache.insert(hash.clone(), text.clone());
+            }
+        }
+        have.extend(found);
+        still
     }
 
     /// Watch `storage`: while the store refuses writes, this node takes no attempt and says why.
@@ -223,6 +277,7 @@ impl NodeAgent {
                 }
             }
         }
+        let missing = self.from_local_stores(missing, &mut have).await;
         for hashes in fetch_batches(missing, FETCH_BATCH_BYTES) {
             let reply = cluster
                 .request(
@@ -612,6 +667,55 @@ fn fetch_batches(missing: Vec<(String, u64)>, limit: u64) -> Vec<Vec<String>> {
 #[cfg(test)]
 mod fetch_tests {
     use super::*;
+
+    #[tokio::test]
+    async fn contents_a_node_stores_are_not_fetched_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = quorum_store::DataDir::new(dir.path());
+        // A pack copy this node keeps for a takeover, as the control plane writes it.
+        let pack = quorum_core::pack::ContextPack::from_files(
+            dir.path().join("target"),
+            None,
+            vec![("src/lib.rs".to_string(), "pub fn f() {}\n".to_string())],
+        );
+        let meta = quorum_store::FlowMeta {
+            flow_id: "f1".into(),
+            flow_name: "review".into(),
+            flow_yaml: String::new(),
+            params: serde_json::Value::Null,
+            target_path: "/t".into(),
+            head_sha: None,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            started_ms: 0,
+            node: "n1".into(),
+        };
+        let copies = crate::control::replicas_of(&data);
+        copies.create_flow(&meta).unwrap().save_pack(&pack).unwrap();
+
+        let mut cfg =
+            quorum_llm::BackendConfig::new(quorum_llm::BackendKind::Ollama, "http://127.0.0.1:9");
+        cfg.models = vec!["m".into()];
+        let backends = Backends::from_configs(&[cfg], "m").unwrap();
+        let agent = NodeAgent::with_capacity("n2", backends, Arc::default(), 1);
+        let held = pack.files["src/lib.rs"].hash.clone();
+        let elsewhere = "0".repeat(64);
+        let wanted = vec![(held.clone(), 14), (elsewhere.clone(), 3)];
+
+        // Without the stores, both are fetched.
+        let mut have = BTreeMap::new();
+        assert_eq!(
+            agent
+                .from_local_stores(wanted.clone(), &mut have)
+                .await
+                .len(),
+            2
+        );
+
+        agent.set_data_dir(&data);
+        let still = agent.from_local_stores(wanted, &mut have).await;
+        assert_eq!(still, vec![(elsewhere, 3)]);
+        assert_eq!(&*have[&held], "pub fn f() {}\n");
+    }
 
     #[test]
     fn fetch_replies_stay_small_so_heartbeats_are_not_stuck_behind_them() {

@@ -562,7 +562,7 @@ pub fn rebuild_review(
 }
 
 /// Where a node keeps pack copies of reviews conducted elsewhere.
-fn replicas_of(data: &DataDir) -> DataDir {
+pub(crate) fn replicas_of(data: &DataDir) -> DataDir {
     DataDir::new(data.root().join("replicas"))
 }
 

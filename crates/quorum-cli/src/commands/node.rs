@@ -175,6 +175,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             capacity as u32,
         );
         a.set_storage(storage.clone());
+        a.set_data_dir(&data);
         // The control plane before the cluster, so Raft requests are answered from the start.
         let transport = quorum_control::ClusterTransport::new();
         if !args.voters.is_empty() && args.voters.len() < 3 {
