@@ -184,3 +184,19 @@ if errors:
     print(f"  error classes   {', '.join(errors)}")
 print(f"  reports         {out}")
 EOF
+
+# Quality on every landing (issue 24): the bundled fixture's ten planted defects scored by
+# `quorum bench quality` with the same model, flow and analyzers. Printed, never asserted: a
+# small model's recall moves with its sampling, but a prompt change that makes it worse is seen
+# the day it lands. A bench that does not finish is said, and does not fail the tier.
+t0=$SECONDS
+qrc=0
+PATH="$analyzers_bin:$PATH" RUST_LOG="${RUST_LOG:-warn}" timeout --kill-after=30 "$REVIEW_TIMEOUT" \
+    "$QUORUM" bench quality --corpus tests/corpora/code_project "${backend_args[@]}" --flow "$FLOW" \
+    --max-concurrent 2 --out "$OUT/quality" >"$OUT/quality.txt" 2>"$OUT/quality.stderr" || qrc=$?
+if ((qrc == 0)); then
+    log "bench quality on tests/corpora/code_project ($((SECONDS - t0))s, flow $FLOW):"
+    cat "$OUT/quality.txt"
+else
+    log "bench quality did not finish (exit $qrc after $((SECONDS - t0))s); see $OUT/quality.stderr"
+fi

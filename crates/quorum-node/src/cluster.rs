@@ -106,7 +106,7 @@ impl NodeAgent {
     /// Split `missing` into what this node's blob stores hold (added to `have` and the cache,
     /// each checked against its hash) and what must still be fetched. Reads run off the async
     /// threads.
-    async fn from_local_stores(
+    async fn take_from_local_stores(
         &self,
         missing: Vec<(String, u64)>,
         have: &mut BTreeMap<String, Arc<str>>,
@@ -277,7 +277,7 @@ impl NodeAgent {
                 }
             }
         }
-        let missing = self.from_local_stores(missing, &mut have).await;
+        let missing = self.take_from_local_stores(missing, &mut have).await;
         for hashes in fetch_batches(missing, FETCH_BATCH_BYTES) {
             let reply = cluster
                 .request(
@@ -705,14 +705,14 @@ mod fetch_tests {
         let mut have = BTreeMap::new();
         assert_eq!(
             agent
-                .from_local_stores(wanted.clone(), &mut have)
+                .take_from_local_stores(wanted.clone(), &mut have)
                 .await
                 .len(),
             2
         );
 
         agent.set_data_dir(&data);
-        let still = agent.from_local_stores(wanted, &mut have).await;
+        let still = agent.take_from_local_stores(wanted, &mut have).await;
         assert_eq!(still, vec![(elsewhere, 3)]);
         assert_eq!(&*have[&held], "pub fn f() {}\n");
     }
