@@ -12,6 +12,7 @@
 #   QUORUM_REAL_MODEL_KEEP_SERVER=1   leave a server this script started running afterwards
 #   QUORUM_REAL_MODEL_OUT             where the reports go (default: a new temp dir, kept)
 #   QUORUM_REAL_MODEL_FLOW            flow name or file (default: quick)
+#   QUORUM_REAL_MODEL_QUALITY_TIMEOUT seconds `bench quality` may take (default 600; not fatal)
 #
 # Exits 0 when the review ended with 0, 1 or 3 and its reports are valid; 1 otherwise.
 set -euo pipefail
@@ -21,6 +22,7 @@ cd "$ROOT"
 
 PORT="${QUORUM_LOCAL_PORT:-8088}"
 REVIEW_TIMEOUT="${QUORUM_REAL_MODEL_TIMEOUT:-900}"
+QUALITY_TIMEOUT="${QUORUM_REAL_MODEL_QUALITY_TIMEOUT:-600}"
 TARGET="tests/fixtures/code_project"
 
 log() { printf 'real-model: %s\n' "$*" >&2; }
@@ -191,7 +193,7 @@ EOF
 # the day it lands. A bench that does not finish is said, and does not fail the tier.
 t0=$SECONDS
 qrc=0
-PATH="$analyzers_bin:$PATH" RUST_LOG="${RUST_LOG:-warn}" timeout --kill-after=30 "$REVIEW_TIMEOUT" \
+PATH="$analyzers_bin:$PATH" RUST_LOG="${RUST_LOG:-warn}" timeout --kill-after=30 "$QUALITY_TIMEOUT" \
     "$QUORUM" bench quality --corpus tests/corpora/code_project "${backend_args[@]}" --flow "$FLOW" \
     --max-concurrent 2 --out "$OUT/quality" >"$OUT/quality.txt" 2>"$OUT/quality.stderr" || qrc=$?
 if ((qrc == 0)); then
