@@ -95,12 +95,12 @@ impl NodeAgent {
         })
     }
 
-    /// Look for pack contents in `data`'s blob stores (its reviews' and its pack copies')
+    /// Look for pack contents in `data`'s blob store (its reviews' and its pack copies')
     /// before fetching them from a peer: a voter that holds a review's pack copy already has
     /// every content its attempts need.
     pub fn set_data_dir(&self, data: &quorum_store::DataDir) {
-        let stores = vec![data.blobs(), crate::control::replicas_of(data).blobs()];
-        let _ = self.blob_stores.set(stores);
+        // One store: the pack copies under `replicas/` keep their contents in the node's.
+        let _ = self.blob_stores.set(vec![data.blobs()]);
     }
 
     /// Split `missing` into what this node's blob stores hold (added to `have` and the cache,

@@ -561,9 +561,10 @@ pub fn rebuild_review(
     Ok(store)
 }
 
-/// Where a node keeps pack copies of reviews conducted elsewhere.
+/// Where a node keeps pack copies of reviews conducted elsewhere (their contents in the node's
+/// one blob store).
 pub(crate) fn replicas_of(data: &DataDir) -> DataDir {
-    DataDir::new(data.root().join("replicas"))
+    data.replicas()
 }
 
 fn pack_batches(pack: &ContextPack) -> Vec<Vec<(String, String)>> {

@@ -65,9 +65,12 @@ fn is_hash(s: &str) -> bool {
 impl BlobStore {
     /// The store under `data_root/blobs` (created on first write).
     pub fn in_data_dir(data_root: &Path) -> BlobStore {
-        BlobStore {
-            root: data_root.join(BLOBS_DIR),
-        }
+        BlobStore::at(data_root.join(BLOBS_DIR))
+    }
+
+    /// The store in directory `root` (created on first write).
+    pub fn at(root: PathBuf) -> BlobStore {
+        BlobStore { root }
     }
 
     pub fn root(&self) -> &Path {
@@ -196,15 +199,22 @@ impl BlobStore {
         Ok(Some(bytes))
     }
 
-    /// Delete every blob no `blobs.list` under `flows_dir/*/` names, and leftovers of writes
-    /// that never finished. Holds the lock exclusively: no review is writing meanwhile.
-    pub fn collect(&self, flows_dir: &Path) -> Result<Collected, StoreError> {
+    /// Delete every blob no `blobs.list` under any of `flows_dirs/*/` names, and leftovers of
+    /// writes that never finished. Holds the lock exclusively: no review is writing meanwhile.
+    /// `flows_dirs` must name every directory of reviews that reference this store.
+    pub fn collect(&self, flows_dirs: &[PathBuf]) -> Result<Collected, StoreError> {
         if !self.root.is_dir() {
             return Ok(Collected::default());
         }
         let _exclusive = self.lock(true)?;
         let mut referenced: HashSet<String> = HashSet::new();
-        if let Ok(flows) = std::fs::read_dir(flows_dir) {
+        for flows_dir in flows_dirs {
+            let flows = match std::fs::read_dir(flows_dir) {
+                Ok(flows) => flows,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                // Reviews that cannot be listed might reference anything: collect nothing.
+                Err(e) => return Err(StoreError::io(flows_dir, e)),
+            };
             for flow in flows.flatten() {
                 let list = flow.path().join(REFERENCES_FILE);
                 match std::fs::read_to_string(&list) {
@@ -357,10 +367,13 @@ mod tests {
                 &[(hx.as_str(), &tx), (hy.as_str(), &ty)],
             )
             .unwrap();
-        assert_eq!(store.collect(&flows).unwrap(), Collected::default());
+        assert_eq!(
+            store.collect(std::slice::from_ref(&flows)).unwrap(),
+            Collected::default()
+        );
         std::fs::remove_dir_all(flows.join("b")).unwrap();
         std::fs::write(store.root.join(TMP_DIR).join("abandoned.1"), b"half").unwrap();
-        let gone = store.collect(&flows).unwrap();
+        let gone = store.collect(std::slice::from_ref(&flows)).unwrap();
         assert_eq!(gone.blobs, 1);
         assert_eq!(gone.bytes, (y.len() + 4) as u64);
         assert!(store.get(&hx, "x").unwrap().is_some());

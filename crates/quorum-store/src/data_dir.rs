@@ -49,7 +49,13 @@ pub enum CancelOutcome {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataDir {
     root: PathBuf,
+    /// Where its file contents are kept: `root/blobs`, shared by the pack copies a node keeps
+    /// under `root/replicas` ([`DataDir::replicas`]), so a node holds each content once.
+    blobs_root: PathBuf,
 }
+
+/// Under a data dir: the pack copies a node keeps of reviews conducted elsewhere.
+pub const REPLICAS_DIR: &str = "replicas";
 
 /// How long an explicit open waits out a lock that may be this process's own, just released.
 /// (2 s: a margin for a loaded machine, where the flusher can be slow to run.)
@@ -76,7 +82,11 @@ fn waiting_out_our_own_lock<T>(
 
 impl DataDir {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        DataDir { root: root.into() }
+        let root = root.into();
+        DataDir {
+            blobs_root: root.join(crate::blobs::BLOBS_DIR),
+            root,
+        }
     }
 
     /// `$QUORUM_DATA_DIR` when set and non-empty, else the user's data directory + `quorum`,
@@ -142,13 +152,28 @@ impl DataDir {
 
     /// The file contents every review of this data dir shares, once per content.
     pub fn blobs(&self) -> BlobStore {
-        BlobStore::in_data_dir(&self.root)
+        BlobStore::at(self.blobs_root.clone())
+    }
+
+    /// The data dir of the pack copies a node keeps of reviews conducted elsewhere: its own
+    /// reviews under `root/replicas`, its contents in this data dir's blob store.
+    pub fn replicas(&self) -> DataDir {
+        DataDir {
+            root: self.root.join(REPLICAS_DIR),
+            blobs_root: self.blobs_root.clone(),
+        }
     }
 
     /// Delete the contents no stored review references any more (after [`DataDir::gc`] or
-    /// [`DataDir::delete_flow`]).
+    /// [`DataDir::delete_flow`]): neither a review of the data dir that owns the blob store
+    /// nor one of its pack copies.
     pub fn collect_blobs(&self) -> Result<Collected, StoreError> {
-        self.blobs().collect(&self.flows_dir())
+        let owner = self.blobs_root.parent().unwrap_or(&self.root);
+        let referencing = [
+            owner.join(FLOWS_DIR),
+            owner.join(REPLICAS_DIR).join(FLOWS_DIR),
+        ];
+        self.blobs().collect(&referencing)
     }
 
     /// Every stored flow, newest first. One unreadable flow does not fail the listing: it

@@ -264,6 +264,40 @@ fn reviews_of_the_same_tree_share_its_contents_and_gc_keeps_what_is_still_refere
 }
 
 #[test]
+fn a_node_s_pack_copies_share_its_contents_and_keep_them_from_collection() {
+    let (tmp, data) = data_dir();
+    let content = "def f():\n    return 1\n".repeat(1000);
+    let pack = ContextPack::from_files(
+        tmp.path().join("target"),
+        None,
+        vec![("src/f.py".to_string(), content.clone())],
+    );
+    data.create_flow(&meta("own", "/repo", 1))
+        .unwrap()
+        .save_pack(&pack)
+        .unwrap();
+    let copies = data.replicas();
+    copies
+        .create_flow(&meta("copy", "/repo", 2))
+        .unwrap()
+        .save_pack(&pack)
+        .unwrap();
+    // Once, in the node's store; nothing under replicas/ holds it again.
+    assert_eq!(copies.blobs().root(), data.blobs().root());
+    assert_eq!(data.blobs().bytes(), content.len() as u64);
+    assert!(!tmp.path().join("replicas").join("blobs").exists());
+
+    // The node's own review goes: the copy still needs the content, from either side.
+    data.delete_flow("own").unwrap();
+    assert_eq!(data.collect_blobs().unwrap().blobs, 0);
+    assert_eq!(copies.collect_blobs().unwrap().blobs, 0);
+    assert!(copies.open_flow("copy").unwrap().load_pack().is_ok());
+    copies.delete_flow("copy").unwrap();
+    assert_eq!(copies.collect_blobs().unwrap().blobs, 1);
+    assert_eq!(data.blobs().bytes(), 0);
+}
+
+#[test]
 fn a_stored_content_altered_on_disk_is_corrupt_naming_the_file() {
     let (tmp, data) = data_dir();
     let pack = ContextPack::from_files(
