@@ -147,23 +147,34 @@ const FAST: Keepalive = Keepalive {
     timeout: Duration::from_millis(300),
 };
 
+/// A review watched through the freezable proxy with [`FAST`] pings, its first event read: the
+/// stream, the proxy's freeze switch, and the server (kept alive while held).
+async fn watching() -> (
+    quorum_api::ClientEventStream,
+    watch::Sender<bool>,
+    oneshot::Sender<()>,
+) {
+    let (addr, stop) = start_server().await;
+    let (freeze, frozen) = watch::channel(false);
+    let url = start_proxy(addr, frozen).await;
+    let client = ApiClient::connect_with(&url, TOKEN, None, FAST)
+        .await
+        .unwrap();
+    let flow_id = client.submit(pack()).await.unwrap();
+    let mut events = client.watch(&flow_id).await.unwrap();
+    let first = events
+        .next()
+        .await
+        .expect("an event")
+        .expect("not an error");
+    assert_eq!(first.kind, "stage");
+    (events, freeze, stop)
+}
+
 #[tokio::test]
 async fn a_watch_through_a_path_gone_silent_fails_within_the_keepalive_bound() {
     bounded(async {
-        let (addr, _stop) = start_server().await;
-        let (freeze, frozen) = watch::channel(false);
-        let url = start_proxy(addr, frozen).await;
-        let client = ApiClient::connect_with(&url, TOKEN, None, FAST)
-            .await
-            .unwrap();
-        let flow_id = client.submit(pack()).await.unwrap();
-        let mut events = client.watch(&flow_id).await.unwrap();
-        let first = events
-            .next()
-            .await
-            .expect("an event")
-            .expect("not an error");
-        assert_eq!(first.kind, "stage");
+        let (mut events, freeze, _server) = watching().await;
 
         freeze.send(true).unwrap();
         let cut = Instant::now();
@@ -187,15 +198,7 @@ async fn a_watch_through_a_path_gone_silent_fails_within_the_keepalive_bound() {
 #[tokio::test]
 async fn a_quiet_watch_on_a_live_path_stays_open() {
     bounded(async {
-        let (addr, _stop) = start_server().await;
-        let (_freeze, frozen) = watch::channel(false);
-        let url = start_proxy(addr, frozen).await;
-        let client = ApiClient::connect_with(&url, TOKEN, None, FAST)
-            .await
-            .unwrap();
-        let flow_id = client.submit(pack()).await.unwrap();
-        let mut events = client.watch(&flow_id).await.unwrap();
-        assert!(events.next().await.unwrap().is_ok());
+        let (mut events, _freeze, _server) = watching().await;
         // Several keepalive bounds with no event at all: pings are answered, so the review
         // is slow, not dead, and its watch must stay open.
         let quiet = FAST.dead_within() * 4;
