@@ -30,6 +30,8 @@ pub const BLOBS_DIR: &str = "blobs";
 /// Beside a review's store: the hashes its pack references, one per line.
 pub const REFERENCES_FILE: &str = "blobs.list";
 const TMP_DIR: &str = "tmp";
+/// Numbers this process's staged writes apart.
+static STAGED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 const LOCK_FILE: &str = ".lock";
 
 /// The content-addressed contents of one data dir.
@@ -145,7 +147,13 @@ impl BlobStore {
                     format!("a content named {hash} hashes to {actual}"),
                 ));
             }
-            let staged = tmp.join(format!("{hash}.{}", std::process::id()));
+            // Unique per write: two saves in one process (a node's own review and a pack copy of
+            // the same tree) may stage the same content at once.
+            let staged = tmp.join(format!(
+                "{hash}.{}.{}",
+                std::process::id(),
+                STAGED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ));
             let mut f = File::create(&staged).map_err(|e| StoreError::io(&staged, e))?;
             f.write_all(bytes).map_err(|e| StoreError::io(&staged, e))?;
             if !cfg!(target_os = "linux") {
@@ -378,6 +386,31 @@ mod tests {
         assert_eq!(gone.bytes, (y.len() + 4) as u64);
         assert!(store.get(&hx, "x").unwrap().is_some());
         assert!(store.get(&hy, "y").unwrap().is_none());
+    }
+
+    #[test]
+    fn saves_of_the_same_content_at_once_in_one_process_both_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BlobStore::in_data_dir(dir.path());
+        let flows = dir.path().join("flows");
+        let content = "x = 1\n".repeat(20_000);
+        let h = hash(content.as_bytes());
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (store, flows, content, h) =
+                    (store.clone(), flows.clone(), content.clone(), h.clone());
+                std::thread::spawn(move || {
+                    let dir = flows.join(format!("f{i}"));
+                    std::fs::create_dir_all(&dir).unwrap();
+                    let t = Text::from(content.as_str());
+                    store.put_all(&dir.join(REFERENCES_FILE), &[(h.as_str(), &t)])
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().unwrap();
+        }
+        assert_eq!(store.get(&h, "x.py").unwrap().unwrap(), content.as_bytes());
     }
 
     #[test]
