@@ -12,26 +12,31 @@ use std::path::Path;
 
 const EARLIER: &str = "## Insights from earlier reviews";
 
+/// `quorum review TARGET` against `server`, its reports in `out`, quietly.
+fn review_args(target: &Path, server: &ScriptedServer, out: &Path) -> Vec<String> {
+    let backend = format!("ollama={}", server.ollama_url());
+    [
+        "review",
+        target.to_str().unwrap(),
+        "--backend",
+        &backend,
+        "--model",
+        MODEL,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// Review `target` against a fresh scripted server; the planner's prompt and report.json.
 async fn review(work: &Path, target: &Path, out: &str) -> (String, Value) {
     let server = ScriptedServer::start(code_review_script()).await.unwrap();
     let out = work.join(out);
-    let backend = format!("ollama={}", server.ollama_url());
-    let o = quorum(
-        &[
-            "review",
-            target.to_str().unwrap(),
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-        ],
-        work,
-    )
-    .await;
+    let args = review_args(target, &server, &out);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = quorum(&args, work).await;
     assert_eq!(o.status.code(), Some(1), "findings at P1: {}", text(&o));
     let planner = server
         .requests()
@@ -272,24 +277,9 @@ async fn a_second_review_while_the_first_runs_is_still_offered_the_earlier_insig
     let held = ScriptedServer::start(six_tasks_holding_after(0))
         .await
         .unwrap();
-    let backend = format!("ollama={}", held.ollama_url());
-    let out = w.join("first");
-    let mut first = command(
-        &[
-            "review",
-            target.to_str().unwrap(),
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--out",
-            out.to_str().unwrap(),
-            "--quiet",
-        ],
-        w,
-    )
-    .spawn()
-    .unwrap();
+    let args = review_args(&target, &held, &w.join("first"));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = command(&args, w).spawn().unwrap();
     for i in 0.. {
         assert!(i < 2400, "the first review never reached its specialists");
         if held.requests().iter().any(|r| task_of(r).is_some()) {
