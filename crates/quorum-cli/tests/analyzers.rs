@@ -23,7 +23,7 @@ fn cmd(args: &[&str], work: &Path, bin: &Path) -> tokio::process::Command {
 }
 
 fn report(out: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+    read_json(&out.join("report.json"))
 }
 
 fn credited(report: &Value, tool: &str) -> Vec<Value> {

@@ -47,8 +47,7 @@ async fn review_writes_three_reports_and_exits_1_on_findings() {
         "no progress line when not a tty"
     );
 
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let json: Value = read_json(&out.join("report.json"));
     assert_eq!(json["schema_version"], 1);
     assert_eq!(json["status"], "completed");
     for key in [
@@ -314,8 +313,7 @@ async fn partial_review_exits_3_and_still_writes_the_report() {
     )
     .await;
     assert_eq!(code(&o), 3, "{}", text(&o));
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let json: Value = read_json(&out.join("report.json"));
     assert_eq!(json["status"], "partial");
     assert!(json["status_reason"].as_str().unwrap().contains("t1"));
     assert!(String::from_utf8_lossy(&o.stdout).contains("note: "));

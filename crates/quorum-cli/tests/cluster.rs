@@ -599,8 +599,7 @@ async fn a_submitted_review_interrupted_by_kill_9_resumes_by_hand() {
         code == 0 || code == 1,
         "resume exited {code}: {stdout}{stderr}"
     );
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = read_json(&out.join("report.json"));
     assert_complete_once(&report);
 }
 
@@ -742,8 +741,7 @@ async fn a_lone_node_gone_silent_is_reported_and_followed_again_when_it_wakes() 
         .unwrap();
     let code = status.code().unwrap_or(-1);
     assert!(code == 0 || code == 1, "client exited {code}");
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = read_json(&out.join("report.json"));
     assert_complete_once(&report);
     let _ = node.kill().await;
 }

@@ -79,7 +79,7 @@ async fn review(api: &str, work: &Path) -> Value {
         "review failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+    read_json(&out.join("report.json"))
 }
 
 /// One sample of a Prometheus/OpenMetrics text exposition.

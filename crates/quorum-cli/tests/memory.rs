@@ -44,8 +44,7 @@ async fn review(work: &Path, target: &Path, out: &str) -> (String, Value) {
         .find(|r| r.system.contains("You are the planner"))
         .expect("a planner request")
         .last_user;
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let json: Value = read_json(&out.join("report.json"));
     (planner, json)
 }
 
@@ -172,9 +171,7 @@ async fn no_memory_neither_keeps_nor_offers() {
         )
         .await;
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-        let json: Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
-                .unwrap();
+        let json: Value = read_json(&out.join("report.json"));
         assert!(json.get("insights").is_none(), "{}", json["insights"]);
     }
     assert!(server
@@ -211,10 +208,7 @@ async fn a_node_offers_a_submitted_review_the_insights_of_the_last_one_of_its_ta
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let o = client(&args, &work).await;
             assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-            let json: Value = serde_json::from_str(
-                &std::fs::read_to_string(work.join(out_name(&args)).join("report.json")).unwrap(),
-            )
-            .unwrap();
+            let json: Value = read_json(&work.join(out_name(&args)).join("report.json"));
             json
         }
     };

@@ -76,8 +76,7 @@ async fn review_through_a_node_matches_a_local_review() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let remote: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let remote: Value = read_json(&out.join("report.json"));
     assert!(out.join("report.sarif").is_file() && out.join("report.md").is_file());
 
     // The same review, locally: the same findings.
@@ -97,9 +96,7 @@ async fn review_through_a_node_matches_a_local_review() {
     )
     .await;
     assert_eq!(o.status.code(), Some(1));
-    let local: Value =
-        serde_json::from_str(&std::fs::read_to_string(local_out.join("report.json")).unwrap())
-            .unwrap();
+    let local: Value = read_json(&local_out.join("report.json"));
     let key = |r: &Value| -> Vec<String> {
         let mut v: Vec<String> = r["findings"]
             .as_array()
@@ -258,8 +255,7 @@ async fn the_accepting_node_runs_its_analyzers_and_the_client_can_turn_them_off(
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = read_json(&out.join("report.json"));
     // The planted hit, and the one inside the specialists' SQL injection finding.
     assert_eq!(credited(&report), 2, "{}", report["findings"]);
     assert!(report["analyzers"]
@@ -293,8 +289,7 @@ async fn the_accepting_node_runs_its_analyzers_and_the_client_can_turn_them_off(
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = read_json(&out.join("report.json"));
     assert_eq!(credited(&report), 0);
     assert!(report.get("analyzers").is_none());
     assert!(!server.requests()[before..]

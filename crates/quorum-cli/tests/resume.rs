@@ -165,8 +165,7 @@ async fn resume_with(
         "resume failed ({code}): {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = read_json(&out.join("report.json"));
     let after: Vec<RecordedRequest> = server
         .requests()
         .into_iter()
@@ -447,8 +446,7 @@ async fn flows_cancel_stops_a_review_running_in_another_process() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = read_json(&out.join("report.json"));
     assert_eq!(report["status"], "partial");
     assert!(report["status_reason"]
         .as_str()

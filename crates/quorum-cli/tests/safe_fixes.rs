@@ -61,8 +61,7 @@ async fn safe_fixes_go_to_a_copy_and_never_to_the_target() {
     assert_eq!(copy, original.replacen(SAFE_OLD, SAFE_NEW, 1));
     assert_eq!(snapshot(&fixed).len(), before.len());
 
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = read_json(&out.join("report.json"));
     let fixes = report["safe_fixes"]
         .as_array()
         .expect("report lists the fixes");

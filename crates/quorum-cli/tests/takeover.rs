@@ -335,6 +335,7 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
         }
         let r = got.unwrap_or_else(|| panic!("{} has no report", n.name));
         let v: Value = serde_json::from_str(&r.report_json).unwrap();
+        assert_valid_report(&v, Path::new(&format!("{}'s API report", n.name)));
         assert_eq!(v["flow_id"], flow_id.as_str(), "{}", n.name);
         assert_eq!(v["findings"], report["findings"], "{}", n.name);
     }
@@ -618,8 +619,7 @@ async fn the_whole_cluster_down_a_node_that_never_conducted_resumes_the_review_b
         stderr.contains("rebuilt from this node's replica"),
         "{stderr}"
     );
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let report: Value = read_json(&out.join("report.json"));
     assert_eq!(report["flow_id"], flow_id.as_str());
     assert_complete_once(&report);
     // What the replica had recorded as done was not asked again: the resume used only n2's

@@ -47,8 +47,7 @@ async fn verifier_flags_reach_the_flow() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     // Five grounded findings, three verifier calls each.
     assert_eq!(verifier_calls(&server), 15);
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let json: Value = read_json(&out.join("report.json"));
     let ledger = json["verification_ledger"].as_array().expect("a ledger");
     assert_eq!(ledger.len(), 5);
     for e in ledger {
@@ -196,8 +195,7 @@ async fn resume_keeps_the_verifier_flags_of_the_interrupted_review() {
     assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
     // No batch was counted before the kill: all six findings are asked again, twice each.
     assert_eq!(verifier_calls(&second), 2 * SIX_TASKS);
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let json: Value = read_json(&out.join("report.json"));
     let ledger = json["verification_ledger"].as_array().expect("a ledger");
     assert_eq!(ledger.len(), SIX_TASKS);
     assert!(ledger

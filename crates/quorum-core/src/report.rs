@@ -20,6 +20,7 @@ mod testing;
 
 pub use formats::{report_format, report_format_names, ReportFormat, REPORT_FORMATS};
 pub use schema::{
-    DiffFile, DiffInfo, InsightsReport, Methodology, OfferedInsight, Report, ReviewStatus,
-    TargetInfo, TaskReport, TeamMember, Usage, SCHEMA_VERSION,
+    json_schema, strict_json_schema, DiffFile, DiffInfo, InsightsReport, Methodology,
+    OfferedInsight, Report, ReviewStatus, TargetInfo, TaskReport, TeamMember, Usage,
+    SCHEMA_VERSION,
 };

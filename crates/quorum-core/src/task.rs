@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The scout's one LLM judgment about the target.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Classification {
     /// software | legal | financial | scientific | documentation | mixed
     pub domain: String,
@@ -54,7 +54,7 @@ pub struct Task {
 }
 
 /// A task the planner proposed that validation refused, with why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RejectedTask {
     pub id: String,
     pub persona: String,

@@ -256,10 +256,53 @@ pub fn write(root: &Path, rel: &str, content: &str) {
 }
 
 /// A JSON file the test expects to be there (report.json, merge-readiness.json, ...).
+/// A JSON file the CLI wrote. A report.json is also validated against the shipped report schema
+/// (`tests/schemas/report.schema.json`), closed to unknown fields, so every report a CLI test
+/// reads is checked against the contract.
 pub fn read_json(path: &Path) -> Value {
     let body = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&body).unwrap()
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    if path.file_name().is_some_and(|n| n == "report.json") {
+        assert_valid_report(&doc, path);
+    }
+    doc
+}
+
+/// Fails with every violation when `report` does not satisfy the shipped report.json schema.
+pub fn assert_valid_report(report: &Value, from: &Path) {
+    static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    let validator = VALIDATOR.get_or_init(|| {
+        let shipped = repo_root().join("tests/schemas/report.schema.json");
+        let text = std::fs::read_to_string(&shipped)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", shipped.display()));
+        let mut schema: Value = serde_json::from_str(&text).unwrap();
+        close_objects(&mut schema);
+        jsonschema::validator_for(&schema).unwrap()
+    });
+    let errs: Vec<String> = validator
+        .iter_errors(report)
+        .map(|e| format!("{e} at {}", e.instance_path))
+        .collect();
+    assert!(
+        errs.is_empty(),
+        "{} does not match report.schema.json: {errs:#?}",
+        from.display()
+    );
+}
+
+/// `additionalProperties: false` wherever properties are listed.
+fn close_objects(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            map.values_mut().for_each(close_objects);
+        }
+        Value::Array(items) => items.iter_mut().for_each(close_objects),
+        _ => {}
+    }
 }
 
 /// One finding as a specialist answers it.

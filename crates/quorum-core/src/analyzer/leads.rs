@@ -96,7 +96,7 @@ impl Lead {
 }
 
 /// What happened to one analyzer of the catalog in this review (the report's `analyzers`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AnalyzerRun {
     pub name: String,
     /// True when the tool ran and its output was read.

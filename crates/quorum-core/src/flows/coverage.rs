@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// One dimension's coverage in the report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DimensionCoverage {
     pub name: String,
     pub required: bool,
@@ -26,14 +26,14 @@ pub struct DimensionCoverage {
 }
 
 /// One source directory and the tasks whose files include it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DirectoryCoverage {
     pub directory: String,
     pub tasks: Vec<String>,
 }
 
 /// A task the engine added to the plan, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AddedTask {
     pub task: String,
     pub persona: String,
@@ -53,7 +53,7 @@ pub const FULL_ORIGIN_PREFIX: &str = "coverage: full";
 /// That task's prompt carried the file's numbered lines unless the prompt budget had no room for
 /// them (the specialist then had only its `file_read` tool); the exhaustive flow sizes its
 /// batches so that every body fits.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CoverageReport {
     /// Which coverage mode ran: `sampled` (the planner's tasks) or `full` (every file in some
     /// task); the exhaustive flow is always `full`.

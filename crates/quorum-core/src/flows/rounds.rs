@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub const ORIGIN_PREFIX: &str = "exhaustive: round ";
 
 /// One round's metrics: recorded as a store event when the round ends and shown in the report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoundMetrics {
     pub round: u32,
     pub persona: String,

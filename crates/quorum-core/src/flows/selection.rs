@@ -25,7 +25,9 @@ pub struct Candidate {
 }
 
 /// What the interest poll (tier 1) made of one prefilter survivor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PollOutcome {
     /// Named by the flow: seated without a poll.
@@ -48,7 +50,7 @@ impl PollOutcome {
 }
 
 /// One prefilter survivor and what became of it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct SelectionDecision {
     pub persona: String,
     /// Why the prefilter kept it ([`Candidate::reason`]).
@@ -63,7 +65,9 @@ pub struct SelectionDecision {
 /// survivor's decision, the reviewers the prefilter ruled out, and the roster the planner got;
 /// and, for any flow, the personas the plan's fit refused for this material
 /// (`flows::fit::fit_plan`).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct SelectionRecord {
     pub decisions: Vec<SelectionDecision>,
     /// Reviewers none of whose triggers occur in the material, in catalog order.
@@ -76,7 +80,9 @@ pub struct SelectionRecord {
 }
 
 /// A persona refused for this material, and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Refusal {
     pub persona: String,
     pub reason: String,

@@ -36,7 +36,7 @@ pub const MAX_FIELD_CHARS: usize = 1200;
 pub const NEAR_LINES: u32 = 30;
 
 /// What the author says about a prior finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Disposition {
     /// The author says it is fixed (checked like any other: the tree decides).
@@ -358,7 +358,7 @@ pub fn precheck(f: &PriorFinding, pack: &ContextPack) -> PreCheck {
 }
 
 /// The ruling on one prior finding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Fixed,
@@ -407,7 +407,7 @@ impl Status {
 }
 
 /// The adjudication of one prior finding (report.json `adjudication.findings[]`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Adjudged {
     pub id: String,
     pub title: String,
@@ -642,7 +642,7 @@ fn precheck_evidence(f: &PriorFinding, line: u32, quote: &str, pack: &ContextPac
 }
 
 /// Counts by status, and the new findings.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub fixed: usize,
     pub still_present: usize,
@@ -656,7 +656,7 @@ pub struct Summary {
 
 /// report.json `adjudication`: the prior review, every prior finding's ruling, and which of
 /// this review's findings are new.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Adjudication {
     pub prior: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -82,7 +82,7 @@ pub struct Criterion {
 }
 
 /// The verdict on one criterion.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CriterionStatus {
     /// The target does what the criterion asks.
@@ -124,7 +124,7 @@ impl CriterionStatus {
 }
 
 /// A quote from the target that supports a verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Evidence {
     pub file: String,
     #[serde(default)]
@@ -596,7 +596,7 @@ pub fn ground_judgment(mut j: Judgment, pack: &ContextPack, spec_path: Option<&s
 // The gate
 
 /// One criterion as `merge-readiness.json` lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CriterionResult {
     pub id: String,
     pub text: String,
@@ -611,7 +611,7 @@ pub struct CriterionResult {
 
 /// `merge-readiness.json`: every criterion's verdict and the gate. `ready` only when the
 /// review completed, there was at least one criterion, and every one is met.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MergeReadiness {
     pub criteria: Vec<CriterionResult>,
     pub ready: bool,

@@ -643,7 +643,7 @@ pub fn synthesize(judged: Vec<Judged>, gate: f64) -> Gated {
 }
 
 /// One `safe_auto` replacement and what became of it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SafeFix {
     pub finding: String,
     pub file: String,

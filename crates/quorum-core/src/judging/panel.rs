@@ -25,7 +25,7 @@ pub const REJECT_BELOW: f64 = 4.0;
 pub const REVISE_BELOW: f64 = 7.0;
 
 /// One finding's score from one judge.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ItemScore {
     /// The finding's id in the report (F001, ...).
     pub finding: String,
@@ -35,7 +35,7 @@ pub struct ItemScore {
 }
 
 /// One judge's answer, as recorded and reported.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JudgeScore {
     /// The judge's catalog name.
     pub judge: String,
@@ -50,15 +50,16 @@ pub struct JudgeScore {
 }
 
 /// A judge that gave no score: never counted, listed with why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct JudgeFailure {
     pub judge: String,
     pub error: String,
 }
 
 /// The panel's verdict on the review's output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(rename = "PanelVerdict")]
 pub enum Verdict {
     Accept,
     Revise,
@@ -85,7 +86,7 @@ impl Verdict {
 }
 
 /// Who decided the verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictBy {
     /// The meta-judge's answer.
@@ -103,7 +104,7 @@ pub struct Decision {
 }
 
 /// One axis of the panel: its judges' scores and what they add up to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AxisReport {
     pub axis: String,
     pub mean: f64,
@@ -115,7 +116,7 @@ pub struct AxisReport {
 }
 
 /// report.json `panel`: the judge panel's scores of the review's findings and its verdict.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PanelReport {
     /// Axes with at least one score, in the flow's order.
     pub axes: Vec<AxisReport>,

@@ -52,7 +52,7 @@ impl PackFile {
 
 /// A file the snapshot left out, and why ("secret", "binary", "too large (2.3 MiB > 1 MiB)",
 /// "symlink outside root", "excluded by .gitignore" is NOT recorded — ignored files are silent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Skipped {
     pub path: String,
     pub reason: String,

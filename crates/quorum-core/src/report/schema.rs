@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// Terminal status of a review.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ReviewStatus {
     Completed,
@@ -17,7 +17,7 @@ pub enum ReviewStatus {
     Failed,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TargetInfo {
     pub path: String,
     pub head_sha: Option<String>,
@@ -30,7 +30,7 @@ pub struct TargetInfo {
 }
 
 /// The change a review was scoped to (report.json `target.diff`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DiffInfo {
     /// The range as given ("main..feature").
     pub spec: String,
@@ -41,7 +41,7 @@ pub struct DiffInfo {
 }
 
 /// One changed file in [`DiffInfo`] (the hunks stay in the store, not in the report).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DiffFile {
     pub path: String,
     /// added | modified | deleted | renamed
@@ -52,7 +52,7 @@ pub struct DiffFile {
     pub removed: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TeamMember {
     pub persona: String,
     pub model: String,
@@ -64,7 +64,7 @@ pub struct TeamMember {
 }
 
 /// One task's outcome (DESIGN §6 `tasks[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskReport {
     pub id: String,
     /// The persona for specialist tasks; the stage name ("scout", "planner", ...) otherwise.
@@ -114,7 +114,7 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Usage {
     pub llm_calls: u64,
     pub tokens_in: u64,
@@ -123,7 +123,7 @@ pub struct Usage {
 }
 
 /// Counts for the methodology section.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Methodology {
     pub reported: usize,
     pub dropped: usize,
@@ -141,7 +141,7 @@ pub struct Methodology {
 }
 
 /// The whole report (report.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     pub schema_version: u32,
     pub flow_id: String,
@@ -213,7 +213,7 @@ pub struct Report {
 }
 
 /// report.json `insights`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InsightsReport {
     pub offered: Vec<OfferedInsight>,
     /// Insights distilled from this review's verified findings for later reviews.
@@ -221,7 +221,7 @@ pub struct InsightsReport {
 }
 
 /// One insight an earlier review left, as offered to this review's planner.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OfferedInsight {
     pub id: String,
     pub title: String,
@@ -240,4 +240,43 @@ impl Report {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
+}
+
+/// The JSON Schema of report.json, generated from these types (so it cannot drift from what
+/// the engine writes). Shipped as `tests/schemas/report.schema.json`; the tests check the
+/// shipped copy is current and validate real reports against it.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(Report)).unwrap_or_default();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.insert("title".into(), "quorum report.json".into());
+        obj.insert(
+            "description".into(),
+            format!(
+                "The report a quorum review writes (schema_version {SCHEMA_VERSION}). Generated \
+                 from the report types in quorum-core; do not edit."
+            )
+            .into(),
+        );
+    }
+    schema
+}
+
+/// [`json_schema`] with every object closed (`additionalProperties: false` wherever properties
+/// are listed): for a consumer — or a test — that must refuse any field the types do not name.
+pub fn strict_json_schema() -> serde_json::Value {
+    fn close(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                    map.insert("additionalProperties".into(), false.into());
+                }
+                map.values_mut().for_each(close);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(close),
+            _ => {}
+        }
+    }
+    let mut schema = json_schema();
+    close(&mut schema);
+    schema
 }

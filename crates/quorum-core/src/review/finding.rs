@@ -5,7 +5,19 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// P0 (critical) .. P3 (minor). Ordered so that `P0 < P1`: "at or above P1" is `sev <= P1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 pub enum Severity {
     P0,
     P1,
@@ -52,7 +64,7 @@ impl fmt::Display for Severity {
 /// says no judgment was made: the finding was grounded but its verification could not run
 /// (the verifier failed, the budget was spent, its answer was unreadable). Unverified findings
 /// stay in the report's `findings`, marked, after the checked ones, with the reason in `notes`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Verdict {
     Confirmed,
@@ -93,7 +105,19 @@ impl fmt::Display for Verdict {
 }
 
 /// How a document finding may be resolved (seed 003's routing classes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AutofixClass {
     /// Local and deterministic (a term, a cross-reference): may be applied without asking.
@@ -140,7 +164,19 @@ impl AutofixClass {
 
 /// What a reviewer wants done with the passage a document finding is about. Opposite stances
 /// from two reviewers on one section are a contradiction the synthesis surfaces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Stance {
     Keep,
@@ -182,14 +218,14 @@ impl Stance {
 }
 
 /// An exact text replacement a finding proposes: `old` must occur in the cited file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TextFix {
     pub old: String,
     pub new: String,
 }
 
 /// Optional document-review fields of a finding (all absent in other flows).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Routing {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub autofix_class: Option<AutofixClass>,
@@ -228,7 +264,9 @@ pub struct RawFinding {
 }
 
 /// Who reported a finding. Several reporters on one anchor corroborate it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Reporter {
     pub persona: String,
     pub model: String,
@@ -245,7 +283,7 @@ pub struct Reported {
 
 /// What the confidence consultant changed. The finding's severity and confidence are the
 /// consultant's; these are the finder's own, kept for the reader.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rescored {
     pub original_severity: Severity,
     pub original_confidence: f64,
@@ -254,7 +292,7 @@ pub struct Rescored {
 }
 
 /// A surviving finding in the report (DESIGN §6 `findings[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     pub id: String,
     pub title: String,
@@ -293,7 +331,7 @@ pub struct Finding {
 }
 
 /// A finding that did not survive (DESIGN §6 `dropped[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Dropped {
     pub title: String,
     pub file: Option<String>,

@@ -8,7 +8,7 @@ use crate::review::vote::{Threshold, Vote};
 use serde::{Deserialize, Serialize};
 
 /// One model-checked finding in report.json's `verification_ledger`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LedgerEntry {
     /// The report id the verdict went into (F001, R001, ... in `findings`, `residual_concerns`
     /// or `pre_existing`): the finding with its anchor, else its title and file; `null` when

@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// How many of a finding's verifiers must uphold it for it to stay.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Threshold {
     /// One upholding vote keeps the finding.
@@ -73,7 +75,7 @@ impl fmt::Display for Threshold {
 }
 
 /// One verifier's answer on one finding, as the ledger shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Vote {
     /// Which of the finding's verifiers: "v1", "v2", ...
     pub verifier: String,

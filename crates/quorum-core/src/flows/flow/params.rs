@@ -171,7 +171,9 @@ impl Overrides {
 
 /// How much of the pack a planned review reads (`--coverage`, config `coverage`, a flow's
 /// `parameters.coverage`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CoverageMode {
     /// The planner's tasks only: the files it judged worth a specialist.
