@@ -256,7 +256,7 @@ pub enum PersonasCommand {
     List,
     /// A persona in full, with its resolved heuristics.
     Show { name: String },
-    /// Validate every persona and heuristic; exit 2 naming the file and field on error.
+    /// Validate every persona, heuristic and flow; exit 2 naming the file and field on error.
     Check,
 }
 

@@ -5,6 +5,7 @@ use crate::exit::ExitCode;
 use crate::settings;
 use crate::setup::{load_catalog, load_settings};
 use anyhow::Result;
+use quorum_core::flows::flow::Flow;
 use std::path::Path;
 
 pub fn personas(command: PersonasCommand, config: Option<&Path>) -> Result<ExitCode> {
@@ -52,7 +53,41 @@ pub fn personas(command: PersonasCommand, config: Option<&Path>) -> Result<ExitC
             );
             let by_domain: Vec<String> = domains.iter().map(|(d, n)| format!("{d} {n}")).collect();
             println!("reviewers by domain: {}", by_domain.join(", "));
+            let flows_dir = settings::data_dir(&settings.flows_dir, "flows")?;
+            let flows = check_flows(&flows_dir, &catalog)?;
+            println!(
+                "ok: {} flows in {}: {}",
+                flows.len(),
+                flows_dir.display(),
+                flows.join(", ")
+            );
         }
     }
     Ok(ExitCode::Clean)
+}
+
+/// Every flow file in `dir` parsed and checked against the catalog (the personas its team
+/// names, a panel's judges), in name order; the first bad one is the error, naming its file.
+fn check_flows(dir: &Path, catalog: &quorum_core::catalog::Catalog) -> Result<Vec<String>> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("cannot read flows directory {}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+        .collect();
+    files.sort();
+    let mut names = Vec::with_capacity(files.len());
+    for path in files {
+        let yaml = std::fs::read_to_string(&path)
+            .map_err(|e| anyhow::anyhow!("cannot read flow {}: {e}", path.display()))?;
+        let flow = Flow::parse(&yaml, &path)
+            .map_err(|e| anyhow::anyhow!("invalid flow {}: {e}", path.display()))?;
+        flow.check_personas(catalog).map_err(|e| {
+            anyhow::anyhow!(
+                "invalid flow {}: {e}; see `quorum personas list`",
+                path.display()
+            )
+        })?;
+        names.push(flow.name);
+    }
+    Ok(names)
 }
