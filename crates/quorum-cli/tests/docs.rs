@@ -298,3 +298,129 @@ fn every_line_the_troubleshooting_page_quotes_is_one_quorum_prints() {
         missing.join("\n")
     );
 }
+
+const GUIDE: &str = "docs/src/writing-personas-and-flows.md";
+
+/// The code blocks of a page that open with `# file: PATH`: (PATH, the block's text).
+fn file_blocks(page: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut lines = page.lines();
+    while let Some(line) = lines.next() {
+        if !line.starts_with("```") {
+            continue;
+        }
+        let body: Vec<&str> = lines
+            .by_ref()
+            .take_while(|l| !l.starts_with("```"))
+            .collect();
+        if let Some(path) = body.first().and_then(|l| l.strip_prefix("# file: ")) {
+            blocks.push((path.trim().to_string(), body.join("\n") + "\n"));
+        }
+    }
+    blocks
+}
+
+/// `quorum personas check` with the catalog of `root` (its personas/ and flows/).
+fn check_catalog(root: &Path) -> std::process::Output {
+    let config = root.join("q.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "personas_dir = {:?}\nflows_dir = {:?}\n",
+            root.join("personas").to_str().unwrap(),
+            root.join("flows").to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    Command::new(BIN)
+        .args(["personas", "check", "--config", config.to_str().unwrap()])
+        .env_clear()
+        .env("HOME", home.path())
+        .output()
+        .unwrap()
+}
+
+/// The persona-and-flow guide's files are real: added to a copy of the shipped catalog, they
+/// pass `quorum personas check`, which then counts the new persona and lists the new flow;
+/// and the page's example error is the one a misspelt persona gives.
+#[test]
+fn the_guide_to_writing_personas_and_flows_checks_out() {
+    let page = std::fs::read_to_string(repo_root().join(GUIDE)).unwrap();
+    let blocks = file_blocks(&page);
+    let paths: Vec<&str> = blocks.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "personas/heuristics/schema_migrations.yaml",
+            "personas/migration_reviewer.yaml",
+            "flows/migrations.yaml"
+        ],
+        "the guide's files"
+    );
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path();
+    copy_dir(&repo_root().join("personas"), &root.join("personas"));
+    copy_dir(&repo_root().join("flows"), &root.join("flows"));
+    let shipped = check_catalog(root);
+    assert!(
+        shipped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shipped.stderr)
+    );
+    for (path, text) in &blocks {
+        std::fs::write(root.join(path), text).unwrap();
+    }
+    let o = check_catalog(root);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        out,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let count = |s: &str| {
+        s.split_once(" personas (")
+            .and_then(|(head, _)| head.rsplit(' ').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        count(&out),
+        count(&String::from_utf8_lossy(&shipped.stdout)) + 1,
+        "{out}"
+    );
+    let flows_line = out
+        .lines()
+        .find(|l| l.contains(" flows in "))
+        .unwrap_or_default();
+    assert!(flows_line.contains("migrations"), "{out}");
+
+    // The page's example of a failed check, with the persona name misspelt in the flow.
+    let flow = root.join("flows/migrations.yaml");
+    let text = std::fs::read_to_string(&flow).unwrap();
+    std::fs::write(
+        &flow,
+        text.replace(
+            "persona: migration_reviewer",
+            "persona: migrations_reviewer",
+        ),
+    )
+    .unwrap();
+    let o = check_catalog(root);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    let shown = page
+        .lines()
+        .find(|l| l.starts_with("quorum: invalid flow"))
+        .expect("the guide shows a failed check");
+    let expected = shown.replace(
+        "/home/me/quorum/flows/migrations.yaml",
+        flow.to_str().unwrap(),
+    );
+    assert_eq!(
+        err.trim_end(),
+        expected,
+        "the guide's example error is stale"
+    );
+}

@@ -79,14 +79,10 @@ fn check_flows(dir: &Path, catalog: &quorum_core::catalog::Catalog) -> Result<Ve
     for path in files {
         let yaml = std::fs::read_to_string(&path)
             .map_err(|e| anyhow::anyhow!("cannot read flow {}: {e}", path.display()))?;
-        let flow = Flow::parse(&yaml, &path)
-            .map_err(|e| anyhow::anyhow!("invalid flow {}: {e}", path.display()))?;
-        flow.check_personas(catalog).map_err(|e| {
-            anyhow::anyhow!(
-                "invalid flow {}: {e}; see `quorum personas list`",
-                path.display()
-            )
-        })?;
+        // A flow error names its file and field itself.
+        let flow = Flow::parse(&yaml, &path).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
+        flow.check_personas(catalog)
+            .map_err(|e| anyhow::anyhow!("invalid flow: {e}; see `quorum personas list`"))?;
         names.push(flow.name);
     }
     Ok(names)
