@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a local model server when needed (llama.cpp + a 0.5B model, CPU only, cached) and the
-# analyzers ruff and bandit, and review the bundled example project with them. Prints where the
+# analyzers ruff, bandit and semgrep, and review the bundled example project with them. Prints where the
 # report is.
 #
 # Already running Ollama or vLLM? Skip this and run:
@@ -13,13 +13,13 @@ out="${QUORUM_OUT:-quorum-out/example}"
 
 echo "quickstart: preparing the local model server (first run builds llama.cpp; later runs take seconds)" >&2
 backend_line="$(deploy/local/setup.sh | tail -n 1)"
-# ruff and bandit on the review's PATH: their hits are leads and candidate findings the model
-# and grounding confirm. A 0.5B model finds little on its own; without them the first review
+# ruff, bandit and semgrep (with quorum's rule pack) on the review's PATH: their hits are leads
+# and candidate findings the model and grounding confirm. A 0.5B model finds little on its own; without them the first review
 # is nearly empty. Not fatal: without them quorum skips the analyzers with a note.
 # QUORUM_QUICKSTART_ANALYZERS=0 reviews with the model alone.
 analyzers_path=""
 if [[ "${QUORUM_QUICKSTART_ANALYZERS:-1}" != 0 ]]; then
-    echo "quickstart: preparing the analyzers (ruff, bandit; cached after the first run)" >&2
+    echo "quickstart: preparing the analyzers (ruff, bandit, semgrep; cached after the first run)" >&2
     if analyzers_bin="$(deploy/local/analyzers.sh | tail -n 1)"; then
         analyzers_path="$analyzers_bin:"
     else

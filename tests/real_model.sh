@@ -52,7 +52,7 @@ read -r -a backend_args <<<"$backend_line"
 [[ "${backend_args[0]:-}" == --backend ]] || fail "setup.sh printed '$backend_line', not the --backend line"
 log "setup took ${setup_secs}s; using: $backend_line"
 
-# The quickstart's analyzers (ruff, bandit) on the review's PATH, as a newcomer gets them: real
+# The quickstart's analyzers (ruff, bandit, semgrep with quorum's rule pack) on the review's PATH, as a newcomer gets them: real
 # tools' real JSON through the sandboxed runner, their hits leads and candidate findings.
 analyzers_bin="$("$ROOT/deploy/local/analyzers.sh" | tail -n 1)" || fail "deploy/local/analyzers.sh failed"
 
@@ -102,6 +102,7 @@ case "$rc" in
 esac
 
 # Validates the reports and prints the summary; exits non-zero naming what is wrong.
+QUORUM_RM_SEMGREP="$([[ -e "$analyzers_bin/semgrep" ]] && echo 1 || echo 0)" \
 python3 - "$OUT" "$rc" "$setup_secs" "$build_secs" "$review_secs" <<'EOF' || fail "the reports are not valid (see above); they are in $OUT"
 import json, os, sys
 
@@ -136,10 +137,13 @@ if isinstance(report, dict):
     for key in ("findings", "tasks", "usage"):
         if key not in report:
             problems.append(f"report.json has no {key}")
-    # The analyzers are deterministic: on the fixture both run and both hit (bandit: the
-    # f-string SQL in src/db.py, the literal key in src/auth.py; ruff: the unclosed file).
+    # The analyzers are deterministic: on the fixture each runs and hits (bandit: the
+    # f-string SQL in src/db.py, the literal key in src/auth.py; ruff: the unclosed file;
+    # quorum's rule pack, when semgrep was installed: eight of the planted defects).
     ran = {a.get("name"): a for a in report.get("analyzers") or []}
-    for tool in ("ruff", "bandit"):
+    import os
+    tools = ("ruff", "bandit") + (("quorum-rules",) if os.environ.get("QUORUM_RM_SEMGREP") == "1" else ())
+    for tool in tools:
         a = ran.get(tool) or {}
         if not a.get("ran") or not a.get("hits"):
             problems.append(f"analyzer {tool} did not run or found nothing: {a!r}")

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the deterministic analyzers the quickstart and the real-model tier review with
-# (ruff and bandit, pinned, from PyPI) into a cached virtual environment, and prints the
-# directory holding their executables. quorum runs any analyzer of config/analyzers.yaml it
+# (ruff, bandit and semgrep, pinned, from PyPI) into a cached virtual environment, and prints
+# the directory holding their executables. semgrep runs quorum's own rule pack
+# (config/semgrep/); it is the largest (about 75 MB) and optional: when it cannot be installed
+# the script says so and quorum skips that analyzer. quorum runs any analyzer of config/analyzers.yaml it
 # finds on PATH; their hits become leads for the specialists and candidate findings that
 # grounding and the verifier must confirm. A small local model finds little on its own: this
 # is how its review gets recall.
@@ -20,6 +22,7 @@ set -euo pipefail
 # against these versions' JSON.
 RUFF_VERSION="0.17.6"
 BANDIT_VERSION="1.9.4"
+SEMGREP_VERSION="1.187.0"
 
 log() { printf 'analyzers: %s\n' "$*" >&2; }
 die() {
@@ -55,10 +58,30 @@ else
     printf '%s\n' "$WANT" >"$MARKER"
 fi
 
-# Only the two tools: the venv's python and pip stay off the review's PATH.
+SEMGREP_MARKER="$VENV/.semgrep-installed"
+SEMGREP_WANT="semgrep==$SEMGREP_VERSION"
+if [[ "${QUORUM_ANALYZERS_SEMGREP:-1}" == 0 ]]; then
+    log "semgrep skipped (QUORUM_ANALYZERS_SEMGREP=0)"
+elif [[ -f "$SEMGREP_MARKER" && "$(cat "$SEMGREP_MARKER")" == "$SEMGREP_WANT" && -x "$VENV/bin/semgrep" ]]; then
+    log "cached: $SEMGREP_WANT"
+else
+    log "installing $SEMGREP_WANT into $VENV (about 75 MB)"
+    if "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir \
+        --only-binary :all: "$SEMGREP_WANT" >&2; then
+        printf '%s\n' "$SEMGREP_WANT" >"$SEMGREP_MARKER"
+    else
+        log "warning: pip could not install $SEMGREP_WANT; quorum's rule pack will not run"
+    fi
+fi
+
+# Only the tools: the venv's python and pip stay off the review's PATH.
 BIN="$CACHE_DIR/analyzers-bin"
 mkdir -p "$BIN"
 ln -sf "$VENV/bin/ruff" "$BIN/ruff"
 ln -sf "$VENV/bin/bandit" "$BIN/bandit"
-log "ruff $("$BIN/ruff" --version | awk '{print $2}'), bandit $BANDIT_VERSION ready in $BIN"
+rm -f "$BIN/semgrep"
+if [[ -f "$SEMGREP_MARKER" && -x "$VENV/bin/semgrep" ]]; then
+    ln -sf "$VENV/bin/semgrep" "$BIN/semgrep"
+fi
+log "ruff $("$BIN/ruff" --version | awk '{print $2}'), bandit $BANDIT_VERSION$([[ -e "$BIN/semgrep" ]] && echo ", semgrep $SEMGREP_VERSION") ready in $BIN"
 echo "$BIN"

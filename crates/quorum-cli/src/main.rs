@@ -14,6 +14,7 @@ mod logs;
 mod otel;
 mod outcome;
 mod progress;
+mod rule_pack;
 mod settings;
 mod setup;
 mod target;

@@ -162,13 +162,30 @@ impl Default for AnalyzerSettings {
 }
 
 impl AnalyzerSettings {
-    /// The analyzers to run, or `None` when they are turned off.
-    pub fn setup(&self) -> Result<Option<quorum_runtime::analyzers::AnalyzerSetup>> {
+    /// The analyzers to run, or `None` when they are turned off. quorum's rule pack is written
+    /// under `data_root` (once per pack version) and named `{rules}` in the catalog.
+    pub fn setup(
+        &self,
+        data_root: &Path,
+    ) -> Result<Option<quorum_runtime::analyzers::AnalyzerSetup>> {
         if !self.enabled {
             return Ok(None);
         }
+        let mut catalog = self.catalog()?;
+        let uses_pack = catalog.analyzers.iter().any(|a| {
+            a.args
+                .iter()
+                .any(|arg| arg.contains(quorum_core::analyzer::RULES_PLACEHOLDER))
+        });
+        if uses_pack {
+            // Without the pack, the analyzers that need it are skipped with that reason.
+            match crate::rule_pack::write_rule_pack(data_root) {
+                Ok(dir) => catalog = catalog.with_rules_dir(&dir),
+                Err(e) => tracing::warn!(error = %e, "cannot write quorum's rule pack"),
+            }
+        }
         Ok(Some(quorum_runtime::analyzers::AnalyzerSetup {
-            catalog: self.catalog()?,
+            catalog,
             options: quorum_runtime::analyzers::RunOptions {
                 timeout: std::time::Duration::from_secs(self.timeout_secs.max(1)),
                 ..Default::default()

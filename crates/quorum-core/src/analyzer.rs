@@ -15,12 +15,14 @@
 //! decides what to run on which files and what the output means.
 //!
 //! The rooms: the catalog and what an entry makes of a run (`catalog`), the output formats
-//! (`formats`), and leads as prompt material and candidate findings (`leads`). This module only
+//! (`formats`), leads as prompt material and candidate findings (`leads`), and quorum's own
+//! semgrep rule pack, embedded (`rule_pack`). This module only
 //! declares them and re-exports their items, so each has one path.
 
 mod catalog;
 mod formats;
 mod leads;
+mod rule_pack;
 #[cfg(test)]
 mod testing;
 
@@ -30,3 +32,4 @@ pub use leads::{
     anchor_to_overlapping, leads_list, take_unchecked_leads, AnalyzerRun, Lead, Leads,
     MAX_LEADS_PER_PROMPT, REPORTER_PREFIX,
 };
+pub use rule_pack::{rule_pack_digest, RULES_PLACEHOLDER, RULE_PACK};

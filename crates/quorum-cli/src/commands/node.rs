@@ -295,7 +295,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             board: board.clone(),
             remote: remote.clone(),
             packs: packs.clone(),
-            analyzers: settings.analyzers.setup()?,
+            analyzers: settings.analyzers.setup(data.root())?,
             // The node keeps the insights of the reviews it conducts in its own database.
             memory: node_store
                 .clone()

@@ -150,7 +150,7 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
     let analyzers = if args.no_analyzers || pack.is_empty() {
         None
     } else {
-        settings.analyzers.setup()?
+        settings.analyzers.setup(data.root())?
     };
     let flow_id = new_flow_id();
     let params = RunParams {

@@ -182,6 +182,20 @@ impl AnalyzerCatalog {
         AnalyzerCatalog::parse(&text, path)
     }
 
+    /// Every `{rules}` in the analyzers' arguments replaced by `dir`, where quorum's rule pack
+    /// was written ([`crate::analyzer::RULE_PACK`]).
+    pub fn with_rules_dir(mut self, dir: &Path) -> AnalyzerCatalog {
+        let dir = dir.display().to_string();
+        for a in &mut self.analyzers {
+            for arg in &mut a.args {
+                if arg.contains(super::RULES_PLACEHOLDER) {
+                    *arg = arg.replace(super::RULES_PLACEHOLDER, &dir);
+                }
+            }
+        }
+        self
+    }
+
     /// Parse and validate a catalog; errors name the file, the analyzer and the field.
     pub fn parse(yaml: &str, path: &Path) -> Result<AnalyzerCatalog, AnalyzerError> {
         let bad = |message: String| AnalyzerError::Catalog {
@@ -244,6 +258,15 @@ impl AnalyzerCatalog {
 impl AnalyzerSpec {
     /// The pack files this analyzer applies to, in path order, or why it does not run.
     pub fn applicable_files(&self, pack: &ContextPack) -> Result<Vec<String>, String> {
+        if self
+            .args
+            .iter()
+            .any(|a| a.contains(super::RULES_PLACEHOLDER))
+        {
+            return Err(
+                "quorum's rule pack was not written for this run ({rules} is unset)".into(),
+            );
+        }
         if !self.requires.is_empty() {
             let required = Globs::new(&self.requires);
             if !pack.files.keys().any(|f| required.matches(f)) {
@@ -470,6 +493,36 @@ mod tests {
         ] {
             assert!(names.contains(&n), "{names:?}");
         }
+    }
+
+    #[test]
+    fn the_rule_pack_entry_runs_only_once_its_rules_dir_is_known() {
+        let pack = ContextPack::from_files(
+            "/t".into(),
+            None,
+            vec![("src/db.py".into(), "x = 1\n".into())],
+        );
+        let shipped = AnalyzerCatalog::shipped().unwrap();
+        let rules = |c: &AnalyzerCatalog| {
+            c.analyzers
+                .iter()
+                .find(|a| a.name == "quorum-rules")
+                .cloned()
+                .unwrap()
+        };
+        let unset = rules(&shipped);
+        assert!(unset
+            .applicable_files(&pack)
+            .unwrap_err()
+            .contains("rule pack"));
+        let set = rules(&shipped.with_rules_dir(Path::new("/data/rules/0123")));
+        assert_eq!(set.applicable_files(&pack).unwrap(), vec!["src/db.py"]);
+        assert!(set
+            .expand_args(&["src/db.py".into()])
+            .windows(2)
+            .any(|w| w[0] == "--config" && w[1] == "/data/rules/0123/semgrep"));
+        assert_eq!(set.area_of("file-opened-without-close"), "reliability");
+        assert_eq!(set.area_of("sql-built-from-strings"), "security");
     }
 
     #[test]

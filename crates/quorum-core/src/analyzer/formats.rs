@@ -124,7 +124,14 @@ fn parse_semgrep(v: &Value) -> Option<Vec<Hit>> {
                     file: str_of(d, "path")?.to_string(),
                     line: line_of(d.pointer("/start/line"))?,
                     end_line: line_of(d.pointer("/end/line")),
-                    rule: str_of(d, "check_id").unwrap_or("semgrep").to_string(),
+                    // semgrep prefixes a local rule's id with its directory (which differs
+                    // per machine); a rule that names itself in metadata.rule_id keeps that.
+                    rule: d
+                        .pointer("/extra/metadata/rule_id")
+                        .and_then(Value::as_str)
+                        .or_else(|| str_of(d, "check_id"))
+                        .unwrap_or("semgrep")
+                        .to_string(),
                     message: d
                         .pointer("/extra/message")
                         .and_then(Value::as_str)
@@ -322,6 +329,17 @@ mod tests {
         );
         assert_eq!(hits[0].level.as_deref(), Some("WARNING"));
         assert_eq!((hits[0].line, hits[0].end_line), (4, Some(4)));
+    }
+
+    #[test]
+    fn semgrep_json_takes_a_local_rule_s_own_id_from_its_metadata() {
+        let out = r#"{"errors": [], "results": [{
+            "check_id": "home.me.share.quorum.rules.0123abcd.semgrep.sql-built-from-strings",
+            "path": "src/db.py", "start": {"line": 54}, "end": {"line": 54},
+            "extra": {"message": "SQL text built with string formatting", "severity": "ERROR",
+              "metadata": {"rule_id": "sql-built-from-strings"}}}]}"#;
+        let hits = parse_output(OutputFormat::SemgrepJson, out).unwrap();
+        assert_eq!(hits[0].rule, "sql-built-from-strings");
     }
 
     #[test]
