@@ -40,3 +40,8 @@ def missing(token):
 
 def hash_password(password):
     return password
+
+
+def parse(token):
+    # ok: non-constant-time-compare
+    return token.nesting == 1
