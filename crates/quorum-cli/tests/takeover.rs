@@ -785,3 +785,72 @@ async fn a_watcher_and_an_mcp_follower_leave_a_frozen_conductor_the_same_way() {
     );
     let _ = agent.child.kill().await;
 }
+
+/// A voter whose machine is gone for good is replaced by a node of the same name on an empty
+/// data dir (the book's "Replacing a voter"): the replacement joins the control plane that
+/// already exists instead of forming a second one, the leader catches it up, and the cluster
+/// then survives losing another voter — the two left are a majority only if the replacement
+/// really is a voter with the group's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_replaced_under_its_name_on_an_empty_data_dir_restores_the_majority() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let mut nodes = cluster(&w).await;
+    for n in &nodes {
+        n.server.release();
+    }
+    // n2's machine is gone: the process killed, its data dir lost.
+    nodes[1].child.kill().await.unwrap();
+    let _ = nodes[1].child.wait().await;
+    std::fs::remove_dir_all(&nodes[1].data).unwrap();
+    let c1 = connect(&nodes[0]).await;
+    let mut declared = false;
+    for _ in 0..600 {
+        let st = c1.cluster_status().await.unwrap();
+        if st.iter().any(|n| n.name == "n2" && !n.alive) {
+            declared = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(declared, "n1 never declared the killed n2 lost");
+
+    let replacement = start("n2", &w, &[&nodes[0].cluster]).await;
+    replacement.server.release();
+    nodes[1] = replacement;
+    // The replacement knows the group only once the leader has replicated it there.
+    let c2 = connect(&nodes[1]).await;
+    let mut last = Vec::new();
+    let mut caught_up = false;
+    for _ in 0..600 {
+        let st = c2.cluster_status().await.unwrap();
+        let voters: BTreeSet<&str> = st
+            .iter()
+            .filter(|n| n.voter)
+            .map(|n| n.name.as_str())
+            .collect();
+        if voters == BTreeSet::from(["n1", "n2", "n3"])
+            && st.iter().filter(|n| n.leader).count() == 1
+            && st.iter().filter(|n| n.alive).count() == 4
+        {
+            caught_up = true;
+            break;
+        }
+        last = st;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        caught_up,
+        "the replacement never joined the group: {last:?}"
+    );
+
+    // A second voter lost for good: n1 and the replacement must carry the control plane.
+    nodes[2].child.kill().await.unwrap();
+    let _ = nodes[2].child.wait().await;
+    let urls = format!("{},{}", nodes[0].api, nodes[1].api);
+    let (code, report, stderr) = review_through(&urls, &w, "out").await;
+    assert!(code == 0 || code == 1, "exit {code}: {stderr}");
+    let report = report.unwrap_or_else(|| panic!("no report: {stderr}"));
+    assert_valid_report(&report, Path::new("the review after the replacement"));
+    assert_complete_once(&report);
+}
