@@ -231,6 +231,21 @@ impl ApiClient {
         Ok(response.into_inner().nodes)
     }
 
+    /// Changes the control plane's voters; the voters after the change.
+    pub async fn change_voters(
+        &self,
+        add: Vec<String>,
+        remove: Vec<String>,
+    ) -> Result<Vec<String>, ApiError> {
+        let response = self
+            .client
+            .clone()
+            .change_voters(self.request(pb::ChangeVotersRequest { add, remove }))
+            .await
+            .map_err(|s| self.error(s))?;
+        Ok(response.into_inner().voters)
+    }
+
     fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
         request

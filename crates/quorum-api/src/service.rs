@@ -38,6 +38,17 @@ pub trait ReviewApi: Send + Sync + 'static {
     async fn list(&self) -> Result<Vec<pb::ReviewSummary>, ApiError>;
     /// Every node this node knows about, itself included, with its models and load.
     async fn cluster_status(&self) -> Result<Vec<pb::NodeStatus>, ApiError>;
+    /// Changes the control plane's voters and returns the voters after the change. A node
+    /// without a control plane refuses.
+    async fn change_voters(
+        &self,
+        _add: Vec<String>,
+        _remove: Vec<String>,
+    ) -> Result<Vec<String>, ApiError> {
+        Err(ApiError::Unavailable(
+            "this node runs no control plane (start the nodes with --voters)".into(),
+        ))
+    }
 }
 
 /// The generated service's face over a [`ReviewApi`].
@@ -150,6 +161,25 @@ impl pb::quorum_server::Quorum for QuorumService {
             .await
             .map_err(|e| to_status("cluster_status", e))?;
         Ok(Response::new(pb::ClusterStatusResponse { nodes }))
+    }
+
+    async fn change_voters(
+        &self,
+        request: Request<pb::ChangeVotersRequest>,
+    ) -> Result<Response<pb::ChangeVotersResponse>, Status> {
+        let req = request.into_inner();
+        if req.add.is_empty() && req.remove.is_empty() {
+            return Err(to_status(
+                "change_voters",
+                ApiError::InvalidArgument("name a voter to add or remove".into()),
+            ));
+        }
+        let voters = self
+            .api
+            .change_voters(req.add, req.remove)
+            .await
+            .map_err(|e| to_status("change_voters", e))?;
+        Ok(Response::new(pb::ChangeVotersResponse { voters }))
     }
 }
 

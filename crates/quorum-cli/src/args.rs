@@ -132,6 +132,12 @@ pub enum ClusterCommand {
         #[arg(long)]
         token_file: Option<PathBuf>,
     },
+    /// Change the control plane's voters online (Raft joint consensus on the leader): a new
+    /// voter is caught up as a learner first, a removed one stays a learner; 3 or 5 voters.
+    Voters {
+        #[command(subcommand)]
+        change: VotersCommand,
+    },
     /// Create a cluster CA in DIR (ca.pem, ca.key): it signs every node's certificate.
     InitCa { dir: PathBuf },
     /// Issue NAME.pem and NAME.key for node NAME, signed by the CA in --ca DIR. The node name
@@ -148,6 +154,42 @@ pub enum ClusterCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum VotersCommand {
+    /// Make members voters (from 3 voters to 5 takes two at once).
+    Add {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[command(flatten)]
+        api: ClusterApiArgs,
+    },
+    /// Stop voters voting (from 5 to 3 takes two at once); they stay members.
+    Remove {
+        #[arg(required = true)]
+        names: Vec<String>,
+        #[command(flatten)]
+        api: ClusterApiArgs,
+    },
+    /// Replace voter OLD by member NEW in one change (a machine retired, or lost for good).
+    Replace {
+        #[arg(value_name = "OLD=NEW")]
+        pair: String,
+        #[command(flatten)]
+        api: ClusterApiArgs,
+    },
+}
+
+/// Which cluster to ask, and its token.
+#[derive(clap::Args, Debug)]
+pub struct ClusterApiArgs {
+    /// A node's API (http(s)://host:port[,…]); the first that answers is asked.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub cluster: Vec<String>,
+    /// File holding the API bearer token (QUORUM_API_TOKEN wins when set).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

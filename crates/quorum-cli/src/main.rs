@@ -81,6 +81,9 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                 },
         } => commands::cluster::cluster_status(&cluster, &format, token_file.as_deref()).await,
         Command::Cluster {
+            command: ClusterCommand::Voters { change },
+        } => commands::cluster::change_voters(change).await,
+        Command::Cluster {
             command: ClusterCommand::InitCa { dir },
         } => commands::cluster::certs::init_ca(&dir),
         Command::Cluster {

@@ -854,3 +854,73 @@ async fn a_voter_replaced_under_its_name_on_an_empty_data_dir_restores_the_major
     assert_valid_report(&report, Path::new("the review after the replacement"));
     assert_complete_once(&report);
 }
+
+/// `quorum cluster voters replace` on a live cluster: the learner n4 takes the place of the
+/// voter n2, lost for good (asked through n3, so a follower forwards the change to the
+/// leader); then losing n3 too leaves n1 and n4 — a majority of the new three, none of the
+/// old — and a review still completes. A change that would leave two voters is refused in
+/// one line, and nothing changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voters_replace_swaps_a_lost_voter_for_a_learner_online() {
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let mut nodes = cluster(&w).await;
+    for n in &nodes {
+        n.server.release();
+    }
+    let o = client(
+        &[
+            "cluster",
+            "voters",
+            "remove",
+            "n1",
+            "--cluster",
+            &nodes[0].api,
+        ],
+        &w,
+    )
+    .await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("2 voter(s)") && err.trim_end().lines().count() == 1,
+        "{err}"
+    );
+
+    // n2's machine is gone for good.
+    nodes[1].child.kill().await.unwrap();
+    let _ = nodes[1].child.wait().await;
+    let o = client(
+        &[
+            "cluster",
+            "voters",
+            "replace",
+            "n2=n4",
+            "--cluster",
+            &nodes[2].api,
+        ],
+        &w,
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert_eq!(stdout(&o).trim(), "voters: n1, n3, n4");
+    let c1 = connect(&nodes[0]).await;
+    let voters: BTreeSet<String> = c1
+        .cluster_status()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.voter)
+        .map(|n| n.name)
+        .collect();
+    assert_eq!(voters, BTreeSet::from(["n1", "n3", "n4"].map(String::from)));
+
+    // Lose n3 as well: only the new voter set's majority (n1, n4) is left.
+    nodes[2].child.kill().await.unwrap();
+    let _ = nodes[2].child.wait().await;
+    let urls = format!("{},{}", nodes[0].api, nodes[3].api);
+    let (code, report, stderr) = review_through(&urls, &w, "out").await;
+    assert!(code == 0 || code == 1, "exit {code}: {stderr}");
+    let report = report.unwrap_or_else(|| panic!("no report: {stderr}"));
+    assert_complete_once(&report);
+}

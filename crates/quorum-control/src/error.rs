@@ -13,6 +13,9 @@ pub enum ControlError {
     Unavailable(String),
     #[error("control plane stopped: {0}")]
     Stopped(String),
+    /// The request itself cannot be carried out (a voter change that would leave 2 voters).
+    #[error("{0}")]
+    Refused(String),
     #[error("cannot encode the command: {0}")]
     Encode(String),
     #[error("command of {bytes} bytes exceeds the control plane's limit of {max} bytes")]

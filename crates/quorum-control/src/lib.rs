@@ -9,12 +9,15 @@
 //! - `cluster`: the transport over `quorum_cluster` and the handler that answers it;
 //! - `memnet`: an in-process transport with partitions, for tests;
 //! - [`plane`]: the [`ControlPlane`] handle a node holds;
+//! - `membership`: changing the voters online (the plan is a pure check; openraft's joint
+//!   consensus carries it out on the leader);
 //! - `raft`: the Raft type configuration and node ids; `error`: [`ControlError`].
 //!
 //! Election and log replication are openraft's; this crate only stores, transports and applies.
 
 mod cluster;
 mod error;
+mod membership;
 mod memnet;
 pub mod network;
 pub mod plane;
@@ -24,6 +27,7 @@ pub mod store;
 
 pub use cluster::{handle_envelope, ClusterTransport};
 pub use error::ControlError;
+pub use membership::{plan_voters, ChangeError, VoterChange};
 pub use memnet::MemNet;
 pub use network::{is_control_kind, Transport, TransportError, CONTROL_KINDS};
 pub use plane::{ControlConfig, ControlPlane, ControlStatus, MAX_COMMAND_BYTES};

@@ -30,14 +30,17 @@ pub const KIND_SNAPSHOT: &str = "raft_snapshot";
 pub const KIND_FORWARD: &str = "raft_forward";
 /// "Are you there, and is your Raft initialised?" — used by the bootstrap.
 pub const KIND_PING: &str = "raft_ping";
+/// A change of the voters, sent by a follower to the leader to be made there.
+pub const KIND_VOTERS: &str = "raft_voters";
 
 /// Every kind the control plane answers.
-pub const CONTROL_KINDS: [&str; 5] = [
+pub const CONTROL_KINDS: [&str; 6] = [
     KIND_APPEND,
     KIND_VOTE,
     KIND_SNAPSHOT,
     KIND_FORWARD,
     KIND_PING,
+    KIND_VOTERS,
 ];
 
 /// Is this an envelope kind for the control plane?

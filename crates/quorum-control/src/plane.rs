@@ -3,9 +3,10 @@
 //! set.
 
 use crate::error::ControlError;
+use crate::membership::VoterChange;
 use crate::network::{
     Network, Transport, TransportError, KIND_APPEND, KIND_FORWARD, KIND_PING, KIND_SNAPSHOT,
-    KIND_VOTE,
+    KIND_VOTE, KIND_VOTERS,
 };
 use crate::raft::{node_id, NodeId, TypeConfig};
 use crate::state::{Command, Outcome, ReviewRecord, Reviews};
@@ -223,6 +224,24 @@ impl ControlPlane {
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    pub(crate) fn raft(&self) -> &Raft<TypeConfig> {
+        &self.inner.raft
+    }
+
+    /// A request to a peer's control plane that may take long (a voter change waits for the new
+    /// voter to catch up): bounded by a minute, not by the RPC timeout.
+    pub(crate) async fn call_peer(
+        &self,
+        target: &str,
+        kind: &str,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, TransportError> {
+        self.inner
+            .transport
+            .call(target, kind, body, Duration::from_secs(75))
+            .await
     }
 
     async fn call(
@@ -457,6 +476,10 @@ impl ControlPlane {
             KIND_PING => {
                 let initialized = raft.is_initialized().await.unwrap_or(false);
                 serde_json::to_vec(&Ping { initialized })
+            }
+            KIND_VOTERS => {
+                let change: VoterChange = serde_json::from_slice(body).map_err(bad)?;
+                serde_json::to_vec(&self.change_voters_here(change).await)
             }
             other => return Err(format!("unknown control-plane request kind {other}")),
         };

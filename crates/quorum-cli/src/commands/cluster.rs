@@ -1,11 +1,45 @@
-//! `quorum cluster status|init-ca|issue-cert`: every node as the cluster's API reports it, and
-//! the private CA and node certificates for mutual TLS (in `certs`).
+//! `quorum cluster status|voters|init-ca|issue-cert`: every node as the cluster's API reports
+//! it, changing the control plane's voters, and the private CA and node certificates for mutual
+//! TLS (in `certs`).
 
 pub mod certs;
 
 use crate::client::{api_token, connect_any};
 use crate::exit::{incomplete, ExitCode};
 use anyhow::{Context, Result};
+
+/// `quorum cluster voters add|remove|replace … --cluster URL`: the change is made by the Raft
+/// leader; a refusal is one line saying why (exit 2), a cluster that cannot make it now exits 3.
+pub async fn change_voters(change: crate::args::VotersCommand) -> Result<ExitCode> {
+    use crate::args::VotersCommand;
+    let (add, remove, api) = match change {
+        VotersCommand::Add { names, api } => (names, Vec::new(), api),
+        VotersCommand::Remove { names, api } => (Vec::new(), names, api),
+        VotersCommand::Replace { pair, api } => {
+            let Some((old, new)) = pair
+                .split_once('=')
+                .filter(|(o, n)| !o.is_empty() && !n.is_empty())
+            else {
+                anyhow::bail!("voters replace needs OLD=NEW (for example: voters replace ws2=ws4), got {pair:?}");
+            };
+            (vec![new.to_string()], vec![old.to_string()], api)
+        }
+    };
+    let token = api_token(api.token_file.as_deref())?;
+    let (client, url) = connect_any(&api.cluster, &token).await?;
+    match client.change_voters(add, remove).await {
+        Ok(voters) => {
+            println!("voters: {}", voters.join(", "));
+            Ok(ExitCode::Clean)
+        }
+        Err(quorum_api::ApiError::InvalidArgument(why)) => {
+            anyhow::bail!("the voters were not changed: {why}")
+        }
+        Err(e) => Err(incomplete(format!(
+            "the voters were not changed: {url}: {e}"
+        ))),
+    }
+}
 
 /// `quorum cluster status --cluster URL [--format json]`.
 pub async fn cluster_status(

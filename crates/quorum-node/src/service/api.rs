@@ -236,4 +236,38 @@ impl ReviewApi for NodeService {
             api_url: self.setup.advertised_addr.clone(),
         }])
     }
+
+    async fn change_voters(
+        &self,
+        add: Vec<String>,
+        remove: Vec<String>,
+    ) -> Result<Vec<String>, ApiError> {
+        let Some(control) = self.control.get() else {
+            return Err(ApiError::Unavailable(
+                "this node runs no control plane (start the nodes with --voters)".into(),
+            ));
+        };
+        // A node to add must be up in the cluster (a typo or a machine not yet joined is
+        // refused at once, not after the leader's catch-up wait).
+        let live: Vec<String> = self
+            .cluster_status()
+            .await?
+            .into_iter()
+            .filter(|n| n.alive)
+            .map(|n| n.name)
+            .collect();
+        if let Some(absent) = add.iter().find(|a| !live.contains(a)) {
+            return Err(ApiError::InvalidArgument(format!(
+                "{absent} is not a live member of the cluster: start it with --join, and wait until `quorum cluster status` lists it as up"
+            )));
+        }
+        control
+            .plane()
+            .change_voters(quorum_control::VoterChange { add, remove })
+            .await
+            .map_err(|e| match e {
+                quorum_control::ChangeError::Refused(m) => ApiError::InvalidArgument(m),
+                quorum_control::ChangeError::Unavailable(m) => ApiError::Unavailable(m),
+            })
+    }
 }
