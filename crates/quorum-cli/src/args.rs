@@ -261,6 +261,10 @@ pub struct NodeArgs {
     /// listed join as non-voting learners. Without it (or with fewer than 3) no takeover.
     #[arg(long, value_delimiter = ',')]
     pub voters: Vec<String>,
+    /// Autopilot: a voter lost this many seconds is replaced by the live learner that has
+    /// replicated the most (while this node leads the control plane); 0 turns it off.
+    #[arg(long, default_value_t = 300)]
+    pub voter_grace_secs: u64,
     #[command(flatten)]
     pub backend: BackendArgs,
 }

@@ -9,12 +9,14 @@
 //! - `cluster`: the transport over `quorum_cluster` and the handler that answers it;
 //! - `memnet`: an in-process transport with partitions, for tests;
 //! - [`plane`]: the [`ControlPlane`] handle a node holds;
+//! - `autopilot`: which lost voter a live learner replaces, and when (pure);
 //! - `membership`: changing the voters online (the plan is a pure check; openraft's joint
 //!   consensus carries it out on the leader);
 //! - `raft`: the Raft type configuration and node ids; `error`: [`ControlError`].
 //!
 //! Election and log replication are openraft's; this crate only stores, transports and applies.
 
+pub mod autopilot;
 mod cluster;
 mod error;
 mod membership;

@@ -388,6 +388,23 @@ impl ControlPlane {
         }
     }
 
+    /// On the leader: each member's last replicated log index, by name (empty elsewhere).
+    pub fn replication_matched(&self) -> BTreeMap<String, u64> {
+        let m = self.inner.raft.metrics();
+        let m = m.borrow();
+        let membership = m.membership_config.membership();
+        let Some(replication) = &m.replication else {
+            return BTreeMap::new();
+        };
+        replication
+            .iter()
+            .filter_map(|(id, log)| {
+                let name = membership.get_node(id)?.addr.clone();
+                Some((name, log.map_or(0, |l| l.index)))
+            })
+            .collect()
+    }
+
     /// Wait until some node is known to lead (and this node has applied its log up to it), at
     /// most `timeout`. Returns the leader's name.
     pub async fn wait_for_leader(&self, timeout: Duration) -> Result<String, ControlError> {

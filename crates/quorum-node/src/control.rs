@@ -141,6 +141,7 @@ pub struct NodeControl {
     reported: Mutex<HashSet<(String, String)>>,
     cluster: OnceLock<Cluster>,
     service: OnceLock<Weak<dyn ReviewHost>>,
+    autopilot: OnceLock<crate::autopilot::Autopilot>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -160,6 +161,7 @@ impl NodeControl {
             reported: Mutex::new(HashSet::new()),
             cluster: OnceLock::new(),
             service: OnceLock::new(),
+            autopilot: OnceLock::new(),
         })
     }
 
@@ -173,6 +175,12 @@ impl NodeControl {
         let _ = self.service.set(service);
     }
 
+    /// Replace a voter lost longer than `grace` with a live learner while this node leads
+    /// (set once, before [`attach`](Self::attach)).
+    pub fn set_voter_grace(&self, grace: Duration) {
+        let _ = self.autopilot.set(crate::autopilot::Autopilot::new(grace));
+    }
+
     /// Start the duties that need the cluster: leader reassignment, learners, reconciliation.
     pub fn attach(self: &Arc<Self>, cluster: Cluster, every: Duration) {
         let _ = self.cluster.set(cluster);
@@ -184,6 +192,9 @@ impl NodeControl {
                 tick.tick().await;
                 let Some(me) = me.upgrade() else { return };
                 me.leader_duties().await;
+                if let (Some(a), Some(c)) = (me.autopilot.get(), me.cluster.get()) {
+                    a.step(&me.plane, c).await;
+                }
                 me.reconcile().await;
                 me.collect_garbage().await;
             }

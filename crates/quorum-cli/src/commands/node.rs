@@ -203,6 +203,9 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                 .await
                 .map_err(|e| anyhow::anyhow!("cannot start the control plane: {e}"))?;
             let c = quorum_node::NodeControl::new(plane, &name, data.clone());
+            if args.voter_grace_secs > 0 {
+                c.set_voter_grace(std::time::Duration::from_secs(args.voter_grace_secs));
+            }
             a.set_control(c.clone());
             control = Some(c);
         }
