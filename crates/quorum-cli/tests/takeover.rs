@@ -901,6 +901,19 @@ async fn voters_replace_swaps_a_lost_voter_for_a_learner_online() {
     // n2's machine is gone for good.
     nodes[1].child.kill().await.unwrap();
     let _ = nodes[1].child.wait().await;
+    // The request goes to n3, which checks that n4 is up as it sees the cluster: wait (bounded)
+    // until it does, as an operator would wait for `cluster status` to list it.
+    let c3 = connect(&nodes[2]).await;
+    let mut seen = false;
+    for _ in 0..600 {
+        let st = c3.cluster_status().await.unwrap();
+        if st.iter().any(|n| n.name == "n4" && n.alive) {
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(seen, "n3 never saw n4 up");
     let o = client(
         &[
             "cluster",

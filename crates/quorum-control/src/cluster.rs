@@ -66,7 +66,7 @@ pub async fn handle_envelope(
     msg: quorum_cluster::Envelope,
 ) -> Result<quorum_cluster::Envelope, String> {
     let body = serde_json::to_vec(&msg.payload).map_err(|e| e.to_string())?;
-    let reply = plane.handle(&msg.kind, &body).await?;
+    let reply = plane.answer(&msg.kind, &body).await?;
     let payload = serde_json::from_slice(&reply).map_err(|e| e.to_string())?;
     Ok(quorum_cluster::Envelope {
         kind: msg.kind,

@@ -72,6 +72,18 @@ pub enum ChangeError {
 }
 
 impl ControlPlane {
+    /// Answer a control-plane request from a peer: `kind` is one of
+    /// [`crate::network::CONTROL_KINDS`], `body` the JSON message.
+    pub async fn answer(&self, kind: &str, body: &[u8]) -> Result<Vec<u8>, String> {
+        if kind != KIND_VOTERS {
+            return self.handle(kind, body).await;
+        }
+        let change: VoterChange =
+            serde_json::from_slice(body).map_err(|e| format!("malformed {kind} request: {e}"))?;
+        serde_json::to_vec(&self.change_voters_here(change).await)
+            .map_err(|e| format!("cannot encode the {kind} reply: {e}"))
+    }
+
     /// Change the voters: on the leader, or forwarded to it. Returns the voters after the
     /// change, once it is committed.
     pub async fn change_voters(&self, change: VoterChange) -> Result<Vec<String>, ChangeError> {

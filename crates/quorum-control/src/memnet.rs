@@ -80,7 +80,7 @@ impl Transport for MemTransport {
         let Some(plane) = plane.filter(|_| !cut_off) else {
             return Err(TransportError::Unreachable(target.to_string()));
         };
-        match tokio::time::timeout(timeout, plane.handle(kind, &body)).await {
+        match tokio::time::timeout(timeout, plane.answer(kind, &body)).await {
             Ok(r) => r.map_err(TransportError::Failed),
             Err(_) => Err(TransportError::Timeout {
                 node: target.to_string(),

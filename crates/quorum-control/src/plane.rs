@@ -3,10 +3,9 @@
 //! set.
 
 use crate::error::ControlError;
-use crate::membership::VoterChange;
 use crate::network::{
     Network, Transport, TransportError, KIND_APPEND, KIND_FORWARD, KIND_PING, KIND_SNAPSHOT,
-    KIND_VOTE, KIND_VOTERS,
+    KIND_VOTE,
 };
 use crate::raft::{node_id, NodeId, TypeConfig};
 use crate::state::{Command, Outcome, ReviewRecord, Reviews};
@@ -458,8 +457,9 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// Answer a control-plane request from a peer: `kind` is one of
-    /// [`crate::network::CONTROL_KINDS`], `body` the JSON message.
+    /// Answer one of openraft's requests from a peer (append, vote, snapshot), a forwarded
+    /// command or a ping; `body` is the JSON message. Peers' requests arrive through
+    /// [`answer`](Self::answer), which also takes voter changes.
     pub async fn handle(&self, kind: &str, body: &[u8]) -> Result<Vec<u8>, String> {
         let raft = &self.inner.raft;
         let bad = |e: serde_json::Error| format!("malformed {kind} request: {e}");
@@ -493,10 +493,6 @@ impl ControlPlane {
             KIND_PING => {
                 let initialized = raft.is_initialized().await.unwrap_or(false);
                 serde_json::to_vec(&Ping { initialized })
-            }
-            KIND_VOTERS => {
-                let change: VoterChange = serde_json::from_slice(body).map_err(bad)?;
-                serde_json::to_vec(&self.change_voters_here(change).await)
             }
             other => return Err(format!("unknown control-plane request kind {other}")),
         };
