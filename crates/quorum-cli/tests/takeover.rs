@@ -914,6 +914,31 @@ async fn voters_replace_swaps_a_lost_voter_for_a_learner_online() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(seen, "n3 never saw n4 up");
+    // `cluster status` on the leader says what its autopilot waits for (grace: the default 300 s).
+    let mut line = String::new();
+    for _ in 0..600 {
+        let leader = c3
+            .cluster_status()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|n| n.leader)
+            .map(|n| n.name);
+        if let Some(l) = nodes.iter().find(|n| Some(&n.name) == leader.as_ref()) {
+            let o = client(&["cluster", "status", "--cluster", &l.api], &w).await;
+            line = stdout(&o).lines().next().unwrap_or_default().to_string();
+            if line.contains("autopilot: voter n2 lost; replacing it in") {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        line.starts_with("control plane, as n")
+            && line.contains(", term ")
+            && line.contains("autopilot: voter n2 lost; replacing it in"),
+        "{line}"
+    );
     let o = client(
         &[
             "cluster",

@@ -15,8 +15,9 @@ pub struct Autopilot {
     grace: Duration,
     /// When a voter missing from the membership view was first noticed missing.
     absent_since: Mutex<HashMap<String, Instant>>,
-    /// The last step said, so a state is logged once, not every tick.
-    said: Mutex<Option<Step>>,
+    /// The last step said (and when), so a state is logged once, not every tick, and
+    /// `cluster status` can show it.
+    said: Mutex<Option<(Step, Instant)>>,
 }
 
 impl Autopilot {
@@ -25,6 +26,29 @@ impl Autopilot {
             grace,
             absent_since: Mutex::new(HashMap::new()),
             said: Mutex::new(None),
+        }
+    }
+
+    /// What the autopilot is doing, in a few words (for `quorum cluster status`).
+    pub fn describe(&self, leads: bool) -> String {
+        if !leads {
+            return format!("grace {} s, acts on the leader", self.grace.as_secs());
+        }
+        let said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+        match &*said {
+            None | Some((Step::Idle, _)) | Some((Step::Replace { .. }, _)) => {
+                format!("every voter up (grace {} s)", self.grace.as_secs())
+            }
+            Some((Step::Waiting { voter, left_ms }, at)) => {
+                let left = Duration::from_millis(*left_ms).saturating_sub(at.elapsed());
+                format!(
+                    "voter {voter} lost; replacing it in {} s unless it comes back",
+                    left.as_secs()
+                )
+            }
+            Some((Step::NoCandidate { voter }, _)) => format!(
+                "voter {voter} lost past the grace; no live learner can replace it: start another node"
+            ),
         }
     }
 
@@ -92,8 +116,8 @@ impl Autopilot {
     fn say(&self, step: &Step) {
         let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
         let same_state = match (&*said, step) {
-            (Some(Step::Waiting { voter: a, .. }), Step::Waiting { voter: b, .. }) => a == b,
-            (Some(prev), now) => prev == now,
+            (Some((Step::Waiting { voter: a, .. }, _)), Step::Waiting { voter: b, .. }) => a == b,
+            (Some((prev, _)), now) => prev == now,
             (None, _) => false,
         };
         if same_state {
@@ -112,6 +136,6 @@ impl Autopilot {
             ),
             Step::Replace { .. } => {}
         }
-        *said = Some(step.clone());
+        *said = Some((step.clone(), Instant::now()));
     }
 }

@@ -181,6 +181,28 @@ impl NodeControl {
         let _ = self.autopilot.set(crate::autopilot::Autopilot::new(grace));
     }
 
+    /// The control plane in one line, as this node sees it: who leads, the term, how far this
+    /// replica has applied, and what the autopilot is doing.
+    pub fn describe(&self) -> String {
+        let st = self.plane.status();
+        let mut line = format!(
+            "leader {}, term {}, applied {}",
+            st.leader
+                .as_deref()
+                .unwrap_or("none (is a majority of the voters up?)"),
+            st.term,
+            st.last_applied.unwrap_or(0)
+        );
+        match self.autopilot.get() {
+            Some(a) => line.push_str(&format!(
+                "; autopilot: {}",
+                a.describe(self.plane.is_leader())
+            )),
+            None => line.push_str("; autopilot: off"),
+        }
+        line
+    }
+
     /// Start the duties that need the cluster: leader reassignment, learners, reconciliation.
     pub fn attach(self: &Arc<Self>, cluster: Cluster, every: Duration) {
         let _ = self.cluster.set(cluster);

@@ -70,6 +70,8 @@ pub async fn cluster_status(
                     "addr": n.addr,
                     "last_seen_ms": n.last_seen_ms,
                     "storage": if n.storage.is_empty() { "ok" } else { n.storage.as_str() },
+                    "replicated": n.replicated,
+                    "control": n.control,
                 })
             })
             .collect();
@@ -79,6 +81,9 @@ pub async fn cluster_status(
                 .context("cannot encode the status")?
         );
         return Ok(ExitCode::Clean);
+    }
+    if let Some(me) = nodes.iter().find(|n| !n.control.is_empty()) {
+        println!("control plane, as {} sees it: {}", me.name, me.control);
     }
     println!(
         "{:<16} {:<9} {:<10} {:>8} {:>9}  {:<28} conducting",

@@ -317,11 +317,17 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             let suspect_after = deadline.as_millis() as u64 / 2;
             let view = c.clone();
             let plane = control.as_ref().map(|c| c.plane().clone());
+            let node_control = control.clone();
             svc.set_members(Box::new(move || {
                 let raft = plane.as_ref().map(|p| p.status());
+                let replicated = plane
+                    .as_ref()
+                    .map(|p| p.replication_matched())
+                    .unwrap_or_default();
                 view.members()
                     .into_iter()
-                    .map(|m| pb::NodeStatus {
+                    .map(|m| (replicated.get(&m.name).copied().unwrap_or(0), m))
+                    .map(|(replicated, m)| pb::NodeStatus {
                         state: if !m.alive {
                             "lost"
                         } else if m.advert.draining {
@@ -346,6 +352,12 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                         capacity: m.advert.capacity,
                         in_flight: m.advert.in_flight,
                         last_seen_ms: m.last_seen_ms_ago,
+                        control: node_control
+                            .as_ref()
+                            .filter(|_| m.is_self)
+                            .map(|c| c.describe())
+                            .unwrap_or_default(),
+                        replicated,
                     })
                     .collect()
             }));

@@ -234,6 +234,8 @@ impl ReviewApi for NodeService {
             conducting: self.running_ids(),
             storage: self.setup.storage.failing().unwrap_or_default(),
             api_url: self.setup.advertised_addr.clone(),
+            control: String::new(),
+            replicated: 0,
         }])
     }
 
