@@ -12,6 +12,21 @@ impl ReviewApi for NodeService {
     }
 
     async fn watch(&self, flow_id: &str) -> Result<EventStream, ApiError> {
+        // A review taken over here: this node's own log starts at the takeover, so a watcher
+        // switching here from the silent old conductor would miss what happened before.
+        let taken_over = self
+            .flows
+            .lock()
+            .map_err(internal)?
+            .get(flow_id)
+            .is_some_and(|f| f.taken_over);
+        if taken_over {
+            if let Some(control) = self.control.get() {
+                if control.plane().facts_since(flow_id, usize::MAX).is_some() {
+                    return Ok(watch_replicated(control.clone(), flow_id.to_string()));
+                }
+            }
+        }
         if !self.conducts(flow_id) {
             // Running or finished elsewhere: told from the facts this node's replica holds,
             // from the start. A client that switched here from a silent node then misses no

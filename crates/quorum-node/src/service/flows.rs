@@ -19,6 +19,9 @@ pub(super) struct FlowState {
     pub(super) flow: String,
     pub(super) target: String,
     pub(super) started_at: String,
+    /// Taken over here from another node's replicated facts: its own event log starts at the
+    /// takeover, so a watcher is told the review from the facts instead (from the start).
+    pub(super) taken_over: bool,
 }
 
 /// Finished reviews whose whole event log stays in memory (for the dashboard's timeline and a

@@ -76,6 +76,7 @@ impl NodeService {
         if sink.is_none() && (!submitted || meta.node != setup.name) {
             return Ok(false);
         }
+        let sink_given = sink.is_some();
         let resume = quorum_runtime::Resume::load(&store).map_err(internal)?;
         if resume.replay.cancelled.is_some() {
             return Ok(false);
@@ -146,12 +147,18 @@ impl NodeService {
             done = resume.replay.completed.len(),
             "resuming an interrupted review"
         );
+        let taken_over = sink_given;
         self.start(
             ctx,
             Some(resume),
             meta.target_path.clone(),
             meta.started_at.clone(),
         )?;
+        if taken_over {
+            if let Some(f) = self.flows.lock().map_err(internal)?.get_mut(flow_id) {
+                f.taken_over = true;
+            }
+        }
         Ok(true)
     }
 }

@@ -34,6 +34,7 @@ impl NodeService {
                 flow: ctx.flow.name.clone(),
                 target,
                 started_at,
+                taken_over: false,
             },
         );
         let flows = self.flows.clone();
