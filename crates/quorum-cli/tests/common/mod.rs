@@ -16,6 +16,7 @@ pub mod support;
 pub use support::*;
 
 pub mod mcp;
+pub mod voters;
 
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::{json, Value};
