@@ -435,6 +435,18 @@ pub struct ReviewArgs {
     /// no teammates' insights (`[memory] enabled = false` for this run).
     #[arg(long)]
     pub no_memory: bool,
+    /// Reuse the results of earlier reviews whose inputs have not changed: every task is
+    /// planned, but one whose prompt, model and files (given or read through a tool) are what
+    /// an earlier review's were takes that review's findings instead of calling a model.
+    /// `incremental = true` in the target's .quorum.toml or `[cache]` does the same.
+    #[arg(long, conflicts_with = "no_cache")]
+    pub incremental: bool,
+    /// Neither reuse nor record results: a full review that leaves the result cache as it was.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Print, per task, whether it ran or took a recorded result, and why (which file changed).
+    #[arg(long)]
+    pub explain_cache: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -58,6 +58,31 @@ pub struct Settings {
     /// How this machine's clients talk to a node's API (`[api]`).
     #[serde(default)]
     pub api: ApiSettings,
+    /// The result cache of incremental reviews (`[cache]`).
+    #[serde(default)]
+    pub cache: CacheSettings,
+}
+
+/// `[cache]`: completed results kept for incremental reviews.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
+pub struct CacheSettings {
+    /// Record completed results at all (`--no-cache` turns it off for one review).
+    pub enabled: bool,
+    /// Every review of this machine reuses recorded results, as with `--incremental`.
+    pub incremental: bool,
+    /// Entries kept (task results, their traces and verifier votes), oldest evicted first.
+    pub max_entries: usize,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            enabled: true,
+            incremental: false,
+            max_entries: quorum_store::results::DEFAULT_MAX_ENTRIES,
+        }
+    }
 }
 
 /// `[api]`: how a client (`review --cluster`, `flows show --watch --cluster`, `mcp --cluster`)
@@ -247,6 +272,11 @@ impl Settings {
         s.coverage_mode(None)?;
         check_formats(&s.formats, "configuration `formats`")?;
         s.memory.check()?;
+        if s.cache.max_entries == 0 {
+            anyhow::bail!(
+                "configuration: cache.max_entries must be at least 1 (or set cache.enabled = false)"
+            );
+        }
         Ok(s)
     }
 

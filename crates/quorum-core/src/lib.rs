@@ -39,6 +39,7 @@ pub mod pack;
 pub mod parse;
 pub mod repo_config;
 pub mod report;
+pub mod reuse;
 pub mod review;
 pub mod schema;
 pub mod scope;

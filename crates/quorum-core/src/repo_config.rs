@@ -20,6 +20,9 @@ pub struct RepoConfig {
     pub exclude: Vec<String>,
     pub guidance: Guidance,
     pub profile: Option<Profile>,
+    /// `incremental = true`: reviews of this repository reuse the results of earlier ones
+    /// whose inputs have not changed (as `quorum review --incremental`).
+    pub incremental: bool,
 }
 
 #[derive(Deserialize)]
@@ -33,6 +36,8 @@ struct Raw {
     profile: Option<toml::Spanned<String>>,
     #[serde(default)]
     review: Option<RawReview>,
+    #[serde(default)]
+    incremental: bool,
 }
 
 #[derive(Deserialize)]
@@ -129,6 +134,7 @@ impl RepoConfig {
                 paths,
             },
             profile,
+            incremental: raw.incremental,
         })
     }
 }

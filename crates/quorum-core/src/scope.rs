@@ -529,6 +529,7 @@ mod tests {
             routing: Default::default(),
             rescored: None,
             fresh_eyes: false,
+            carried_from: None,
         }
     }
 

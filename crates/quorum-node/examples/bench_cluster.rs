@@ -128,6 +128,7 @@ fn context(origin: &TestNode, clustered: bool, flow_id: &str) -> Arc<ReviewConte
             )) as Arc<dyn quorum_runtime::remote::RemoteExecutor>
         }),
         board: Some(Arc::new(ClusterBoard(origin.cluster.blackboard()))),
+        incremental: None,
     })
 }
 

@@ -122,6 +122,7 @@ fn context(server: &ScriptedServer, flow_id: &str, facts: FactLog) -> Arc<Review
         facts,
         remote: None,
         board: None,
+        incremental: None,
     })
 }
 

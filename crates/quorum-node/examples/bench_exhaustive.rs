@@ -159,6 +159,7 @@ fn context(
             )) as Arc<dyn quorum_runtime::remote::RemoteExecutor>
         }),
         board: Some(Arc::new(ClusterBoard(origin.cluster.blackboard()))),
+        incremental: None,
     })
 }
 

@@ -751,6 +751,8 @@ mod tests {
             error_class: None,
             error: None,
             transcript: json!(["x".repeat(FACT_LIMIT)]),
+            reused_from: None,
+            cache: None,
         };
         let big = ReplicatedFact::Attempt { record };
         let v = replicable(&big).unwrap();

@@ -71,6 +71,7 @@ fn context(server: &ScriptedServer, facts: FactLog, id: &str) -> Arc<ReviewConte
         facts,
         remote: None,
         board: None,
+        incremental: None,
     })
 }
 

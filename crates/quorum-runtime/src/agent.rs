@@ -37,6 +37,9 @@ pub struct CallStats {
     /// Responses the output-token bound cut off (the server said it stopped at the length).
     #[serde(default)]
     pub bound_hits: u32,
+    /// Every tool call and its result's digest, in order (see `quorum_core::reuse`).
+    #[serde(default)]
+    pub tool_reads: Vec<quorum_core::reuse::ToolRead>,
 }
 
 impl CallStats {
@@ -77,6 +80,9 @@ impl CallStats {
             output: self.output.clone(),
             prompt_hash: self.prompt_hash.clone(),
             bound_hits: self.bound_hits,
+            tool_reads: self.tool_reads.clone(),
+            reused_from: None,
+            cache: None,
             transcript: self
                 .transcript
                 .iter()
@@ -98,6 +104,7 @@ impl CallStats {
             self.recovery = o.recovery;
         }
         self.transcript.extend(o.transcript.iter().cloned());
+        self.tool_reads.extend(o.tool_reads.iter().cloned());
         if !o.output.is_empty() {
             self.output = o.output.clone();
         }
@@ -353,6 +360,9 @@ pub async fn tool_loop(
                 }
                 stats.tool_calls += 1;
                 let r = tools::execute_with(pack, granted, board, &call.name, &call.arguments);
+                stats
+                    .tool_reads
+                    .push(read_of(&call.name, &call.arguments, &r.content));
                 tracing::debug!(tool = %call.name, error = r.is_error, "tool call");
                 history.push_result(make, what, "", &cap(&r.content, result_chars), "");
             }
@@ -363,6 +373,7 @@ pub async fn tool_loop(
                 stats.tool_calls += 1;
                 stats.text_tool_calls += 1;
                 let r = tools::execute_with(pack, granted, board, &name, &args);
+                stats.tool_reads.push(read_of(&name, &args, &r.content));
                 tracing::debug!(tool = %name, error = r.is_error, "text tool call");
                 history.push(ChatMessage::assistant(&resp.content));
                 history.push_result(
@@ -387,6 +398,15 @@ pub async fn tool_loop(
     Err(AttemptError::Internal(
         "tool loop ended without an answer".into(),
     ))
+}
+
+/// What an incremental review replays of a tool call: its name, arguments, result digest.
+fn read_of(name: &str, args: &Value, content: &str) -> quorum_core::reuse::ToolRead {
+    quorum_core::reuse::ToolRead {
+        tool: name.to_string(),
+        args: args.clone(),
+        digest: quorum_core::reuse::content_digest(content),
+    }
 }
 
 fn cap(s: &str, max_chars: usize) -> String {

@@ -22,6 +22,17 @@ pub struct ReviewContext {
     pub remote: Option<Arc<dyn RemoteExecutor>>,
     /// The team blackboard (None = team tools are not offered).
     pub board: Option<Arc<dyn TeamBoard>>,
+    /// Where completed results are recorded and, in an incremental review, taken from (None =
+    /// neither: `--no-cache`, or the cache is held by another process).
+    pub incremental: Option<Incremental>,
+}
+
+/// The result cache a review records into, and whether it takes results from it.
+#[derive(Debug, Clone)]
+pub struct Incremental {
+    pub cache: Arc<quorum_store::ResultCache>,
+    /// Take recorded results whose key matches (`--incremental`); otherwise only record.
+    pub reuse: bool,
 }
 
 pub type SharedContext = Arc<ReviewContext>;
@@ -35,6 +46,7 @@ impl ReviewContext {
             facts: FactLog::disabled(),
             remote: None,
             board: None,
+            incremental: None,
         }
     }
 
@@ -45,6 +57,11 @@ impl ReviewContext {
 
     pub fn with_remote(mut self, remote: Option<Arc<dyn RemoteExecutor>>) -> Self {
         self.remote = remote;
+        self
+    }
+
+    pub fn with_incremental(mut self, incremental: Option<Incremental>) -> Self {
+        self.incremental = incremental;
         self
     }
 

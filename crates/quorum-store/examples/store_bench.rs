@@ -95,6 +95,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             error_class: None,
             error: None,
             transcript: transcript.clone(),
+            reused_from: None,
+            cache: None,
         })?;
     }
     let attempts_elapsed = started.elapsed();

@@ -17,6 +17,7 @@ pub mod error;
 pub mod event;
 pub mod flow_store;
 pub mod insights;
+pub mod results;
 pub mod status;
 pub mod trace;
 
@@ -25,5 +26,6 @@ pub use data_dir::{CancelOutcome, DataDir, NodeStore};
 pub use error::{StorageFault, StoreError};
 pub use event::{status_of, Event, RecordedVerdict, Replay, StoredEvent};
 pub use flow_store::{AttemptRecord, FlowMeta, FlowStore};
+pub use results::ResultCache;
 pub use status::{DerivedStatus, FlowSummary};
 pub use trace::trace_export;

@@ -43,6 +43,8 @@ fn attempt(task_id: &str, attempt: u32, output: String) -> AttemptRecord {
             {"role": "system", "content": "you review"},
             {"role": "user", "content": "review src/lib.rs"}
         ]),
+        reused_from: None,
+        cache: None,
     }
 }
 

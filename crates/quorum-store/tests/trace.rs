@@ -23,6 +23,8 @@ fn record(task_id: &str, attempt: u32, output: &str, transcript: Value) -> Attem
         error_class: None,
         error: None,
         transcript,
+        reused_from: None,
+        cache: None,
     }
 }
 

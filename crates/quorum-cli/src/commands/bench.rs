@@ -24,6 +24,8 @@ pub async fn quality(args: QualityArgs) -> Result<ExitCode> {
         quiet: args.quiet,
         // A score must not depend on what earlier runs on this machine remembered.
         no_memory: true,
+        // Nor on results recorded by earlier runs.
+        no_cache: true,
         ..ReviewArgs::default()
     };
     let local = match prepare_review(&review).await? {

@@ -262,6 +262,9 @@ impl QuorumMcp {
             no_analyzers: false,
             no_memory: false,
             events: None,
+            incremental: false,
+            no_cache: false,
+            explain_cache: false,
         };
         let local = match prepare_review(&args)
             .await

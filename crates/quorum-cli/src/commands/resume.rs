@@ -158,6 +158,9 @@ pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
+        incremental: params
+            .cache
+            .open(&data, settings.cache.max_entries, args.quiet),
     });
     drive(
         &data,

@@ -19,6 +19,9 @@ pub async fn review(args: ReviewArgs) -> Result<ExitCode> {
         if args.apply_safe_fixes.is_some() {
             bail!("--apply-safe-fixes needs the target on this machine: drop --cluster, or apply the fixes listed in the report by hand");
         }
+        if args.incremental || args.explain_cache {
+            bail!("--incremental and --explain-cache are not available with --cluster yet (a cluster review neither records nor reuses results yet): review locally, or drop the flag");
+        }
         let urls = args.cluster.clone();
         return review_remote(args, &urls).await;
     }

@@ -148,6 +148,33 @@ pub async fn drive_with(
     if say_outcome {
         print_outcome(&report, &out_dir, &params.formats);
     }
+    if params.explain_cache {
+        explain_cache(&report, params.cache);
+    }
     let fail_on = settings::parse_fail_on(&params.fail_on)?;
     Ok(exit_for(&report, fail_on))
+}
+
+/// `--explain-cache`: per task, whether it ran or took a recorded result, and why (stderr: the
+/// outcome lines on stdout stay what scripts read).
+fn explain_cache(report: &quorum_core::report::Report, mode: super::params::CacheMode) {
+    let lines = report.cache_explanation();
+    if lines.is_empty() {
+        let why = match mode {
+            super::params::CacheMode::Reuse => {
+                "no specialist task was keyed (none ran, or no model here could take one)"
+            }
+            super::params::CacheMode::Record => {
+                "this review did not reuse results: pass --incremental"
+            }
+            super::params::CacheMode::Off => {
+                "the result cache was off (--no-cache, or [cache] enabled = false)"
+            }
+        };
+        eprintln!("quorum: cache: {why}");
+        return;
+    }
+    for l in lines {
+        eprintln!("quorum: cache: {l}");
+    }
 }

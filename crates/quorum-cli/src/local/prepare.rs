@@ -152,6 +152,14 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
     } else {
         settings.analyzers.setup(data.root())?
     };
+    let repo_incremental = crate::target::repo_config_on_disk(&root)?
+        .map(|c| c.incremental)
+        .unwrap_or(false);
+    let cache = super::params::CacheMode::chosen(
+        args.no_cache,
+        settings.cache.enabled,
+        args.incremental || settings.cache.incremental || repo_incremental,
+    );
     let flow_id = new_flow_id();
     let params = RunParams {
         backends: configs,
@@ -181,7 +189,9 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         apply_safe_fixes: args.apply_safe_fixes.clone(),
         verification,
         coverage,
+        cache,
         events: args.events.clone(),
+        explain_cache: args.explain_cache,
     };
     let node = node_name(&settings);
     let backends = if pack.is_empty() {
@@ -232,6 +242,7 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
             pack.len()
         );
     }
+    let incremental = cache.open(&data, settings.cache.max_entries, args.quiet);
     let ctx = Arc::new(ReviewContext {
         review: std::sync::Arc::new(quorum_core::machine::Review {
             flow_id: flow_id.clone(),
@@ -248,6 +259,7 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         facts: FactLog::new(store),
         remote: None,
         board: Some(Arc::new(quorum_runtime::board::MemoryBoard::default())),
+        incremental,
     });
     Ok(Prepared::Run(LocalReview { data, ctx, params }))
 }

@@ -321,6 +321,7 @@ mod tests {
                     persona: persona.into(),
                     model: String::new(),
                     node: "n".into(),
+                    carried_from: None,
                 },
                 finding: Lead {
                     tool: "bandit".into(),
@@ -368,6 +369,7 @@ mod tests {
                     persona: persona.into(),
                     model: "m".into(),
                     node: "n".into(),
+                    carried_from: None,
                 },
                 finding,
             },

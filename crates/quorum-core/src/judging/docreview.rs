@@ -388,6 +388,7 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
         routing,
         rescored: crate::review::judged::rescored_of(best, &members),
         fresh_eyes: false,
+        carried_from: None,
     };
     Some(Merged {
         finding,
@@ -508,6 +509,7 @@ fn combine(a: Merged, b: Merged) -> Merged {
         },
         rescored: None,
         fresh_eyes: false,
+        carried_from: None,
     };
     let mut personas = a.personas;
     personas.extend(b.personas);
@@ -765,6 +767,7 @@ mod tests {
                     persona: persona.into(),
                     model: "m".into(),
                     node: "n".into(),
+                    carried_from: None,
                 },
                 finding: RawFinding {
                     title: title.into(),

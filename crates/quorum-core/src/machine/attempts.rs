@@ -323,6 +323,8 @@ impl ReviewMachine {
             error_class: error.map(|(c, _)| c.to_string()),
             error: error.map(|(_, m)| m.to_string()),
             transcript: serde_json::Value::Array(stats.transcript.clone()),
+            reused_from: stats.reused_from.clone(),
+            cache: stats.cache.clone(),
         }
     }
 

@@ -163,4 +163,10 @@ pub struct AttemptRecord {
     pub error: Option<String>,
     /// The message list (system/user/assistant/tool), for trace export.
     pub transcript: serde_json::Value,
+    /// The review whose recorded result this attempt took (an incremental review's reuse).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<String>,
+    /// Why an incremental review ran the attempt or took a recorded result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
 }

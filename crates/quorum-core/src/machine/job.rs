@@ -96,6 +96,16 @@ pub struct AttemptStats {
     pub bound_hits: u32,
     /// Every message of the attempt's conversation(s), in order, for the store and trace export.
     pub transcript: Vec<serde_json::Value>,
+    /// Every tool call the attempt made and its result's digest (what an incremental review
+    /// replays to know whether the attempt's result still holds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_reads: Vec<crate::reuse::ToolRead>,
+    /// The review whose recorded result this attempt took instead of calling a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<String>,
+    /// Why an incremental review ran this attempt, or took a recorded result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
 }
 
 impl AttemptStats {
@@ -110,6 +120,12 @@ impl AttemptStats {
         self.bound_hits += o.bound_hits;
         if o.recovery.is_some() {
             self.recovery = o.recovery.clone();
+        }
+        if o.reused_from.is_some() {
+            self.reused_from = o.reused_from.clone();
+        }
+        if o.cache.is_some() {
+            self.cache = o.cache.clone();
         }
     }
 }

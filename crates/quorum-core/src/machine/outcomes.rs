@@ -222,6 +222,7 @@ impl ReviewMachine {
             persona,
             model: by.model,
             node,
+            carried_from: by.stats.reused_from.clone(),
         };
         for f in findings {
             self.found.reported.push(Reported {

@@ -136,6 +136,7 @@ impl ReviewMachine {
                     // No model found it.
                     model: String::new(),
                     node: review.node.clone(),
+                    carried_from: None,
                 },
                 finding: lead.to_finding(&review.pack),
             });

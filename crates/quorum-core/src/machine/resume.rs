@@ -119,10 +119,16 @@ impl ReviewMachine {
                 r.node = node.clone();
                 r.findings = findings.len();
                 self.learn(&t.id, &t.persona, findings);
+                let carried_from = succeeded(&t.id).and_then(|a| a.reused_from.clone());
+                if let Some(a) = succeeded(&t.id) {
+                    r.stats.reused_from = a.reused_from.clone();
+                    r.stats.cache = a.cache.clone();
+                }
                 let reporter = Reporter {
                     persona: t.persona.clone(),
                     model,
                     node,
+                    carried_from,
                 };
                 for f in findings {
                     self.found.reported.push(Reported {

@@ -165,6 +165,8 @@ impl TaskRun {
                 .map(|t| t.mandate.clone())
                 .unwrap_or_default(),
             ended: self.ended(),
+            reused_from: self.stats.reused_from.clone(),
+            cache: self.stats.cache.clone(),
         }
     }
 

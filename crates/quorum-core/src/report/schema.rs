@@ -108,6 +108,13 @@ pub struct TaskReport {
     /// response`, `failed: CLASS`, `circular fix`, `not run`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub ended: String,
+    /// The earlier review whose recorded result this task took instead of asking a model
+    /// (`quorum review --incremental`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<String>,
+    /// Why an incremental review ran the task or took a recorded result (which file changed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -25,6 +25,7 @@ pub(crate) fn finding(id: &str, sev: Severity, category: &str, file: Option<&str
             persona: "security-auditor".into(),
             model: "model-a".into(),
             node: "node-1".into(),
+            carried_from: None,
         }],
         anchor: format!("{}:L10", file.unwrap_or("")),
         promoted: false,
@@ -32,6 +33,7 @@ pub(crate) fn finding(id: &str, sev: Severity, category: &str, file: Option<&str
         routing: Default::default(),
         rescored: None,
         fresh_eyes: false,
+        carried_from: None,
     }
 }
 
@@ -112,6 +114,8 @@ pub(crate) fn report() -> Report {
             files_digest: None,
             mandate: "token handling | session expiry".into(),
             ended: "failed: timeout".into(),
+            reused_from: None,
+            cache: None,
         }],
         usage: Usage {
             llm_calls: 9,

@@ -192,6 +192,12 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         .map(|j| sane_confidence(j.reported.finding.confidence))
         .fold(0.0, f64::max);
     let f = &best.reported.finding;
+    // Carried only when no reporter was asked in this review.
+    let carried_from = reporters
+        .iter()
+        .map(|r| r.carried_from.clone())
+        .collect::<Option<BTreeSet<String>>>()
+        .and_then(|flows| flows.into_iter().next_back());
     let finding = Finding {
         id: String::new(),
         title: f.title.clone(),
@@ -213,6 +219,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         routing: f.routing.clone(),
         rescored: crate::review::judged::rescored_of(best, members),
         fresh_eyes: false,
+        carried_from,
     };
     Some((finding, personas.len()))
 }
@@ -278,6 +285,7 @@ mod tests {
                     persona: persona.into(),
                     model: "m".into(),
                     node: "n1".into(),
+                    carried_from: None,
                 },
                 finding: RawFinding {
                     confidence,

@@ -271,6 +271,10 @@ pub struct Reporter {
     pub persona: String,
     pub model: String,
     pub node: String,
+    /// The review whose recorded result this report was taken from (an incremental review's
+    /// reuse); absent when the model was asked in this review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_from: Option<String>,
 }
 
 /// A raw finding with its provenance, as it leaves a specialist task.
@@ -328,6 +332,10 @@ pub struct Finding {
     /// the plan); absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fresh_eyes: bool,
+    /// Every reporter's result was taken from this earlier review's record (an incremental
+    /// review's reuse); the finding was grounded and verified again against today's files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carried_from: Option<String>,
 }
 
 /// A finding that did not survive (DESIGN §6 `dropped[]`).

@@ -92,6 +92,7 @@ mod tests {
                     persona: "p".into(),
                     model: "m".into(),
                     node: "n".into(),
+                    carried_from: None,
                 },
                 finding: RawFinding {
                     title: title.into(),

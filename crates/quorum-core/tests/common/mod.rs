@@ -17,6 +17,7 @@ pub fn reporter(persona: &str) -> Reporter {
         persona: persona.into(),
         model: "qwen2.5-coder".into(),
         node: "ws-1".into(),
+        carried_from: None,
     }
 }
 
@@ -51,6 +52,7 @@ pub fn finding(
         routing: Default::default(),
         rescored: None,
         fresh_eyes: false,
+        carried_from: None,
     }
 }
 
@@ -187,6 +189,8 @@ pub fn realistic_report() -> Report {
             files_digest: None,
             mandate: "authentication and secrets".into(),
             ended: "answered".into(),
+            reused_from: None,
+            cache: None,
         }],
         usage: Usage {
             llm_calls: 14,

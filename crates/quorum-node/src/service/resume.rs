@@ -141,6 +141,7 @@ impl NodeService {
             .with_health(setup.storage.clone()),
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
+            incremental: None,
         });
         tracing::info!(
             flow_id,

@@ -188,6 +188,7 @@ impl NodeService {
             facts,
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
+            incremental: None,
         });
         if scoped
             || !ctx.scope.analyzers.is_empty()

@@ -9,6 +9,7 @@
 
 use crate::conductor::dispatch::{self, Spawned};
 use crate::conductor::msg::ConductorMsg;
+use crate::conductor::reuse;
 use crate::context::SharedContext;
 use crate::facts::{now_ms, FactError, Resume};
 use crate::progress::ProgressSender;
@@ -16,8 +17,8 @@ use crate::remote::RemoteSlot;
 use quorum_core::flows::rounds::NewFinding;
 use quorum_core::machine::schedule::{AttemptId, Place};
 use quorum_core::machine::{
-    Command, Event, Failure, Level, MachineConfig, Metric, PeerOffer, ReviewMachine, RoundFinding,
-    Timer,
+    Command, Event, Failure, Job, Level, MachineConfig, Metric, Outcome, PeerOffer, ReviewMachine,
+    RoundFinding, Timer,
 };
 use quorum_core::report::Report;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -44,6 +45,8 @@ pub struct ConductorState {
     /// Live local workers by attempt, so a stop can kill them mid-call, and back.
     workers: HashMap<AttemptId, ActorCell>,
     actors: HashMap<ActorId, AttemptId>,
+    /// Specialist attempts keyed for the result cache, until their outcome is recorded.
+    keyed: HashMap<AttemptId, reuse::Keyed>,
     /// The store refused a fact and the machine was told: what it asks after that (stop,
     /// finish) is done whether or not its facts are stored.
     store_failed: bool,
@@ -140,26 +143,32 @@ impl FlowConductor {
                 place,
                 job,
                 deadline_ms,
-            } => match place {
-                Place::Local => {
-                    let deadline = Duration::from_millis(deadline_ms);
-                    match dispatch::run_here(myself, &ctx, attempt, *job, deadline).await? {
-                        Ok(Spawned { cell, told }) => {
-                            state.actors.insert(cell.get_id(), attempt);
-                            state.workers.insert(attempt, cell);
-                            Ok(told.map(Next::Tell).unwrap_or(Next::Go))
+            } => {
+                if let Some(reused) = Self::take_recorded(state, attempt, &place, &job).await {
+                    return Ok(Next::Tell(reused));
+                }
+                match place {
+                    Place::Local => {
+                        let deadline = Duration::from_millis(deadline_ms);
+                        match dispatch::run_here(myself, &ctx, attempt, *job, deadline).await? {
+                            Ok(Spawned { cell, told }) => {
+                                state.actors.insert(cell.get_id(), attempt);
+                                state.workers.insert(attempt, cell);
+                                Ok(told.map(Next::Tell).unwrap_or(Next::Go))
+                            }
+                            Err(event) => Ok(Next::Tell(event)),
                         }
-                        Err(event) => Ok(Next::Tell(event)),
+                    }
+                    Place::Peer(peer) => {
+                        let run_id = state.machine.runs()[key].id.clone();
+                        let sent = dispatch::ship(&ctx, &peer, attempt, &run_id, *job).await;
+                        Ok(sent.map(Next::Tell).unwrap_or(Next::Go))
                     }
                 }
-                Place::Peer(peer) => {
-                    let run_id = state.machine.runs()[key].id.clone();
-                    let sent = dispatch::ship(&ctx, &peer, attempt, &run_id, *job).await;
-                    Ok(sent.map(Next::Tell).unwrap_or(Next::Go))
-                }
-            },
+            }
             Command::Stop { attempt, place } => {
                 Self::forget(state, attempt, true);
+                state.keyed.remove(&attempt);
                 if let Place::Peer(node) = &place {
                     dispatch::stop_on_peer(&ctx, node, attempt).await;
                 }
@@ -268,6 +277,98 @@ impl FlowConductor {
         });
     }
 
+    /// Key a first specialist attempt for the result cache and, in an incremental review, the
+    /// outcome of a recorded result it may take instead of running: `Some(event)` to feed.
+    async fn take_recorded(
+        state: &mut ConductorState,
+        attempt: AttemptId,
+        place: &Place,
+        job: &Job,
+    ) -> Option<Event> {
+        let ctx = state.ctx.clone();
+        let inc = ctx.incremental.clone()?;
+        let Job::Specialist {
+            task,
+            prior_error: None,
+            ..
+        } = job
+        else {
+            return None;
+        };
+        let task = task.clone();
+        // Rendering the prompt reads the snapshot, and the cache is a database: off the actor.
+        let looked = tokio::task::spawn_blocking(move || {
+            let mut keyed = reuse::key(&ctx, &task).ok()?;
+            if inc.reuse {
+                match reuse::decide(&ctx, &inc, &keyed) {
+                    quorum_core::reuse::Decision::Reuse(found) => {
+                        return Some((keyed, Some(*found)))
+                    }
+                    quorum_core::reuse::Decision::Run { why } => keyed.why = Some(why),
+                }
+            }
+            Some((keyed, None))
+        })
+        .await
+        .ok()
+        .flatten()?;
+        match looked {
+            (keyed, Some(found)) => {
+                tracing::debug!(task = %keyed.task.id, from = %found.flow_id, "recorded result reused");
+                Some(Event::Outcome {
+                    attempt,
+                    from: place.clone(),
+                    outcome: Ok(reuse::reused_outcome(found)),
+                })
+            }
+            (keyed, None) => {
+                state.keyed.insert(attempt, keyed);
+                None
+            }
+        }
+    }
+
+    /// A keyed attempt's outcome: an incremental review says why it ran, and a success is
+    /// recorded under its key (a cache that refuses it costs reuse later, never this review).
+    async fn record_result(
+        state: &mut ConductorState,
+        attempt: AttemptId,
+        outcome: &mut Result<Outcome, Failure>,
+    ) {
+        let Some(keyed) = state.keyed.remove(&attempt) else {
+            return;
+        };
+        let Ok(Outcome::Specialist {
+            findings,
+            invalid,
+            iterations,
+            by,
+        }) = outcome
+        else {
+            return;
+        };
+        if let Some(why) = &keyed.why {
+            by.stats.cache = Some(format!("ran: {why}"));
+        }
+        let ctx = state.ctx.clone();
+        let Some(inc) = ctx.incremental.clone() else {
+            return;
+        };
+        let Some((result, trace)) =
+            reuse::result_of(&ctx, &keyed, findings, *invalid, *iterations, by)
+        else {
+            return;
+        };
+        let stored = tokio::task::spawn_blocking(move || {
+            inc.cache
+                .put_task(&keyed.key, &keyed.identity, &result, &trace)
+        })
+        .await;
+        if let Ok(Err(e)) = stored {
+            tracing::warn!(error = %e, "result not recorded in the result cache");
+        }
+    }
+
     /// A local worker is done or stopped: no longer tracked (killed when `kill`).
     fn forget(state: &mut ConductorState, attempt: AttemptId, kill: bool) {
         if let Some(cell) = state.workers.remove(&attempt) {
@@ -330,6 +431,7 @@ impl Actor for FlowConductor {
             resume: args.resume,
             workers: HashMap::new(),
             actors: HashMap::new(),
+            keyed: HashMap::new(),
             store_failed: false,
         })
     }
@@ -367,21 +469,27 @@ impl Actor for FlowConductor {
             }
             ConductorMsg::Outcome { attempt, outcome } => {
                 Self::forget(state, attempt, false);
+                let mut outcome = outcome.into_outcome();
+                Self::record_result(state, attempt, &mut outcome).await;
                 Event::Outcome {
                     attempt,
                     from: Place::Local,
-                    outcome: outcome.into_outcome(),
+                    outcome,
                 }
             }
             ConductorMsg::RemoteOutcome {
                 attempt,
                 node,
                 outcome,
-            } => Event::Outcome {
-                attempt,
-                from: Place::Peer(node),
-                outcome: outcome.into_outcome(),
-            },
+            } => {
+                let mut outcome = outcome.into_outcome();
+                Self::record_result(state, attempt, &mut outcome).await;
+                Event::Outcome {
+                    attempt,
+                    from: Place::Peer(node),
+                    outcome,
+                }
+            }
             ConductorMsg::Renew { attempt, node } => Event::Renew {
                 attempt,
                 from: node,

@@ -31,7 +31,7 @@ impl OutcomeSink for Sink {
 }
 
 /// Choose the model for a specialist task: (model, the planner's request it replaced).
-fn place_model(
+pub(super) fn place_model(
     ctx: &ReviewContext,
     task: &Task,
     prior_error: Option<&str>,

@@ -1,10 +1,12 @@
 //! The conductor of a review on this node: the actor that drives the review machine
 //! ([`actor`]), its messages ([`msg`]), how it runs and ships attempts ([`dispatch`]), and how
-//! results, renewals, cancels and membership news reach it by name ([`routing`]).
+//! results, renewals, cancels and membership news reach it by name ([`routing`]), and how an
+//! incremental review takes recorded results instead of running attempts ([`reuse`]).
 
 pub mod actor;
 pub mod dispatch;
 pub mod msg;
+mod reuse;
 pub mod routing;
 
 pub use actor::{ConductorArgs, ConductorState, FlowConductor};

@@ -104,9 +104,26 @@ pub async fn ask_verifier(
     let budget = ctx.budget_for(&verifier.client, &verifier.model);
     let (system, user) = verifier_prompt_in(ctx, finding, excerpt, budget);
     let prompt_digest = vote::prompt_digest(&system, &user);
+    let spec = ctx.call_spec(budget, &verifier.model);
+    // The k-th verifier of a model is its own sample: keyed apart from the others.
+    let key = quorum_core::reuse::vote_key(
+        &verifier.model,
+        &system,
+        &user,
+        &format!("{spec:?} verifier={index}"),
+    );
+    if let Some(recorded) = recorded_vote(ctx, &key).await {
+        return Vote {
+            verifier: format!("v{}", index + 1),
+            model: verifier.model.clone(),
+            verdict: recorded.verdict,
+            reason: recorded.reason,
+            prompt_digest,
+        };
+    }
     let result = agent::json_call(
         &verifier.client,
-        &ctx.call_spec(budget, &verifier.model),
+        &spec,
         &system,
         &user,
         schema::verdict_schema(),
@@ -128,12 +145,49 @@ pub async fn ask_verifier(
             ),
         ),
     };
+    if verdict.is_some() {
+        record_vote(ctx, key, &verifier.model, verdict, &reason).await;
+    }
     Vote {
         verifier: format!("v{}", index + 1),
         model: verifier.model.clone(),
         verdict,
         reason,
         prompt_digest,
+    }
+}
+
+/// The vote recorded under `key`, when this review reuses results.
+async fn recorded_vote(ctx: &ReviewContext, key: &str) -> Option<quorum_core::reuse::VoteResult> {
+    let inc = ctx.incremental.clone().filter(|i| i.reuse)?;
+    let key = key.to_string();
+    tokio::task::spawn_blocking(move || inc.cache.vote(&key).ok().flatten())
+        .await
+        .ok()
+        .flatten()
+        .filter(|v| v.verdict.is_some())
+}
+
+/// Record a vote that gave a verdict (a failed call is not a result), when the review records.
+async fn record_vote(
+    ctx: &ReviewContext,
+    key: String,
+    model: &str,
+    verdict: Option<Verdict>,
+    reason: &str,
+) {
+    let Some(inc) = ctx.incremental.clone() else {
+        return;
+    };
+    let vote = quorum_core::reuse::VoteResult {
+        flow_id: ctx.flow_id.clone(),
+        model: model.to_string(),
+        verdict,
+        reason: reason.to_string(),
+    };
+    let stored = tokio::task::spawn_blocking(move || inc.cache.put_vote(&key, &vote)).await;
+    if let Ok(Err(e)) = stored {
+        tracing::warn!(error = %e, "vote not recorded in the result cache");
     }
 }
 

@@ -276,6 +276,47 @@ fn md_task_scope(tasks: &[crate::report::TaskReport], out: &mut String) {
     out.push('\n');
 }
 
+/// The incremental review's account: which tasks took a recorded result, which ran and why.
+fn md_reuse(r: &Report, out: &mut String) {
+    let lines = r.cache_explanation();
+    if lines.is_empty() {
+        return;
+    }
+    out.push_str(
+        "#### Incremental review
+
+",
+    );
+    for l in lines {
+        let _ = writeln!(out, "- {}", one_line(&l));
+    }
+    out.push('\n');
+}
+
+impl Report {
+    /// One line per task an incremental review keyed: `T3 reused from F: …` or `T4 ran: changed
+    /// since F: a.py (edited)`, preceded by a count; empty when the review did not reuse.
+    pub fn cache_explanation(&self) -> Vec<String> {
+        let keyed: Vec<&crate::report::TaskReport> =
+            self.tasks.iter().filter(|t| t.cache.is_some()).collect();
+        if keyed.is_empty() {
+            return Vec::new();
+        }
+        let reused = keyed.iter().filter(|t| t.reused_from.is_some()).count();
+        let mut lines = vec![format!(
+            "{reused} of {} keyed tasks took a recorded result; {} ran",
+            keyed.len(),
+            keyed.len() - reused
+        )];
+        for t in keyed {
+            if let Some(why) = t.cache.as_deref() {
+                lines.push(format!("{} ({}): {why}", t.id, t.persona));
+            }
+        }
+        lines
+    }
+}
+
 pub(crate) fn md_methodology(r: &Report, out: &mut String) {
     out.push_str("## Methodology\n\n");
 
@@ -431,6 +472,7 @@ pub(crate) fn md_methodology(r: &Report, out: &mut String) {
         }
         out.push('\n');
         md_task_scope(&r.tasks, out);
+        md_reuse(r, out);
     }
 
     let m = &r.methodology;

@@ -1,0 +1,320 @@
+//! Incremental reviews with the `quorum` binary: a review records every specialist result under
+//! its content key; a later `--incremental` review of the tree with one file changed asks the
+//! model only for the tasks that were given or read that file, carries the other findings
+//! (`carried_from`) and grounds them again against today's files (a moved line is re-anchored,
+//! a deleted one is gone), reuses verifier votes on unchanged claims, says per task why it ran
+//! (`--explain-cache`), and a changed model or `--no-cache` runs everything again.
+
+mod common;
+
+use common::*;
+use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+const TASKS: usize = 6;
+const OTHER_MODEL: &str = "other-model";
+
+/// `src/mN.py`: twenty lines, the defect on line 10 (`eval(user_input_N)`).
+fn module(n: usize, shift: usize) -> String {
+    let mut lines: Vec<String> = (0..shift).map(|k| format!("# added line {k}")).collect();
+    for k in 1..=20 {
+        lines.push(if k == 10 {
+            format!("    eval(user_input_{n})")
+        } else {
+            format!("def m{n}_helper_{k}(): return {k}")
+        });
+    }
+    lines.join("\n") + "\n"
+}
+
+/// `src/shared.py`, given to no task: t4 and t5 report on it without reading it, so their
+/// results are reused while it changes, and only grounding sees the change.
+fn shared(shift: usize, keep_doomed: bool) -> String {
+    let mut lines: Vec<String> = (0..shift).map(|k| format!("# header {k}")).collect();
+    for k in 1..=14 {
+        lines.push(match k {
+            5 => "moved_danger(request.args)".to_string(),
+            12 if keep_doomed => "doomed_danger(request.args)".to_string(),
+            _ => format!("value_{k} = {k}"),
+        });
+    }
+    lines.join("\n") + "\n"
+}
+
+fn tree(root: &Path) {
+    for n in 1..=TASKS {
+        write(root, &format!("src/m{n}.py"), &module(n, 0));
+    }
+    write(root, "src/shared.py", &shared(0, true));
+}
+
+fn task_finding(n: usize) -> Value {
+    let (file, line, evidence) = match n {
+        4 => (
+            "src/shared.py".to_string(),
+            12,
+            "doomed_danger(request.args)".to_string(),
+        ),
+        5 => (
+            "src/shared.py".to_string(),
+            5,
+            "moved_danger(request.args)".to_string(),
+        ),
+        // t6 was given m6.py and reads m1.py through a tool.
+        6 => (
+            "src/m6.py".to_string(),
+            10,
+            "eval(user_input_6)".to_string(),
+        ),
+        n => (format!("src/m{n}.py"), 10, format!("eval(user_input_{n})")),
+    };
+    json!({"findings": [finding(&format!("Defect of task {n}"), "P2", 0.9, &file, line, &evidence)]})
+}
+
+/// Six tasks of one persona, one module each; t6 also reads m1.py with `file_read`.
+fn script() -> Script {
+    let tasks: Vec<Value> = (1..=TASKS)
+        .map(|n| {
+            let mut t = json!({"id": format!("t{n}"), "persona": "security_sentinel",
+                "files": [format!("src/m{n}.py")],
+                "mandate": format!("Check module {n} for code execution flaws.")});
+            if n == 6 {
+                t["tools"] = json!(["file_read"]);
+            }
+            t
+        })
+        .collect();
+    let mut s = Script::new()
+        .models([MODEL, OTHER_MODEL])
+        .rule(scout_rule())
+        .rule(
+            Rule::new("planner")
+                .when_system(["You are the planner"])
+                .reply(Reply::json(&json!({ "tasks": tasks }))),
+        )
+        .rule(
+            Rule::new("t6-read")
+                .when_system(["You are security_sentinel"])
+                .when_all(["## Task t6\n"])
+                .turn(0)
+                .reply(Reply::tool("file_read", json!({"path": "src/m1.py"}))),
+        );
+    for n in 1..=TASKS {
+        s = s.rule(
+            Rule::new(format!("t{n}"))
+                .when_system(["You are security_sentinel"])
+                .when_all([format!("## Task t{n}\n")])
+                .reply(Reply::json(&task_finding(n))),
+        );
+    }
+    s.rule(verifier_confirms()).rule(synthesizer_rule())
+}
+
+struct Run {
+    report: Value,
+    requests: Vec<RecordedRequest>,
+    stderr: String,
+}
+
+async fn review(work: &Path, target: &Path, out: &str, extra: &[&str]) -> Run {
+    review_with(work, target, out, MODEL, extra).await
+}
+
+async fn review_with(work: &Path, target: &Path, out: &str, model: &str, extra: &[&str]) -> Run {
+    let server = ScriptedServer::start(script()).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.join(out);
+    let mut args = vec![
+        "review",
+        target.to_str().unwrap(),
+        "--backend",
+        &backend,
+        "--model",
+        model,
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+        "--fail-on",
+        "none",
+        // The verifier is pinned so that a run with another finder model keeps the same one.
+        "--verifier-model",
+        MODEL,
+    ];
+    args.extend_from_slice(extra);
+    let o = quorum(&args, work).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    Run {
+        report: read_json(&out.join("report.json")),
+        requests: server.requests(),
+        stderr: stderr(&o),
+    }
+}
+
+/// The specialist tasks that asked the model.
+fn asked(run: &Run) -> BTreeSet<String> {
+    run.requests.iter().filter_map(task_of).collect()
+}
+
+fn verifier_calls(run: &Run) -> usize {
+    run.requests
+        .iter()
+        .filter(|r| r.system.contains("You are an independent verifier"))
+        .count()
+}
+
+fn finding_of<'a>(report: &'a Value, title: &str) -> Option<&'a Value> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["title"] == title)
+}
+
+fn task<'a>(report: &'a Value, id: &str) -> &'a Value {
+    report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == id)
+        .unwrap_or_else(|| panic!("no task {id}: {}", report["tasks"]))
+}
+
+fn set(ids: &[&str]) -> BTreeSet<String> {
+    ids.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_review_asks_the_model_only_for_what_changed_and_carries_the_rest() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    tree(&target);
+
+    // A cold review records every result; nothing is reused yet, and it says why.
+    let first = review(work.path(), &target, "out1", &["--incremental"]).await;
+    let first_flow = first.report["flow_id"].as_str().unwrap().to_string();
+    assert_eq!(asked(&first), set(&["t1", "t2", "t3", "t4", "t5", "t6"]));
+    assert_eq!(first.report["findings"].as_array().unwrap().len(), TASKS);
+    assert!(
+        task(&first.report, "t2")["cache"]
+            .as_str()
+            .unwrap()
+            .starts_with("ran: not run before"),
+        "{}",
+        task(&first.report, "t2")
+    );
+    assert!(first.report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f.get("carried_from").is_none()));
+
+    // One line added at the top of m1.py (given to t1, read by t6); in shared.py (given to no
+    // task) t5's line moves down two and t4's line is deleted.
+    write(&target, "src/m1.py", &module(1, 1));
+    write(&target, "src/shared.py", &shared(2, false));
+    let second = review(
+        work.path(),
+        &target,
+        "out2",
+        &["--incremental", "--explain-cache"],
+    )
+    .await;
+    assert_eq!(
+        asked(&second),
+        set(&["t1", "t6"]),
+        "only the tasks that were given or read m1.py ask the model"
+    );
+    let t1 = task(&second.report, "t1");
+    assert_eq!(
+        t1["cache"],
+        format!("ran: changed since {first_flow}: src/m1.py (edited)"),
+        "{t1}"
+    );
+    let t6 = task(&second.report, "t6");
+    assert_eq!(
+        t6["cache"], "ran: a tool read returns something else now: file_read src/m1.py",
+        "{t6}"
+    );
+    for id in ["t2", "t3", "t4", "t5"] {
+        let t = task(&second.report, id);
+        assert_eq!(t["reused_from"], first_flow.as_str(), "{t}");
+        assert_eq!(t["tokens_in"], 0, "no model call: {t}");
+    }
+    // Carried findings are marked and keep their anchors; t5's moved line is re-anchored;
+    // t4's deleted evidence is gone (grounding, no model call).
+    for n in [2, 3] {
+        let title = format!("Defect of task {n}");
+        let now = finding_of(&second.report, &title).unwrap();
+        let then = finding_of(&first.report, &title).unwrap();
+        assert_eq!(now["carried_from"], first_flow.as_str(), "{now}");
+        assert_eq!(now["anchor"], then["anchor"]);
+        assert_eq!(now["line_start"], 10);
+    }
+    let moved = finding_of(&second.report, "Defect of task 5").expect("t5's finding survives");
+    assert_eq!(moved["carried_from"], first_flow.as_str());
+    assert_eq!(
+        moved["line_start"], 7,
+        "re-anchored to where the line is now: {moved}"
+    );
+    assert!(
+        finding_of(&second.report, "Defect of task 4").is_none(),
+        "evidence deleted: {}",
+        second.report["findings"]
+    );
+    assert!(second.report["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["title"] == "Defect of task 4" && d["removed_by"] == "grounding"));
+    let rerun = finding_of(&second.report, "Defect of task 1").unwrap();
+    assert!(rerun.get("carried_from").is_none(), "{rerun}");
+    // Votes on unchanged claims are reused: only t1's finding (its line is now 11, the
+    // scripted finder still says 10 and grounding corrects it) and t5's re-anchored one
+    // changed what the verifier sees. The first review asked about all six.
+    assert_eq!(verifier_calls(&first), TASKS);
+    assert_eq!(verifier_calls(&second), 2);
+    // --explain-cache says it, per task, on stderr; report.md carries the same account.
+    assert!(
+        second
+            .stderr
+            .contains("quorum: cache: 4 of 6 keyed tasks took a recorded result; 2 ran"),
+        "{}",
+        second.stderr
+    );
+    assert!(second
+        .stderr
+        .contains(&format!("t3 (security_sentinel): reused from {first_flow}")));
+    let md = std::fs::read_to_string(work.path().join("out2/report.md")).unwrap();
+    assert!(md.contains("#### Incremental review"), "{md}");
+
+    // Another model shaped every prompt's answer: everything runs again, and says why.
+    let third = review_with(
+        work.path(),
+        &target,
+        "out3",
+        OTHER_MODEL,
+        &["--incremental"],
+    )
+    .await;
+    assert_eq!(asked(&third).len(), TASKS);
+    let t2 = task(&third.report, "t2");
+    assert!(
+        t2["cache"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("the model changed ({MODEL} -> {OTHER_MODEL})")),
+        "{t2}"
+    );
+
+    // --no-cache: a full review, nothing reused.
+    let fourth = review(work.path(), &target, "out4", &["--no-cache"]).await;
+    assert_eq!(asked(&fourth).len(), TASKS);
+    assert_eq!(verifier_calls(&fourth), TASKS - 1);
+    assert!(fourth.report["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t.get("reused_from").is_none()));
+}
