@@ -412,7 +412,9 @@ pub struct ReviewArgs {
     #[arg(long, value_name = "REPORT.json")]
     pub prior: Option<PathBuf>,
     /// The author's dispositions of the prior findings (YAML or JSON): finding id ->
-    /// {disposition: fixed|wont_fix|deferred|disputed, comment: "..."}. Only with --prior.
+    /// {disposition: fixed|wont_fix|deferred|disputed, comment: "..."}. With --prior (a finish
+    /// review), or with --since / --incremental: a wont_fix finding whose lines are unchanged
+    /// is not raised again.
     #[arg(long, value_name = "FILE")]
     pub dispositions: Option<PathBuf>,
     /// No progress line.
@@ -447,6 +449,12 @@ pub struct ReviewArgs {
     /// Print, per task, whether it ran or took a recorded result, and why (which file changed).
     #[arg(long)]
     pub explain_cache: bool,
+    /// Compare with an earlier review's report.json: findings it reported that are still
+    /// present are marked seen_before (SARIF baselineState unchanged; left out of rdjson and
+    /// the GitLab report), and report.md lists new, still present and fixed since. With
+    /// --incremental and no --since, the last completed review of the same target is used.
+    #[arg(long, value_name = "REPORT.json")]
+    pub since: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -266,3 +266,67 @@ fn read_small_text(path: &Path, what: &str) -> Result<String> {
     let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read the {what} {shown}: {e}"))?;
     String::from_utf8(bytes).map_err(|_| anyhow!("the {what} {shown} is not UTF-8 text"))
 }
+
+/// Read `--since REPORT.json` (and `--dispositions`): the earlier review a report is compared
+/// with. Each failure is one line naming the file.
+pub fn read_since(
+    report: &Path,
+    dispositions: Option<&Path>,
+) -> Result<quorum_core::report::since::Baseline> {
+    let files = PriorFiles::read(report, dispositions)?;
+    files.parse()?;
+    quorum_core::report::since::Baseline::from_texts(
+        &files.path,
+        &files.report,
+        files
+            .dispositions
+            .as_ref()
+            .map(|(p, t)| (p.as_str(), t.as_str())),
+    )
+    .map_err(|e| {
+        anyhow!(
+            "{e} ({}): pass the report.json a quorum review wrote",
+            files.path
+        )
+    })
+}
+
+/// The last completed review of `root` in this data dir, as a baseline (`--incremental`
+/// without `--since`); none when there is none or its report cannot be read.
+pub fn last_completed_review(
+    data: &quorum_store::DataDir,
+    root: &Path,
+    dispositions: Option<&Path>,
+) -> Result<Option<quorum_core::report::since::Baseline>> {
+    let target = root.display().to_string();
+    let Ok(flows) = data.list_flows() else {
+        return Ok(None);
+    };
+    let Some(last) = flows
+        .into_iter()
+        .find(|s| s.target_path == target && s.status == quorum_store::DerivedStatus::Completed)
+    else {
+        return Ok(None);
+    };
+    let Some(json) = data
+        .open_flow(&last.flow_id)
+        .ok()
+        .and_then(|store| store.report().ok().flatten())
+    else {
+        return Ok(None);
+    };
+    let dispositions = match dispositions {
+        Some(d) => Some((
+            d.display().to_string(),
+            read_small_text(d, "dispositions file")?,
+        )),
+        None => None,
+    };
+    let label = format!("review {}", last.flow_id);
+    Ok(quorum_core::report::since::Baseline::from_texts(
+        &label,
+        &json,
+        dispositions.as_ref().map(|(p, t)| (p.as_str(), t.as_str())),
+    )
+    .ok())
+}

@@ -94,6 +94,14 @@ fn script() -> Script {
                 .when_system(["You are the planner"])
                 .reply(Reply::json(&json!({ "tasks": tasks }))),
         )
+        // t2 reports a new defect once m2.py holds one.
+        .rule(
+            Rule::new("t2-new")
+                .when_system(["You are security_sentinel"])
+                .when_all(["## Task t2\n", "new_danger(x)"])
+                .reply(Reply::json(&json!({"findings": [finding(
+                    "New defect of task 2", "P1", 0.9, "src/m2.py", 1, "new_danger(x)")]}))),
+        )
         .rule(
             Rule::new("t6-read")
                 .when_system(["You are security_sentinel"])
@@ -288,6 +296,19 @@ async fn a_re_review_asks_the_model_only_for_what_changed_and_carries_the_rest()
         .contains(&format!("t3 (security_sentinel): reused from {first_flow}")));
     let md = std::fs::read_to_string(work.path().join("out2/report.md")).unwrap();
     assert!(md.contains("#### Incremental review"), "{md}");
+    // With --incremental and no --since, the last completed review of the target is the
+    // baseline: what it reported and is still there is seen before.
+    assert!(first.report.get("since").is_none());
+    assert_eq!(second.report["since"]["flow_id"], first_flow.as_str());
+    assert_eq!(
+        finding_of(&second.report, "Defect of task 2").unwrap()["seen_before"],
+        format!(
+            "{first_flow} {}",
+            finding_of(&first.report, "Defect of task 2").unwrap()["id"]
+                .as_str()
+                .unwrap()
+        )
+    );
 
     // Another model shaped every prompt's answer: everything runs again, and says why.
     let third = review_with(
@@ -317,4 +338,146 @@ async fn a_re_review_asks_the_model_only_for_what_changed_and_carries_the_rest()
         .unwrap()
         .iter()
         .all(|t| t.get("reused_from").is_none()));
+
+    // `flows gc` deletes the reviews and the results they recorded: nothing left to reuse.
+    let o = quorum(&["flows", "gc", "--older-than", "0"], work.path()).await;
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let said = stdout(&o);
+    let pruned: usize = said
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("pruned ")?
+                .strip_suffix(" recorded results of deleted reviews")
+        })
+        .unwrap_or_else(|| panic!("{said}"))
+        .parse()
+        .unwrap();
+    assert!(pruned >= 2 * TASKS, "{said}");
+    let fifth = review(work.path(), &target, "out5", &["--incremental"]).await;
+    assert_eq!(asked(&fifth).len(), TASKS);
+}
+
+fn titles_of(report: &Value, list: &str) -> Vec<String> {
+    report[list]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["title"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn since_marks_what_was_reported_before_and_keeps_it_out_of_what_ci_posts() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    tree(&target);
+    let formats = ["--format", "json,md,sarif,rdjson,gitlab"];
+    let first = review(work.path(), &target, "out1", &formats).await;
+    let id_of = |title: &str| {
+        finding_of(&first.report, title).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The author will not fix task 3's finding.
+    let dispositions = work.path().join("dispositions.yaml");
+    std::fs::write(
+        &dispositions,
+        format!(
+            "{}:\n  disposition: wont_fix\n  comment: accepted risk\n",
+            id_of("Defect of task 3")
+        ),
+    )
+    .unwrap();
+    // The next push: m1.py's lines move, m2.py gains a new defect, t4's evidence is deleted.
+    write(&target, "src/m1.py", &module(1, 1));
+    write(
+        &target,
+        "src/m2.py",
+        &format!("new_danger(x)\n{}", module(2, 0)),
+    );
+    write(&target, "src/shared.py", &shared(0, false));
+    let since = work.path().join("out1/report.json");
+    let mut extra = vec![
+        "--since",
+        since.to_str().unwrap(),
+        "--dispositions",
+        dispositions.to_str().unwrap(),
+    ];
+    extra.extend_from_slice(&formats);
+    let second = review(work.path(), &target, "out2", &extra).await;
+    let r = &second.report;
+    let first_flow = first.report["flow_id"].as_str().unwrap();
+    assert_eq!(r["since"]["flow_id"], first_flow);
+    assert_eq!(r["since"]["new"], 1, "{}", r["since"]);
+    assert_eq!(r["since"]["still_present"], 3, "{}", r["since"]);
+    assert_eq!(r["since"]["dismissed"], 1, "{}", r["since"]);
+    let fixed: Vec<&str> = r["since"]["fixed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(fixed, [id_of("Defect of task 4")]);
+    let not_reported: Vec<&str> = r["since"]["not_reported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(not_reported, [id_of("Defect of task 2")]);
+    // Seen before: t1's (moved a line), t5's and t6's; the new one is not.
+    for title in ["Defect of task 1", "Defect of task 5", "Defect of task 6"] {
+        let f = finding_of(r, title).unwrap();
+        assert_eq!(
+            f["seen_before"],
+            format!("{first_flow} {}", id_of(title)),
+            "{f}"
+        );
+    }
+    assert!(finding_of(r, "New defect of task 2")
+        .unwrap()
+        .get("seen_before")
+        .is_none());
+    // The dismissed finding is not raised again: dropped, saying why.
+    assert!(!titles_of(r, "findings").contains(&"Defect of task 3".to_string()));
+    let dismissed = r["dropped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["title"] == "Defect of task 3")
+        .expect("dismissed finding listed as dropped");
+    assert_eq!(dismissed["removed_by"], "dismissed");
+    assert!(dismissed["reason"]
+        .as_str()
+        .unwrap()
+        .contains("accepted risk"));
+    // What CI posts: SARIF marks the baseline, rdjson and GitLab carry the new finding only.
+    let out = work.path().join("out2");
+    let sarif = read_json(&out.join("report.sarif"));
+    let mut states: Vec<String> = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["baselineState"].as_str().unwrap().to_string())
+        .collect();
+    states.sort();
+    assert_eq!(states, ["new", "unchanged", "unchanged", "unchanged"]);
+    let rdjson = read_json(&out.join("report.rdjson"));
+    let posted = rdjson["diagnostics"].as_array().unwrap();
+    assert_eq!(posted.len(), 1, "{rdjson}");
+    assert!(posted[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("New defect of task 2"));
+    let gitlab = read_json(&out.join("gl-code-quality-report.json"));
+    assert_eq!(gitlab.as_array().unwrap().len(), 1, "{gitlab}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains(&format!(
+            "Since review {first_flow}: **1 new**, 3 still present"
+        )),
+        "{md}"
+    );
+    assert!(md.contains("Fixed since:"), "{md}");
 }

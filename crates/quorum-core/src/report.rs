@@ -15,6 +15,7 @@ mod markdown;
 mod rdjson;
 mod sarif;
 mod schema;
+pub mod since;
 #[cfg(test)]
 mod testing;
 

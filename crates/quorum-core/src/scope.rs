@@ -530,6 +530,7 @@ mod tests {
             rescored: None,
             fresh_eyes: false,
             carried_from: None,
+            seen_before: None,
         }
     }
 

@@ -4,8 +4,10 @@
 //!
 //! A review opens it for its life (a node for its own): a second process on the same data
 //! dir finds it locked and reviews without it ([`DataDir::open_results`] says so). Entries are
-//! evicted oldest first past the bound; every write is flushed before it returns, like every
-//! other fact, so a result recorded before a kill -9 is there on resume.
+//! evicted oldest first past the bound. Unlike a review's facts, a write is not flushed before
+//! it returns: the cache is a shortcut for later reviews, so a review flushes it once at its
+//! end ([`ResultCache::flush`]); a kill -9 loses at most the results recorded since, which a
+//! resumed or later review then runs again.
 
 use crate::data_dir::DataDir;
 use crate::error::StoreError;
@@ -14,6 +16,7 @@ use quorum_core::reuse::{TaskResult, TaskTrace, VoteResult};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The directory of the result cache under the data dir.
@@ -40,6 +43,8 @@ pub struct ResultCache {
     db: sled::Db,
     path: Arc<PathBuf>,
     max_entries: usize,
+    /// Entries held (the `order` tree's length, which sled would count by walking it).
+    held: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for ResultCache {
@@ -57,10 +62,15 @@ impl DataDir {
     pub fn open_results(&self, max_entries: usize) -> Result<ResultCache, StoreError> {
         let path = self.root().join(RESULTS_DIR);
         let db = open_db(&path)?;
+        let held = db
+            .open_tree(ORDER)
+            .map(|t| t.len())
+            .map_err(|e| sled_err(&path, e))?;
         Ok(ResultCache {
             db,
             path: Arc::new(path),
             max_entries: max_entries.max(1),
+            held: Arc::new(std::sync::atomic::AtomicUsize::new(held)),
         })
     }
 }
@@ -95,23 +105,34 @@ impl ResultCache {
             .map_err(|e| StoreError::Encode(e.to_string()))?;
         if let Some(old) = t.insert(key.as_bytes(), bytes).map_err(err)? {
             if let Ok(old) = serde_json::from_slice::<Stored<serde::de::IgnoredAny>>(&old) {
-                order.remove(old.seq.to_be_bytes()).map_err(err)?;
+                if order.remove(old.seq.to_be_bytes()).map_err(err)?.is_some() {
+                    self.held.fetch_sub(1, Ordering::Relaxed);
+                }
             }
         }
         order
             .insert(seq.to_be_bytes(), format!("{tree}\u{1f}{key}").as_bytes())
             .map_err(err)?;
-        self.evict(&order)?;
-        self.db.flush().map(|_| ()).map_err(err)
+        self.held.fetch_add(1, Ordering::Relaxed);
+        self.evict(&order)
+    }
+
+    /// Write what was recorded to disk (a review does it once, at its end).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| sled_err(&self.path, e))
     }
 
     /// Remove the oldest entries past the bound.
     fn evict(&self, order: &sled::Tree) -> Result<(), StoreError> {
         let err = |e| sled_err(&self.path, e);
-        while order.len() > self.max_entries {
+        while self.held.load(Ordering::Relaxed) > self.max_entries {
             let Some((_, what)) = order.pop_min().map_err(err)? else {
                 break;
             };
+            self.held.fetch_sub(1, Ordering::Relaxed);
             let what = String::from_utf8_lossy(&what).into_owned();
             if let Some((tree, key)) = what.split_once('\u{1f}') {
                 self.tree(tree)?.remove(key.as_bytes()).map_err(err)?;
@@ -152,7 +173,7 @@ impl ResultCache {
 
     /// Entries held (tasks, traces and votes).
     pub fn len(&self) -> usize {
-        self.tree(ORDER).map(|t| t.len()).unwrap_or(0)
+        self.held.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -174,7 +195,13 @@ impl ResultCache {
                 };
                 if !keep(&stored.value.flow_id) {
                     tree.remove(&key).map_err(err)?;
-                    order.remove(stored.seq.to_be_bytes()).map_err(err)?;
+                    if order
+                        .remove(stored.seq.to_be_bytes())
+                        .map_err(err)?
+                        .is_some()
+                    {
+                        self.held.fetch_sub(1, Ordering::Relaxed);
+                    }
                     gone += 1;
                 }
             }
@@ -220,6 +247,7 @@ mod tests {
             assert_eq!(cache.len(), 3);
             assert!(cache.vote("k2").unwrap().is_some());
             assert!(cache.vote("k3").unwrap().is_none());
+            cache.flush().unwrap();
         }
         let cache = data.open_results(3).unwrap();
         assert_eq!(cache.vote("k2").unwrap().unwrap().flow_id, "f2");

@@ -157,6 +157,22 @@ pub fn flows(command: FlowsCommand, common: &CommonArgs) -> Result<ExitCode> {
             for id in &deleted {
                 println!("  {id}");
             }
+            // Results recorded by reviews that are gone are never reused again: pruned with them.
+            let kept: std::collections::HashSet<String> = data
+                .list_flows()
+                .map_err(store_err)?
+                .into_iter()
+                .map(|f| f.flow_id)
+                .collect();
+            match data
+                .open_results(settings.cache.max_entries)
+                .and_then(|cache| cache.prune(|flow| kept.contains(flow)))
+            {
+                Ok(n) => println!("pruned {n} recorded results of deleted reviews"),
+                Err(e) => eprintln!(
+                    "warning: result cache not pruned ({e}); stop the review that holds it and run gc again"
+                ),
+            }
             // File contents no remaining review references (each is kept once for all).
             let freed = data.collect_blobs().map_err(store_err)?;
             println!(

@@ -265,6 +265,7 @@ impl QuorumMcp {
             incremental: false,
             no_cache: false,
             explain_cache: false,
+            since: None,
         };
         let local = match prepare_review(&args)
             .await

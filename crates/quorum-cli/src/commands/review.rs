@@ -94,10 +94,18 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         }
         _ => None,
     };
+    let since = match &args.since {
+        Some(p) if args.prior.is_some() => bail!(
+            "--since compares with an earlier review, and --prior already names one: drop --since ({})",
+            p.display()
+        ),
+        Some(p) => Some(crate::target::read_since(p, args.dispositions.as_deref())?),
+        None => None,
+    };
     let (spec, prior) = review_inputs(
         args.spec.as_deref(),
         args.prior.as_deref(),
-        args.dispositions.as_deref(),
+        args.dispositions.as_deref().filter(|_| since.is_none()),
         &root,
         &pack,
     )?;
@@ -160,8 +168,12 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         .report(&flow_id)
         .await
         .map_err(|e| incomplete(format!("cannot fetch the report of {flow_id}: {e}")))?;
-    let report: Report =
+    let mut report: Report =
         serde_json::from_str(&r.report_json).context("the cluster sent an unreadable report")?;
+    // The comparison is the client's: it has the snapshot the cluster reviewed.
+    if let Some(baseline) = &since {
+        report.compare_since(baseline, &pack);
+    }
     let out_dir = args
         .out
         .clone()

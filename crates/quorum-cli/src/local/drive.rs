@@ -59,12 +59,14 @@ pub async fn drive_with(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let draw = !quiet && std::io::stderr().is_terminal();
     let pack = params.apply_safe_fixes.as_ref().map(|_| ctx.pack.clone());
+    let since_pack = params.since.as_ref().map(|_| ctx.pack.clone());
     let hint = crate::progress::Hint::from_backends(&ctx.backends, ctx.max_concurrent());
     let events = match &params.events {
         Some(path) => Some(crate::progress::EventLog::create(path)?),
         None => None,
     };
     let renderer = tokio::spawn(crate::progress::render_full(rx, draw, hint, events));
+    let results = ctx.incremental.as_ref().map(|i| i.cache.clone());
     let run = quorum_runtime::run_review_from(ctx, Some(tx), resume);
     // `quorum flows cancel` from another process leaves a request beside the store.
     let cancel_watch = {
@@ -100,6 +102,12 @@ pub async fn drive_with(
         }
     };
     let _ = renderer.await;
+    // The results this review recorded, written once at its end (each write was not).
+    if let Some(cache) = results {
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || cache.flush()).await {
+            eprintln!("quorum: warning: recorded results not saved ({e}); the next review runs those tasks again");
+        }
+    }
     let node_store = {
         let d = data.clone();
         tokio::task::spawn_blocking(move || d.open_node())
@@ -141,6 +149,9 @@ pub async fn drive_with(
     let out_dir = out
         .map(Path::to_path_buf)
         .unwrap_or_else(|| params.out_dir.clone());
+    if let (Some(baseline), Some(pack)) = (&params.since, &since_pack) {
+        report.compare_since(baseline, pack);
+    }
     if let (Some(dir), Some(pack)) = (&params.apply_safe_fixes, &pack) {
         report.safe_fixes = crate::fixes::write_fixed_copy(pack, &report.findings, dir)?;
     }

@@ -37,6 +37,9 @@ pub struct RunParams {
     /// The result cache: `off` (`--no-cache`), `record` (the default), `reuse`
     /// (`--incremental`). Stored, so a resumed review keeps its mode.
     pub cache: CacheMode,
+    /// `--since` (or the last completed review, with `--incremental`): the earlier review the
+    /// report is compared with. Stored, so a resumed review compares with the same one.
+    pub since: Option<Box<quorum_core::report::since::Baseline>>,
     /// `--events FILE`: where every progress event goes as a JSON line. Not stored: a resumed
     /// review writes where its own command says.
     #[serde(skip)]

@@ -107,8 +107,21 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
     flow.check_personas(&catalog)
         .map_err(|e| anyhow::anyhow!("invalid flow: {e}; see `quorum personas list`"))?;
     let spec = crate::target::read_spec(&flow, args.spec.as_deref())?;
-    let prior =
-        crate::target::read_prior(&flow, args.prior.as_deref(), args.dispositions.as_deref())?;
+    if args.since.is_some() && flow.uses_prior() {
+        bail!("--since compares with an earlier review, and flow {} already adjudicates one (--prior): drop --since", flow.name);
+    }
+    // With --since, the dispositions are the author's answer to that review's findings.
+    let prior = crate::target::read_prior(
+        &flow,
+        args.prior.as_deref(),
+        args.dispositions
+            .as_deref()
+            .filter(|_| args.since.is_none()),
+    )?;
+    let since_given = match &args.since {
+        Some(p) => Some(crate::target::read_since(p, args.dispositions.as_deref())?),
+        None => None,
+    };
     if let Some(dir) = &args.apply_safe_fixes {
         crate::fixes::check_destination(target, dir)?;
     }
@@ -160,6 +173,13 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         settings.cache.enabled,
         args.incremental || settings.cache.incremental || repo_incremental,
     );
+    let since = match since_given {
+        Some(b) => Some(b),
+        None if cache == super::params::CacheMode::Reuse => {
+            crate::target::last_completed_review(&data, &root, args.dispositions.as_deref())?
+        }
+        None => None,
+    };
     let flow_id = new_flow_id();
     let params = RunParams {
         backends: configs,
@@ -190,6 +210,7 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         verification,
         coverage,
         cache,
+        since: since.map(Box::new),
         events: args.events.clone(),
         explain_cache: args.explain_cache,
     };

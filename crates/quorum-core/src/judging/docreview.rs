@@ -389,6 +389,7 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
         rescored: crate::review::judged::rescored_of(best, &members),
         fresh_eyes: false,
         carried_from: None,
+        seen_before: None,
     };
     Some(Merged {
         finding,
@@ -510,6 +511,7 @@ fn combine(a: Merged, b: Merged) -> Merged {
         rescored: None,
         fresh_eyes: false,
         carried_from: None,
+        seen_before: None,
     };
     let mut personas = a.personas;
     personas.extend(b.personas);

@@ -283,6 +283,7 @@ pub fn assemble(ctx: &Review, facts: RunFacts, now_ms: u64) -> Report {
             wall_ms: facts.wall_ms,
         },
         insights: None,
+        since: None,
     };
     report.insights = insights_of(ctx, &report, now_ms);
     report

@@ -29,8 +29,8 @@ impl Report {
         let root = normalize_slashes(&self.target.path);
         let mut seen: HashSet<String> = HashSet::new();
         let issues: Vec<Value> = self
-            .findings
-            .iter()
+            // Compared with an earlier review, only what it did not report is posted again.
+            .new_findings()
             .filter_map(|f| {
                 let path = repo_path(f, &root, repo_prefix)?;
                 let fingerprint = unique_fingerprint(f, &mut seen);

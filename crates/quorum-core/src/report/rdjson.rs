@@ -30,8 +30,8 @@ impl Report {
     pub fn to_rdjson(&self, repo_prefix: &str) -> Value {
         let root = normalize_slashes(&self.target.path);
         let diagnostics: Vec<(Severity, Value)> = self
-            .findings
-            .iter()
+            // Compared with an earlier review, only what it did not report is posted again.
+            .new_findings()
             .filter_map(|f| {
                 let path = repo_path(f, &root, repo_prefix)?;
                 Some((f.severity, diagnostic(f, &path)))

@@ -59,7 +59,19 @@ impl Report {
             .map(|(f, uri)| {
                 let id = rule_id(&f.category);
                 let index = rule_index.get(id.as_str()).copied().unwrap_or(0);
-                sarif_result(f, uri, id, index)
+                let mut result = sarif_result(f, uri, id, index);
+                // Compared with an earlier review: what it reported already is `unchanged`,
+                // the rest `new` (SARIF 2.1.0 §3.27.24), so a code-scanning bot posts only
+                // the new ones and the standing alerts stay open.
+                if self.since.is_some() {
+                    let state = if f.seen_before.is_some() {
+                        "unchanged"
+                    } else {
+                        "new"
+                    };
+                    result["baselineState"] = json!(state);
+                }
+                result
             })
             .collect();
 

@@ -217,6 +217,10 @@ pub struct Report {
     /// planner, and how many this review leaves for the next. Absent when both are empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub insights: Option<InsightsReport>,
+    /// `--since REPORT.json`: this review against an earlier one — new, still present,
+    /// dismissed, and the earlier findings fixed since. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<crate::report::since::SinceReport>,
 }
 
 /// report.json `insights`.

@@ -34,6 +34,7 @@ pub(crate) fn finding(id: &str, sev: Severity, category: &str, file: Option<&str
         rescored: None,
         fresh_eyes: false,
         carried_from: None,
+        seen_before: None,
     }
 }
 
@@ -149,6 +150,7 @@ pub(crate) fn report() -> Report {
         panel: None,
         analyzers: Vec::new(),
         insights: None,
+        since: None,
     }
 }
 

@@ -220,6 +220,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         rescored: crate::review::judged::rescored_of(best, members),
         fresh_eyes: false,
         carried_from,
+        seen_before: None,
     };
     Some((finding, personas.len()))
 }

@@ -336,6 +336,10 @@ pub struct Finding {
     /// review's reuse); the finding was grounded and verified again against today's files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub carried_from: Option<String>,
+    /// `quorum review --since REPORT.json`: the earlier review and its id for this finding
+    /// (`FLOW_ID F003`), which reported it already; a CI bot does not post it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_before: Option<String>,
 }
 
 /// A finding that did not survive (DESIGN §6 `dropped[]`).

@@ -53,6 +53,7 @@ pub fn finding(
         rescored: None,
         fresh_eyes: false,
         carried_from: None,
+        seen_before: None,
     }
 }
 
@@ -224,5 +225,6 @@ pub fn realistic_report() -> Report {
         panel: None,
         analyzers: Vec::new(),
         insights: None,
+        since: None,
     }
 }

@@ -330,7 +330,7 @@ impl FlowConductor {
 
     /// A keyed attempt's outcome: an incremental review says why it ran, and a success is
     /// recorded under its key (a cache that refuses it costs reuse later, never this review).
-    async fn record_result(
+    fn record_result(
         state: &mut ConductorState,
         attempt: AttemptId,
         outcome: &mut Result<Outcome, Failure>,
@@ -359,14 +359,16 @@ impl FlowConductor {
         else {
             return;
         };
-        let stored = tokio::task::spawn_blocking(move || {
-            inc.cache
+        // Not awaited: the cache is a shortcut for later reviews, not a fact of this one, so
+        // the review goes on while the write is flushed.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = inc
+                .cache
                 .put_task(&keyed.key, &keyed.identity, &result, &trace)
-        })
-        .await;
-        if let Ok(Err(e)) = stored {
-            tracing::warn!(error = %e, "result not recorded in the result cache");
-        }
+            {
+                tracing::warn!(error = %e, "result not recorded in the result cache");
+            }
+        });
     }
 
     /// A local worker is done or stopped: no longer tracked (killed when `kill`).
@@ -470,7 +472,7 @@ impl Actor for FlowConductor {
             ConductorMsg::Outcome { attempt, outcome } => {
                 Self::forget(state, attempt, false);
                 let mut outcome = outcome.into_outcome();
-                Self::record_result(state, attempt, &mut outcome).await;
+                Self::record_result(state, attempt, &mut outcome);
                 Event::Outcome {
                     attempt,
                     from: Place::Local,
@@ -483,7 +485,7 @@ impl Actor for FlowConductor {
                 outcome,
             } => {
                 let mut outcome = outcome.into_outcome();
-                Self::record_result(state, attempt, &mut outcome).await;
+                Self::record_result(state, attempt, &mut outcome);
                 Event::Outcome {
                     attempt,
                     from: Place::Peer(node),

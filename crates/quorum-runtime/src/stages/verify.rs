@@ -146,7 +146,7 @@ pub async fn ask_verifier(
         ),
     };
     if verdict.is_some() {
-        record_vote(ctx, key, &verifier.model, verdict, &reason).await;
+        record_vote(ctx, key, &verifier.model, verdict, &reason);
     }
     Vote {
         verifier: format!("v{}", index + 1),
@@ -169,7 +169,7 @@ async fn recorded_vote(ctx: &ReviewContext, key: &str) -> Option<quorum_core::re
 }
 
 /// Record a vote that gave a verdict (a failed call is not a result), when the review records.
-async fn record_vote(
+fn record_vote(
     ctx: &ReviewContext,
     key: String,
     model: &str,
@@ -185,10 +185,12 @@ async fn record_vote(
         verdict,
         reason: reason.to_string(),
     };
-    let stored = tokio::task::spawn_blocking(move || inc.cache.put_vote(&key, &vote)).await;
-    if let Ok(Err(e)) = stored {
-        tracing::warn!(error = %e, "vote not recorded in the result cache");
-    }
+    // Not awaited, like a task's result: a shortcut for later reviews, not a fact of this one.
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = inc.cache.put_vote(&key, &vote) {
+            tracing::warn!(error = %e, "vote not recorded in the result cache");
+        }
+    });
 }
 
 /// A grounded finding's verdict from its verifiers' votes, combined by the flow's threshold

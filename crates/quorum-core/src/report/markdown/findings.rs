@@ -114,7 +114,46 @@ pub(crate) fn md_summary(r: &Report, out: &mut String) {
         r.residual_concerns.len(),
         r.dropped.len()
     );
+    md_since(r, out);
     md_slowest(r, out);
+}
+
+/// `--since`: new, still present, dismissed, and what was fixed since the earlier review.
+fn md_since(r: &Report, out: &mut String) {
+    let Some(s) = &r.since else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "Since review {}: **{} new**, {} still present (marked seen before), {} dismissed by \
+         the author (wont_fix, lines unchanged), {} fixed, {} not reported this time.\n",
+        one_line(&s.flow_id),
+        s.new,
+        s.still_present,
+        s.dismissed,
+        s.fixed.len(),
+        s.not_reported.len()
+    );
+    for (label, list) in [
+        ("Fixed since", &s.fixed),
+        ("Not reported this time", &s.not_reported),
+    ] {
+        if list.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{label}:\n");
+        for g in list {
+            let _ = writeln!(
+                out,
+                "- {} · {} · {} ({})",
+                one_line(&g.id),
+                g.severity,
+                one_line(&g.title),
+                location_text(g.file.as_deref(), g.line_start, None, None)
+            );
+        }
+        out.push('\n');
+    }
 }
 
 /// The tasks that cost the most wall time, so a long review says where its time went.
@@ -197,6 +236,16 @@ fn md_finding(f: &Finding, out: &mut String) {
         )
     );
     let _ = writeln!(out, "- **Category:** {}", one_line(&f.category));
+    if let Some(seen) = &f.seen_before {
+        let _ = writeln!(out, "- **Seen before:** {} (not new)", one_line(seen));
+    }
+    if let Some(flow) = &f.carried_from {
+        let _ = writeln!(
+            out,
+            "- **Carried from:** review {} (its files unchanged; grounded and verified again)",
+            one_line(flow)
+        );
+    }
     let promoted = if f.promoted {
         " (promoted: below the confidence gate, corroborated by another reporter)"
     } else {
