@@ -481,3 +481,123 @@ async fn since_marks_what_was_reported_before_and_keeps_it_out_of_what_ci_posts(
     );
     assert!(md.contains("Fixed since:"), "{md}");
 }
+
+/// A voter of a three-node control plane (n1, n2, n3) serving the incremental script.
+async fn voter(name: &str, work: &Path, join: Option<&str>) -> (Node, ScriptedServer) {
+    let server = ScriptedServer::start(script()).await.unwrap();
+    let data = work.join(format!("data-{name}"));
+    let backend = format!("ollama={}", server.ollama_url());
+    let mut args = vec![
+        "--name",
+        name,
+        "--listen",
+        "127.0.0.1:0",
+        "--api",
+        "127.0.0.1:0",
+        "--backend",
+        &backend,
+        "--model",
+        MODEL,
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--voters",
+        "n1,n2,n3",
+        "--heartbeat-ms",
+        "100",
+        "--deadline-ms",
+        "1000",
+    ];
+    if let Some(j) = join {
+        args.extend(["--join", j]);
+    }
+    let node =
+        spawn_node(node_command(&args, work).env("QUORUM_COOKIE", "incremental-cookie")).await;
+    (node, server)
+}
+
+/// The specialist tasks that asked any of the nodes' models since `from` (per server).
+fn asked_since(servers: &[ScriptedServer], from: &[usize]) -> BTreeSet<String> {
+    servers
+        .iter()
+        .zip(from)
+        .flat_map(|(s, &n)| s.requests().into_iter().skip(n).filter_map(|r| task_of(&r)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_recorded_in_a_review_conducted_on_one_node_is_reused_by_a_review_conducted_on_another(
+) {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    tree(&target);
+    let (n1, s1) = voter("n1", work.path(), None).await;
+    let join = n1.cluster().to_string();
+    let (n2, s2) = voter("n2", work.path(), Some(&join)).await;
+    let (n3, s3) = voter("n3", work.path(), Some(&join)).await;
+    // The control plane formed: one leader among the three voters (bounded poll).
+    let api = quorum_api::ApiClient::connect(n1.api(), NODE_TOKEN)
+        .await
+        .unwrap();
+    let mut formed = false;
+    for _ in 0..600 {
+        let st = api.cluster_status().await.unwrap();
+        if st.iter().filter(|n| n.alive && n.voter).count() == 3
+            && st.iter().filter(|n| n.leader).count() == 1
+        {
+            formed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(formed, "the control plane never formed");
+    let servers = [s1, s2, s3];
+    let counts = |servers: &[ScriptedServer; 3]| servers.each_ref().map(|s| s.requests().len());
+
+    let through = |node: &Node, out: &str, extra: &[&str]| {
+        let out = work.path().join(out);
+        let mut args = vec![
+            "review".to_string(),
+            target.display().to_string(),
+            "--cluster".into(),
+            node.api().to_string(),
+            "--out".into(),
+            out.display().to_string(),
+            "--quiet".into(),
+            "--fail-on".into(),
+            "none".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        (args, out)
+    };
+
+    // Conducted on n1: every task asks a model somewhere in the cluster.
+    let before = counts(&servers);
+    let (args, out) = through(&n1, "out1", &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = client(&args, work.path()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let first = read_json(&out.join("report.json"));
+    let first_flow = first["flow_id"].as_str().unwrap().to_string();
+    assert_eq!(asked_since(&servers, &before).len(), TASKS);
+
+    // One file changed; conducted on n2 with --incremental: only t1 and t6 ask a model, the
+    // rest take what n1's review recorded and replicated.
+    write(&target, "src/m1.py", &module(1, 1));
+    let before = counts(&servers);
+    let (args, out) = through(&n2, "out2", &["--incremental", "--explain-cache"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = client(&args, work.path()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let second = read_json(&out.join("report.json"));
+    assert_ne!(second["flow_id"], first["flow_id"]);
+    assert_eq!(asked_since(&servers, &before), set(&["t1", "t6"]));
+    for id in ["t2", "t3", "t4", "t5"] {
+        assert_eq!(task(&second, id)["reused_from"], first_flow.as_str());
+    }
+    assert!(
+        stderr(&o).contains("quorum: cache: 4 of 6 keyed tasks took a recorded result; 2 ran"),
+        "{}",
+        stderr(&o)
+    );
+    drop(n3);
+}

@@ -56,6 +56,7 @@ async fn main() {
         analyzers: None,
         memory: None,
         storage: Default::default(),
+        results: None,
     });
     let root = fixture("code_project");
     let mut at_50 = 0;

@@ -40,6 +40,7 @@ async fn a_finished_review_releases_its_pack_and_events() {
             analyzers: None,
             memory: None,
             storage: Default::default(),
+            results: None,
         });
         // Keep no finished review's full event log, so this one's is released at its end.
         svc.set_event_logs_kept(0);
@@ -157,6 +158,7 @@ async fn only_the_newest_reports_stay_in_memory_and_older_ones_come_from_the_sto
             analyzers: None,
             memory: None,
             storage: Default::default(),
+            results: None,
         });
         // N = 1: the second review's end releases the first one's report.
         svc.set_reports_kept(1);

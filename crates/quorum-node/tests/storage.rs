@@ -56,6 +56,7 @@ async fn a_node_whose_store_refuses_writes_takes_no_review_and_says_why() {
             analyzers: None,
             memory: None,
             storage: storage.clone(),
+            results: None,
         });
         let why = "the data dir /data is out of space: free space";
         storage.failed(why);

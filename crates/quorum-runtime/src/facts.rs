@@ -22,9 +22,24 @@ use std::time::{SystemTime, UNIX_EPOCH};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "fact", rename_all = "snake_case")]
 pub enum ReplicatedFact {
-    Event { event: Event },
-    Attempt { record: AttemptRecord },
-    Report { json: String },
+    Event {
+        event: Event,
+    },
+    Attempt {
+        record: AttemptRecord,
+    },
+    Report {
+        json: String,
+    },
+    /// A specialist result recorded for incremental reviews, replicated so that every node
+    /// can take it into its own result cache: a review conducted anywhere in the cluster then
+    /// reuses it. Not part of the review's own history (replay and resume skip it).
+    CachedResult {
+        key: String,
+        identity: String,
+        result: Box<quorum_core::reuse::TaskResult>,
+        trace: quorum_core::reuse::TaskTrace,
+    },
 }
 
 impl ReplicatedFact {
@@ -35,6 +50,8 @@ impl ReplicatedFact {
             ReplicatedFact::Event { event } => store.append(event).map(|_| ()),
             ReplicatedFact::Attempt { record } => store.record_attempt(record),
             ReplicatedFact::Report { json } => store.save_report(json),
+            // Kept in the result caches, not in the review's store.
+            ReplicatedFact::CachedResult { .. } => Ok(()),
         }
     }
 }
@@ -282,6 +299,27 @@ impl FactLog {
 
     pub async fn report(&self, json: String) -> Result<(), FactError> {
         self.write("report", ReplicatedFact::Report { json }).await
+    }
+
+    /// Replicate a recorded result to the cluster (a log without a control plane keeps none:
+    /// the conducting process's own result cache holds it).
+    pub async fn cached_result(
+        &self,
+        key: String,
+        identity: String,
+        result: quorum_core::reuse::TaskResult,
+        trace: quorum_core::reuse::TaskTrace,
+    ) -> Result<(), FactError> {
+        if !self.is_replicated() {
+            return Ok(());
+        }
+        let fact = ReplicatedFact::CachedResult {
+            key,
+            identity,
+            result: Box::new(result),
+            trace,
+        };
+        self.write("cached result", fact).await
     }
 }
 

@@ -309,6 +309,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
                     base_rate: settings.memory.base_rate,
                 }),
             storage: storage.clone(),
+            results: open_results(&data, &settings),
         }));
         if let Some(c) = &control {
             svc.set_control(c.clone());
@@ -535,6 +536,24 @@ fn api_url_to_advertise(
     }
     let host = advertise?.rsplit_once(':').map(|(h, _)| h)?;
     (!host.is_empty()).then(|| format!("{scheme}://{host}:{}", bound.port()))
+}
+
+/// The node's result cache, held for its life; a node that cannot open it says so once and
+/// runs every review without one.
+fn open_results(
+    data: &quorum_store::DataDir,
+    settings: &crate::settings::Settings,
+) -> Option<Arc<quorum_store::ResultCache>> {
+    if !settings.cache.enabled {
+        return None;
+    }
+    match data.open_results(settings.cache.max_entries) {
+        Ok(cache) => Some(Arc::new(cache)),
+        Err(e) => {
+            eprintln!("quorum: warning: the result cache is not available ({e}); reviews on this node neither reuse nor record results");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

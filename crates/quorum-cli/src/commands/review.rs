@@ -19,9 +19,7 @@ pub async fn review(args: ReviewArgs) -> Result<ExitCode> {
         if args.apply_safe_fixes.is_some() {
             bail!("--apply-safe-fixes needs the target on this machine: drop --cluster, or apply the fixes listed in the report by hand");
         }
-        if args.incremental || args.explain_cache {
-            bail!("--incremental and --explain-cache are not available with --cluster yet (a cluster review neither records nor reuses results yet): review locally, or drop the flag");
-        }
+
         let urls = args.cluster.clone();
         return review_remote(args, &urls).await;
     }
@@ -136,6 +134,14 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
                 .map(|t| t.as_str().to_string())
                 .unwrap_or_default(),
             coverage: coverage.map(|m| m.as_str().to_string()).unwrap_or_default(),
+            cache: if args.no_cache {
+                "off"
+            } else if args.incremental {
+                "reuse"
+            } else {
+                ""
+            }
+            .to_string(),
         }),
     };
     let token = api_token(args.token_file.as_deref())?;
@@ -180,6 +186,10 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
         .unwrap_or_else(|| std::path::PathBuf::from("quorum-out").join(&flow_id));
     write_reports_or_say(&report, &out_dir, &formats)?;
     print_outcome(&report, &out_dir, &formats);
+    if args.explain_cache {
+        let mode = crate::local::params::CacheMode::chosen(args.no_cache, true, args.incremental);
+        crate::local::drive::explain_cache(&report, mode);
+    }
     // The same gate as a local review: a conformance review's readiness and a finish review's
     // standing findings decide it too.
     Ok(exit_for(&report, fail_on))

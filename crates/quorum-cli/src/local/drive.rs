@@ -168,7 +168,7 @@ pub async fn drive_with(
 
 /// `--explain-cache`: per task, whether it ran or took a recorded result, and why (stderr: the
 /// outcome lines on stdout stay what scripts read).
-fn explain_cache(report: &quorum_core::report::Report, mode: super::params::CacheMode) {
+pub(crate) fn explain_cache(report: &quorum_core::report::Report, mode: super::params::CacheMode) {
     let lines = report.cache_explanation();
     if lines.is_empty() {
         let why = match mode {

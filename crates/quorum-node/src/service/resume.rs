@@ -116,6 +116,12 @@ impl NodeService {
                 .and_then(|v| v.as_bool())
                 .unwrap_or(false);
         setup.packs.register(flow_id, &pack);
+        let cache_mode = meta
+            .params
+            .get("cache")
+            .and_then(|v| v.as_str())
+            .unwrap_or("record");
+        let incremental = super::results::incremental(setup, cache_mode);
         let ctx = Arc::new(ReviewContext {
             review: std::sync::Arc::new(quorum_core::machine::Review {
                 flow_id: flow_id.to_string(),
@@ -141,7 +147,8 @@ impl NodeService {
             .with_health(setup.storage.clone()),
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
-            incremental: None,
+            // A review taken over or resumed keeps the cache mode it was submitted with.
+            incremental: incremental.clone(),
         });
         tracing::info!(
             flow_id,

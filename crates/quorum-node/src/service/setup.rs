@@ -35,6 +35,10 @@ pub struct NodeSetup {
     /// Whether this node's store takes writes: its reviews' fact logs report to it, and while
     /// it refuses them the node takes no new review.
     pub storage: Arc<quorum_runtime::StorageHealth>,
+    /// The result cache of incremental reviews (None = `[cache] enabled = false`, or it could
+    /// not be opened): every review here records into it; one submitted with `--incremental`
+    /// takes from it, including what reviews conducted on other nodes replicated.
+    pub results: Option<Arc<quorum_store::ResultCache>>,
 }
 
 /// A node's memory across reviews: the node database insights are kept in, and the `[memory]`

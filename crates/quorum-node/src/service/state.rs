@@ -27,6 +27,8 @@ pub struct NodeService {
     pub(super) reports_kept: Arc<std::sync::atomic::AtomicUsize>,
     /// How many finished reviews keep any entry in memory.
     pub(super) entries_kept: Arc<std::sync::atomic::AtomicUsize>,
+    /// How far the replicated results of each review were taken into the result cache.
+    pub(super) result_cursors: Arc<super::results::Cursors>,
 }
 
 pub(super) fn internal(e: impl std::fmt::Display) -> ApiError {
@@ -46,6 +48,7 @@ impl NodeService {
             )),
             reports_kept: Arc::new(std::sync::atomic::AtomicUsize::new(FINISHED_REPORTS_KEPT)),
             entries_kept: Arc::new(std::sync::atomic::AtomicUsize::new(FINISHED_ENTRIES_KEPT)),
+            result_cursors: Arc::default(),
         }
     }
 

@@ -125,6 +125,16 @@ impl NodeService {
             chrono::Utc::now().format("%Y%m%d-%H%M%S"),
             &uuid::Uuid::new_v4().simple().to_string()[..6]
         );
+        let cache_mode = match opts.cache.as_str() {
+            "" | "record" => "record",
+            "reuse" => "reuse",
+            "off" => "off",
+            other => {
+                return Err(ApiError::InvalidArgument(format!(
+                    "unknown cache mode {other:?}: use reuse, record or off"
+                )))
+            }
+        };
         let started_at = chrono::Utc::now().to_rfc3339();
         let meta = FlowMeta {
             flow_id: flow_id.clone(),
@@ -138,6 +148,7 @@ impl NodeService {
                 "verifier_model": opts.verifier_model,
                 "verification": verification,
                 "coverage": coverage,
+                "cache": cache_mode,
             }),
             target_path: req.target_name.clone(),
             head_sha: req.head_sha.clone(),
@@ -170,6 +181,13 @@ impl NodeService {
             },
             None => FactLog::new(store).with_health(setup.storage.clone()),
         };
+        let incremental = super::results::incremental(&setup, cache_mode);
+        super::results::catch_up(
+            self.control.get().map(|c| c.plane().clone()),
+            &incremental,
+            self.result_cursors.clone(),
+        )
+        .await;
         let ctx = Arc::new(ReviewContext {
             review: std::sync::Arc::new(quorum_core::machine::Review {
                 flow_id: flow_id.clone(),
@@ -188,7 +206,7 @@ impl NodeService {
             facts,
             remote: setup.remote.clone(),
             board: Some(self.board.clone()),
-            incremental: None,
+            incremental: incremental.clone(),
         });
         if scoped
             || !ctx.scope.analyzers.is_empty()

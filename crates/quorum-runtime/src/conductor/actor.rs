@@ -330,7 +330,7 @@ impl FlowConductor {
 
     /// A keyed attempt's outcome: an incremental review says why it ran, and a success is
     /// recorded under its key (a cache that refuses it costs reuse later, never this review).
-    fn record_result(
+    async fn record_result(
         state: &mut ConductorState,
         attempt: AttemptId,
         outcome: &mut Result<Outcome, Failure>,
@@ -359,6 +359,17 @@ impl FlowConductor {
         else {
             return;
         };
+        // In a cluster the result is replicated, so a review conducted on any node finds it.
+        if ctx.facts.is_replicated() {
+            let (key, identity) = (keyed.key.clone(), keyed.identity.clone());
+            let replicated = ctx
+                .facts
+                .cached_result(key, identity, result.clone(), trace.clone())
+                .await;
+            if let Err(e) = replicated {
+                tracing::warn!(error = ?e, "recorded result not replicated");
+            }
+        }
         // Not awaited: the cache is a shortcut for later reviews, not a fact of this one, so
         // the review goes on while the write is flushed.
         tokio::task::spawn_blocking(move || {
@@ -472,7 +483,7 @@ impl Actor for FlowConductor {
             ConductorMsg::Outcome { attempt, outcome } => {
                 Self::forget(state, attempt, false);
                 let mut outcome = outcome.into_outcome();
-                Self::record_result(state, attempt, &mut outcome);
+                Self::record_result(state, attempt, &mut outcome).await;
                 Event::Outcome {
                     attempt,
                     from: Place::Local,
@@ -485,7 +496,7 @@ impl Actor for FlowConductor {
                 outcome,
             } => {
                 let mut outcome = outcome.into_outcome();
-                Self::record_result(state, attempt, &mut outcome);
+                Self::record_result(state, attempt, &mut outcome).await;
                 Event::Outcome {
                     attempt,
                     from: Place::Peer(node),
