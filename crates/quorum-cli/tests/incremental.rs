@@ -601,3 +601,111 @@ async fn a_result_recorded_in_a_review_conducted_on_one_node_is_reused_by_a_revi
     );
     drop(n3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_incremental_review_killed_mid_flight_resumes_without_asking_for_what_it_reused() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    tree(&target);
+    let data = work.path().join("data");
+    let data_arg = data.to_str().unwrap().to_string();
+    let first = review(work.path(), &target, "out1", &["--data-dir", &data_arg]).await;
+    let first_flow = first.report["flow_id"].as_str().unwrap().to_string();
+    write(&target, "src/m1.py", &module(1, 1));
+
+    // t1 and t6 (the tasks that must run) are held; the third slot takes t2..t5's recorded
+    // results, in plan order, before t6 is started: once both held requests arrived, those
+    // four are stored as done. Then kill -9.
+    let mut held = script();
+    for rule in &mut held.rules {
+        if rule.name == "t1" || rule.name == "t6-read" {
+            rule.replies = rule.replies.drain(..).map(Reply::held).collect();
+        }
+    }
+    let server = ScriptedServer::start(held).await.unwrap();
+    let mut feed = server.subscribe();
+    let backend = format!("ollama={}", server.ollama_url());
+    let mut child = command(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--verifier-model",
+            MODEL,
+            "--incremental",
+            "--max-concurrent",
+            "3",
+            "--data-dir",
+            &data_arg,
+            "--quiet",
+        ],
+        work.path(),
+    )
+    .spawn()
+    .unwrap();
+    let mut seen = BTreeSet::new();
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(r) = feed.recv().await {
+            if let Some(t) = task_of(&r) {
+                seen.insert(t);
+                if seen.contains("t1") && seen.contains("t6") {
+                    break;
+                }
+            }
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "t1 and t6 were never asked: {seen:?}");
+    assert_eq!(seen, set(&["t1", "t6"]), "the other tasks were reused");
+    child.kill().await.unwrap(); // SIGKILL
+    let _ = child.wait().await;
+    server.release();
+    let flow = quorum_store::DataDir::new(&data)
+        .list_flows()
+        .unwrap()
+        .into_iter()
+        .find(|f| f.flow_id != first_flow)
+        .unwrap()
+        .flow_id;
+
+    // Resumed against a server that answers: only t1 and t6 ask, and the report still says
+    // which tasks took the first review's results.
+    let server = ScriptedServer::start(script()).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("out2");
+    let o = quorum(
+        &[
+            "resume",
+            &flow,
+            "--data-dir",
+            &data_arg,
+            "--backend",
+            &backend,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        work.path(),
+    )
+    .await;
+    assert!(matches!(code(&o), 0 | 1), "{}", text(&o));
+    let resumed = Run {
+        report: read_json(&out.join("report.json")),
+        requests: server.requests(),
+        stderr: stderr(&o),
+    };
+    assert_eq!(asked(&resumed), set(&["t1", "t6"]), "{}", resumed.stderr);
+    for id in ["t2", "t3", "t4", "t5"] {
+        assert_eq!(
+            task(&resumed.report, id)["reused_from"],
+            first_flow.as_str()
+        );
+    }
+    assert_eq!(resumed.report["status"], "completed");
+    assert_eq!(
+        finding_of(&resumed.report, "Defect of task 3").unwrap()["carried_from"],
+        first_flow.as_str()
+    );
+}
