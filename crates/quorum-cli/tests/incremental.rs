@@ -355,6 +355,12 @@ async fn a_re_review_asks_the_model_only_for_what_changed_and_carries_the_rest()
     assert!(pruned >= 2 * TASKS, "{said}");
     let fifth = review(work.path(), &target, "out5", &["--incremental"]).await;
     assert_eq!(asked(&fifth).len(), TASKS);
+
+    // The repository asks for incremental reviews itself: no flag, nothing changed, no task
+    // asks a model.
+    write(&target, ".quorum.toml", "incremental = true\n");
+    let sixth = review(work.path(), &target, "out6", &[]).await;
+    assert!(asked(&sixth).is_empty(), "{:?}", asked(&sixth));
 }
 
 fn titles_of(report: &Value, list: &str) -> Vec<String> {

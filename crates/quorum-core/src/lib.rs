@@ -15,8 +15,8 @@
 //! 4. [`analyzer`] (tool output as leads) and [`schema`] (output contracts);
 //! 5. [`flows`] (the flow file and the rules that complete a plan) and [`judging`]
 //!    (conformance, adjudication, document review, the panel);
-//! 6. [`report`] (the schema and its renderings), then [`memory`], [`scope`] and
-//!    [`repo_config`], and [`bench`](mod@bench);
+//! 6. [`report`] (the schema and its renderings), then [`memory`], [`scope`],
+//!    [`repo_config`], [`reuse`] (incremental reviews' keys) and [`bench`](mod@bench);
 //! 7. [`machine`]: the review machine — the whole conductor of a review as a pure state
 //!    machine (phase order, what each stage's answer means, attempts, budgets, resume,
 //!    the report), with its scheduling core ([`machine::schedule`]).

@@ -149,6 +149,7 @@ instructions = """
 We care about tenant isolation above all.
 """
 profile = "chill"
+incremental = true
 
 [[review.paths]]
 glob = "src/api/**"
@@ -163,6 +164,7 @@ instructions = "Migrations must be reversible."
     fn parses_every_key() {
         let c = RepoConfig::parse(GOOD.as_bytes(), ".quorum.toml").unwrap();
         assert_eq!(c.exclude, vec!["vendor/**", "*.generated.py"]);
+        assert!(c.incremental);
         assert_eq!(
             c.guidance.instructions,
             "We care about tenant isolation above all."

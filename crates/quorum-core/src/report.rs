@@ -21,7 +21,7 @@ mod testing;
 
 pub use formats::{report_format, report_format_names, ReportFormat, REPORT_FORMATS};
 pub use schema::{
-    json_schema, strict_json_schema, DiffFile, DiffInfo, InsightsReport, Methodology,
-    OfferedInsight, Report, ReviewStatus, TargetInfo, TaskReport, TeamMember, Usage,
+    json_schema, strict_json_schema, DiffFile, DiffInfo, Gone, InsightsReport, Methodology,
+    OfferedInsight, Report, ReviewStatus, SinceReport, TargetInfo, TaskReport, TeamMember, Usage,
     SCHEMA_VERSION,
 };

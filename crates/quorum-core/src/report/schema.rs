@@ -220,7 +220,7 @@ pub struct Report {
     /// `--since REPORT.json`: this review against an earlier one — new, still present,
     /// dismissed, and the earlier findings fixed since. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<crate::report::since::SinceReport>,
+    pub since: Option<SinceReport>,
 }
 
 /// report.json `insights`.
@@ -290,4 +290,35 @@ pub fn strict_json_schema() -> serde_json::Value {
     let mut schema = json_schema();
     close(&mut schema);
     schema
+}
+
+/// An earlier finding this review did not report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Gone {
+    pub id: String,
+    pub title: String,
+    pub severity: crate::review::finding::Severity,
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub line_start: Option<u32>,
+}
+
+/// report.json `since`: this review against an earlier one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SinceReport {
+    /// The earlier review's id and the report file it was read from.
+    pub flow_id: String,
+    pub path: String,
+    /// Findings the earlier review did not report.
+    pub new: usize,
+    /// Findings it reported that are still present (`seen_before`).
+    pub still_present: usize,
+    /// Findings the author dismissed there (`wont_fix`) whose lines are unchanged: moved to
+    /// `dropped` with `removed_by: dismissed`.
+    pub dismissed: usize,
+    /// Its findings whose evidence is gone from the tree (or whose file is).
+    pub fixed: Vec<Gone>,
+    /// Its findings not reported this time although their evidence is still there.
+    pub not_reported: Vec<Gone>,
 }

@@ -11,8 +11,8 @@
 
 use crate::judging::adjudication::{precheck, Disposition, Prior, PriorFinding};
 use crate::pack::ContextPack;
-use crate::report::Report;
-use crate::review::finding::{Dropped, Finding, Severity};
+use crate::report::{Gone, Report, SinceReport};
+use crate::review::finding::{Dropped, Finding};
 use serde::{Deserialize, Serialize};
 
 /// What `removed_by` says of a finding the author dismissed in an earlier review.
@@ -42,37 +42,6 @@ impl Baseline {
             .unwrap_or_else(|| path.to_string());
         Ok(Baseline { flow_id, prior })
     }
-}
-
-/// An earlier finding this review did not report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Gone {
-    pub id: String,
-    pub title: String,
-    pub severity: Severity,
-    #[serde(default)]
-    pub file: Option<String>,
-    #[serde(default)]
-    pub line_start: Option<u32>,
-}
-
-/// report.json `since`: this review against an earlier one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SinceReport {
-    /// The earlier review's id and the report file it was read from.
-    pub flow_id: String,
-    pub path: String,
-    /// Findings the earlier review did not report.
-    pub new: usize,
-    /// Findings it reported that are still present (`seen_before`).
-    pub still_present: usize,
-    /// Findings the author dismissed there (`wont_fix`) whose lines are unchanged: moved to
-    /// `dropped` with `removed_by: dismissed`.
-    pub dismissed: usize,
-    /// Its findings whose evidence is gone from the tree (or whose file is).
-    pub fixed: Vec<Gone>,
-    /// Its findings not reported this time although their evidence is still there.
-    pub not_reported: Vec<Gone>,
 }
 
 fn squash(s: &str) -> String {
@@ -217,6 +186,7 @@ mod tests {
     use super::*;
     use crate::judging::adjudication::AuthorNote;
     use crate::report::testing::{empty_report, finding};
+    use crate::review::finding::Severity;
 
     fn pack(files: &[(&str, &str)]) -> (tempfile::TempDir, ContextPack) {
         let dir = tempfile::tempdir().unwrap();
