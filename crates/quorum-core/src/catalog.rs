@@ -160,6 +160,29 @@ pub struct Heuristic {
     pub title: String,
     /// Concrete checks, each a sentence a reviewer can act on.
     pub checks: Vec<String>,
+    /// Narrow probes: code patterns that call for one of these checks, each asked as one
+    /// yes/no question about the lines around a match (a flow with `probes:` asks them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeSpec>,
+}
+
+/// One probe of a heuristic: where it applies (languages, a line pattern) and what is asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    /// Unique within the heuristic.
+    pub id: String,
+    /// Pack languages the pattern is meant for ("python", "rust", ...).
+    pub languages: Vec<String>,
+    /// A regular expression matched against each line.
+    pub pattern: String,
+    /// A yes/no question about the code shown, answerable from those lines alone.
+    pub question: String,
+    /// The finding's title when the answer is yes.
+    pub title: String,
+    /// P0..P3.
+    pub severity: String,
+    pub category: String,
 }
 
 /// The loaded, validated catalog.
@@ -242,6 +265,45 @@ impl Catalog {
                         &format!("checks[{i}]"),
                         "is too short to be actionable (write a full sentence)",
                     ));
+                }
+                for (i, probe) in h.probes.iter().enumerate() {
+                    let field = |f: &str| format!("probes[{i}].{f}");
+                    if let Err(e) = regex::Regex::new(&probe.pattern) {
+                        return Err(invalid(
+                            &path,
+                            &field("pattern"),
+                            format!("invalid regular expression: {e}"),
+                        ));
+                    }
+                    if !["P0", "P1", "P2", "P3"].contains(&probe.severity.as_str()) {
+                        return Err(invalid(
+                            &path,
+                            &field("severity"),
+                            "must be P0, P1, P2 or P3",
+                        ));
+                    }
+                    if probe.languages.is_empty() {
+                        return Err(invalid(
+                            &path,
+                            &field("languages"),
+                            "must name at least one language",
+                        ));
+                    }
+                    if !probe.question.trim().ends_with('?') {
+                        return Err(invalid(
+                            &path,
+                            &field("question"),
+                            "must be a yes/no question (ending with '?')",
+                        ));
+                    }
+                    if h.probes[..i].iter().any(|p| p.id == probe.id) || probe.id.trim().is_empty()
+                    {
+                        return Err(invalid(
+                            &path,
+                            &field("id"),
+                            "must be a unique, non-empty id",
+                        ));
+                    }
                 }
                 heuristics.insert(h.name.clone(), h);
             }

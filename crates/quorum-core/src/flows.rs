@@ -1,8 +1,8 @@
 //! What a review is asked to do, and the rules that complete its plan: the flow file
 //! ([`flow`]: stages, parameters and the capability rules as data), the tasks the engine adds
 //! itself ([`plan`]), a flow's dimension, directory and full coverage and the fresh-eyes lane
-//! ([`coverage`]), the exhaustive flow's rounds ([`rounds`]) and two-tier persona selection
-//! ([`selection`]).
+//! ([`coverage`]), the exhaustive flow's rounds ([`rounds`]), two-tier persona selection
+//! ([`selection`]) and the narrow probes chosen from the catalog's patterns ([`probes`]).
 //!
 //! `flow` is the floor: the others read a [`flow::Flow`], and every one of them that adds a
 //! task adds it through [`plan::engine_task`].
@@ -15,5 +15,6 @@ pub mod coverage;
 pub mod fit;
 pub mod flow;
 pub mod plan;
+pub mod probes;
 pub mod rounds;
 pub mod selection;

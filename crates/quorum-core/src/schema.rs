@@ -126,6 +126,24 @@ pub fn verdict_schema() -> Value {
     })
 }
 
+/// A probe's answer: whether the asked defect holds in the lines shown, where, and why.
+pub fn probe_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "holds": {"type": "boolean"},
+            "line": {"type": "integer", "minimum": 1},
+            "quote": {"type": "string"},
+            "why": {"type": "string"}
+        },
+        "required": ["holds", "line", "quote", "why"]
+    })
+}
+
+/// The answer format a probe's prompt states: placeholders only, nothing a model could copy
+/// into a grounded answer.
+pub const PROBE_FORMAT: &str = "Answer with one JSON object and nothing else: {\"holds\": <true if the code shown has the defect asked about, else false>, \"line\": <the number of the line where it is>, \"quote\": \"<that line, copied exactly from the code>\", \"why\": \"<one sentence>\"}. Answer false when the lines shown do not show it.";
+
 /// The confidence consultant's answer: its own severity and confidence for one finding.
 pub fn rescore_schema() -> Value {
     json!({
@@ -521,6 +539,7 @@ pub fn validate_tasks(
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty()),
             origin: None,
+            probe: None,
         });
     }
     (tasks, rejected)

@@ -51,6 +51,27 @@ pub struct Task {
     /// rule); absent for the planner's own tasks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// A narrow probe (a flow's `probes:`): one yes/no question about the lines around one
+    /// match, asked in one short call without tools, instead of an open review of the files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Box<Probe>>,
+}
+
+/// What a probe task asks, and where.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    /// `heuristic/probe-id`.
+    pub rule: String,
+    pub question: String,
+    pub title: String,
+    /// P0..P3.
+    pub severity: String,
+    pub category: String,
+    pub file: String,
+    /// The line the pattern matched, and the excerpt shown around it (inclusive).
+    pub line: u32,
+    pub start: u32,
+    pub end: u32,
 }
 
 /// A task the planner proposed that validation refused, with why.

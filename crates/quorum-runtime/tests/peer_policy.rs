@@ -96,6 +96,7 @@ fn attempt(sensitive: bool) -> RemoteAttempt {
         model: None,
         dimension: None,
         origin: None,
+        probe: None,
     };
     RemoteAttempt::build(
         &ctx,

@@ -126,6 +126,27 @@ fn no_shipped_prompt_has_a_value_a_model_could_copy() {
             }
         }
     }
+    // Every heuristic probe's question, as a probe asks it (the prompt does not vary by flow).
+    let ctx = context("quick");
+    for h in catalog.heuristics.values() {
+        for p in &h.probes {
+            let probe = quorum_core::task::Probe {
+                rule: format!("{}/{}", h.name, p.id),
+                question: p.question.clone(),
+                title: p.title.clone(),
+                severity: p.severity.clone(),
+                category: p.category.clone(),
+                file: "src/db.py".into(),
+                line: 50,
+                start: 45,
+                end: 55,
+            };
+            match stages::probe_prompt(&ctx, &probe) {
+                Ok(prompt) => check(&mut found, &format!("probe {}", probe.rule), prompt),
+                Err(e) => panic!("probe {}: {e}", probe.rule),
+            }
+        }
+    }
     // The judging stages' answer formats, once (they do not vary by flow).
     let ctx = context("conformance");
     let budget = budget_of(&ctx);

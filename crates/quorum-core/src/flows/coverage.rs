@@ -610,6 +610,7 @@ mod tests {
             model: None,
             dimension: None,
             origin: None,
+            probe: None,
         }
     }
 

@@ -396,6 +396,7 @@ mod tests {
             model: None,
             dimension: None,
             origin: Some(format!("{ORIGIN_PREFIX}{round}, batch 1 of 1")),
+            probe: None,
         }
     }
 

@@ -243,6 +243,7 @@ mod tests {
             model: None,
             dimension: None,
             origin: None,
+            probe: None,
         }
     }
 

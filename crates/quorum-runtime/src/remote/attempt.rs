@@ -136,6 +136,7 @@ impl RemoteAttempt {
             model: None,
             dimension: None,
             origin: None,
+            probe: None,
         };
         RemoteAttempt {
             flow_id: ctx.flow_id.clone(),

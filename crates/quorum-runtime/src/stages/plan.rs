@@ -188,6 +188,14 @@ pub(crate) fn apply_flow_rules(
         stage_tools,
         tasks,
     ));
+    // The narrow probes come after every open task: they add questions, never coverage.
+    refused.extend(quorum_core::flows::probes::add_probes(
+        &ctx.flow,
+        &ctx.catalog,
+        &ctx.pack,
+        stage_tools,
+        tasks,
+    ));
     refused
 }
 

@@ -181,6 +181,15 @@ pub async fn specialist(
     prior_error: Option<&str>,
     insights: &[quorum_core::memory::Offered],
 ) -> Result<SpecialistOutput, AttemptError> {
+    if let Some(probe) = &task.probe {
+        let (findings, stage) = crate::stages::probe::probe(ctx, task, probe).await?;
+        return Ok(SpecialistOutput {
+            findings,
+            invalid: 0,
+            iterations: 1,
+            stage,
+        });
+    }
     let (system, user) = specialist_prompt_in(ctx, task, prior_error, insights, ctx.budget())?;
     let (client, model) = ctx.pick(&task.persona, &system, &user, task.model.as_deref())?;
     let budget = ctx.budget_for(&client, &model);

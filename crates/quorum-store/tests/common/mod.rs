@@ -30,6 +30,7 @@ pub fn task(id: &str) -> Task {
         model: None,
         dimension: None,
         origin: None,
+        probe: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::{
     CoverageMode, Dimension, DirectoryCoverage, Exhaustive, FlowParams, FreshEyes, FullCoverage,
-    Role, Selection, Stage, SynthesisMode, TeamRules,
+    Probes, Role, Selection, Stage, SynthesisMode, TeamRules,
 };
 use crate::catalog::Catalog;
 use crate::error::FlowError;
@@ -47,6 +47,9 @@ pub struct Flow {
     /// findings converge ([`crate::flows::rounds`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exhaustive: Option<Exhaustive>,
+    /// Narrow probes after planning (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<Probes>,
     /// Where the flow came from (not part of the YAML).
     #[serde(skip)]
     pub source: PathBuf,

@@ -113,6 +113,30 @@ pub struct FreshEyes {
     pub kinds: Vec<String>,
 }
 
+/// Narrow probes (`probes:`): after planning, the catalog's heuristic probes whose pattern
+/// matches a line of the pack become tasks of their own — one yes/no question about the lines
+/// around the match, one short call without tools ([`crate::flows::probes`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Probes {
+    /// Most probe tasks a review adds (spread over the probes that matched, round-robin).
+    pub max: usize,
+    /// Lines shown on each side of the matched line.
+    #[serde(default = "probe_context")]
+    pub context_lines: u32,
+    /// Output-token bound of one probe call.
+    #[serde(default = "probe_tokens")]
+    pub max_output_tokens: u32,
+}
+
+fn probe_context() -> u32 {
+    10
+}
+
+fn probe_tokens() -> u32 {
+    160
+}
+
 /// Two-tier selection of the personas a planner may choose from (seed 002 §4.2): a
 /// deterministic prefilter on the pack's signals, then a short interest poll of each survivor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
