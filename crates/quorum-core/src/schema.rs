@@ -126,23 +126,28 @@ pub fn verdict_schema() -> Value {
     })
 }
 
-/// A probe's answer: whether the asked defect holds in the lines shown, where, and why.
+/// A probe's answer: what the lines do, then whether the asked defect holds there and where. The
+/// keys sort with the reasoning first, as a grammar built from the schema orders them.
 pub fn probe_schema() -> Value {
     json!({
         "type": "object",
         "properties": {
+            "analysis": {"type": "string"},
             "holds": {"type": "boolean"},
             "line": {"type": "integer", "minimum": 1},
-            "quote": {"type": "string"},
-            "why": {"type": "string"}
+            "quote": {"type": "string"}
         },
-        "required": ["holds", "line", "quote", "why"]
+        "required": ["analysis", "holds", "line", "quote"]
     })
 }
 
 /// The answer format a probe's prompt states: placeholders only, nothing a model could copy
 /// into a grounded answer.
-pub const PROBE_FORMAT: &str = "Answer with one JSON object and nothing else: {\"holds\": <true if the code shown has the defect asked about, else false>, \"line\": <the number of the line where it is>, \"quote\": \"<that line, copied exactly from the code>\", \"why\": \"<one sentence>\"}. Answer false when the lines shown do not show it.";
+pub const PROBE_FORMAT: &str = "Think first, then answer. Answer with one JSON object and nothing \
+else, its keys in this order: {\"analysis\": \"<one sentence on what the lines shown do>\", \
+\"holds\": <true if the lines shown have the defect the question asks about, else false>, \
+\"line\": <the number of the line with the defect>, \"quote\": \"<that line, copied exactly \
+from the code>\"}. If your analysis describes the defect, holds is true.";
 
 /// The confidence consultant's answer: its own severity and confidence for one finding.
 pub fn rescore_schema() -> Value {

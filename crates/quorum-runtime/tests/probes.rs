@@ -31,25 +31,25 @@ fn script() -> Script {
         .rule(
             Rule::new("probe-hash")
                 .when_system([PROBE])
-                .when_last_user(["hash a password"])
+                .when_last_user(["Is a password hashed here"])
                 .reply(Reply::json(&json!({"holds": true, "line": 20,
                     "quote": "return hashlib.sha1(password.encode(\"utf-8\")).hexdigest()",
-                    "why": "SHA-1 is fast and unsalted"}))),
+                    "analysis": "SHA-1 is fast and unsalted"}))),
         )
         // The secret literal: yes, but quoting a line the file does not hold.
         .rule(
             Rule::new("probe-secret")
                 .when_system([PROBE])
-                .when_last_user(["real-looking secret"])
+                .when_last_user(["Is a real secret"])
                 .reply(Reply::json(&json!({"holds": true, "line": 15,
-                    "quote": "API_TOKEN = \"made-up\"", "why": "a token"}))),
+                    "quote": "API_TOKEN = \"made-up\"", "analysis": "a token"}))),
         )
         // Everything else: no.
         .rule(
             Rule::new("probe-no")
                 .when_system([PROBE])
                 .reply(Reply::json(
-                    &json!({"holds": false, "line": 1, "quote": "", "why": "not shown"}),
+                    &json!({"holds": false, "line": 1, "quote": "", "analysis": "not shown"}),
                 )),
         )
         .rule(verifier_confirms())
@@ -113,7 +113,7 @@ async fn probes_ask_narrow_questions_and_only_a_grounded_yes_becomes_a_finding()
     // The weak-hash probe showed the numbered lines around the match, and its yes survived.
     let hash = probes
         .iter()
-        .find(|r| r.last_user.contains("hash a password"))
+        .find(|r| r.last_user.contains("Is a password hashed here"))
         .expect("the weak-hash probe was asked");
     assert!(
         hash.last_user.contains("   20 |     return hashlib.sha1"),

@@ -44,10 +44,7 @@ fn matches<'a>(heuristic: &'a str, spec: &'a ProbeSpec, pack: &'a ContextPack) -
         {
             continue;
         }
-        let Ok(text) = pack.read_lines(&f.path, 1, f.line_count) else {
-            continue;
-        };
-        for (i, line) in text.lines().enumerate() {
+        for (i, line) in f.content.lines().enumerate() {
             if re.is_match(line) {
                 out.push(Match {
                     heuristic,
