@@ -1,8 +1,8 @@
 //! Push by push: a report compared with the report of an earlier review of the same target
 //! (`quorum review --since REPORT.json`). A finding already reported there and still present
 //! is marked `seen_before` (SARIF says `unchanged`, rdjson and GitLab leave it out, so a bot
-//! never posts the same comment twice); one the author dismissed as `wont_fix` is not raised
-//! again while its lines are unchanged; the earlier findings no longer reported are listed,
+//! never posts the same comment twice); one the author dismissed as `wont_fix`, or whose
+//! dispute a finish review's judge accepted, is not raised again while its lines are unchanged; the earlier findings no longer reported are listed,
 //! fixed (their evidence is gone) or not reported this time (it is still there).
 //!
 //! Matching is deterministic: the same file and the same quoted evidence (whitespace
@@ -25,6 +25,10 @@ pub struct Baseline {
     pub flow_id: String,
     /// Its findings, with the author's dispositions when `--dispositions` gave them.
     pub prior: Prior,
+    /// A finish review's disputes its judge accepted (`adjudication.findings[]` with status
+    /// `disputed_accepted`), with the lines it quoted: not raised again while those are there.
+    #[serde(default)]
+    pub accepted_disputes: Vec<PriorFinding>,
 }
 
 impl Baseline {
@@ -36,11 +40,40 @@ impl Baseline {
         dispositions: Option<(&str, &str)>,
     ) -> Result<Baseline, crate::error::PriorError> {
         let prior = Prior::from_texts(path, report_json, dispositions)?;
-        let flow_id = serde_json::from_str::<serde_json::Value>(report_json)
-            .ok()
+        let json = serde_json::from_str::<serde_json::Value>(report_json).ok();
+        let flow_id = json
+            .as_ref()
             .and_then(|v| v.get("flow_id")?.as_str().map(str::to_string))
             .unwrap_or_else(|| path.to_string());
-        Ok(Baseline { flow_id, prior })
+        let accepted_disputes = json
+            .as_ref()
+            .and_then(|v| v.pointer("/adjudication/findings")?.as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|a| {
+                serde_json::from_value::<crate::judging::adjudication::Adjudged>(a).ok()
+            })
+            .filter(|a| a.status == crate::judging::adjudication::Status::DisputedAccepted)
+            .map(|a| {
+                let quote = a.evidence.first();
+                PriorFinding {
+                    id: a.id,
+                    title: a.title,
+                    severity: a.severity,
+                    file: a.file.or_else(|| quote.map(|q| q.file.clone())),
+                    line_start: quote.and_then(|q| q.line_start),
+                    line_end: quote.and_then(|q| q.line_end),
+                    evidence: quote.map(|q| q.quote.clone()).unwrap_or_default(),
+                    why_it_matters: String::new(),
+                    note: None,
+                }
+            })
+            .collect();
+        Ok(Baseline {
+            flow_id,
+            prior,
+            accepted_disputes,
+        })
     }
 }
 
@@ -104,7 +137,29 @@ impl Report {
             ..SinceReport::default()
         };
         let mut kept = Vec::with_capacity(self.findings.len());
+        let accepted = &baseline.accepted_disputes;
+        let none_taken = vec![false; accepted.len()];
         for mut f in std::mem::take(&mut self.findings) {
+            // A dispute the finish review's judge accepted, its quoted lines still there.
+            if let Some(a) = matching(&f, accepted, &none_taken).map(|i| &accepted[i]) {
+                if matches!(
+                    precheck(a, pack),
+                    crate::judging::adjudication::PreCheck::EvidencePresent { .. }
+                ) {
+                    since.dismissed += 1;
+                    self.dropped.push(Dropped {
+                        title: f.title.clone(),
+                        file: f.file.clone(),
+                        reason: format!(
+                            "its dispute was accepted in review {} ({}); its lines are unchanged",
+                            baseline.flow_id, a.id
+                        ),
+                        verdict: Some(f.verdict),
+                        removed_by: DISMISSED.to_string(),
+                    });
+                    continue;
+                }
+            }
             let Some(i) = matching(&f, prior, &taken) else {
                 since.new += 1;
                 kept.push(f);
@@ -239,6 +294,7 @@ mod tests {
         });
         let baseline = Baseline {
             flow_id: "flow-1".into(),
+            accepted_disputes: Vec::new(),
             prior: Prior {
                 path: "old.json".into(),
                 dispositions: None,
@@ -319,6 +375,7 @@ mod tests {
         });
         let baseline = Baseline {
             flow_id: "flow-1".into(),
+            accepted_disputes: Vec::new(),
             prior: Prior {
                 path: "old.json".into(),
                 dispositions: None,
@@ -329,5 +386,59 @@ mod tests {
         assert_eq!(report.findings.len(), 1, "raised again: its line changed");
         assert_eq!(report.findings[0].seen_before.as_deref(), Some("flow-1 F7"));
         assert_eq!(report.since.unwrap().dismissed, 0);
+    }
+}
+
+#[cfg(test)]
+mod disputes {
+    use super::*;
+    use crate::report::testing::{empty_report, finding};
+    use crate::review::finding::Severity;
+
+    #[test]
+    fn a_dispute_a_finish_review_accepted_is_not_raised_again_while_its_lines_stand() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.py"), "x = 1\nrandom.random()\n").unwrap();
+        let pack = ContextPack::snapshot(dir.path(), &Default::default()).unwrap();
+        // A finish review's report: no findings of its own, one accepted dispute.
+        let report_json = serde_json::json!({
+            "schema_version": 1, "flow_id": "finish-1", "findings": [],
+            "adjudication": {"prior": "r1.json", "findings": [{
+                "id": "F002", "title": "Weak randomness", "file": "a.py", "severity": "P2",
+                "disposition": "disputed", "status": "disputed_accepted",
+                "reason": "not used for security", "decided_by": "judge",
+                "evidence": [{"file": "a.py", "line_start": 2, "line_end": 2,
+                              "quote": "random.random()"}]}],
+                "new_findings": [], "summary": {"fixed": 0, "still_present": 0,
+                "disputed_accepted": 1, "disputed_rejected": 0, "not_judged": 0, "new": 0}}
+        })
+        .to_string();
+        let baseline = Baseline::from_texts("finish.json", &report_json, None).unwrap();
+        assert_eq!(baseline.accepted_disputes.len(), 1);
+        let mut f = finding("F001", Severity::P2, "security", Some("a.py"));
+        f.title = "Weak randomness".into();
+        f.evidence = "random.random()".into();
+        f.line_start = Some(2);
+        let mut report = empty_report();
+        report.findings = vec![f.clone()];
+        report.compare_since(&baseline, &pack);
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        let d = report.dropped.last().unwrap();
+        assert_eq!(d.removed_by, DISMISSED);
+        assert!(
+            d.reason
+                .contains("dispute was accepted in review finish-1 (F002)"),
+            "{}",
+            d.reason
+        );
+
+        // Its lines changed: raised again.
+        let dir2 = tempfile::tempdir().unwrap();
+        std::fs::write(dir2.path().join("a.py"), "x = 1\nsecrets.token_hex()\n").unwrap();
+        let pack2 = ContextPack::snapshot(dir2.path(), &Default::default()).unwrap();
+        let mut report = empty_report();
+        report.findings = vec![f];
+        report.compare_since(&baseline, &pack2);
+        assert_eq!(report.findings.len(), 1);
     }
 }
