@@ -715,3 +715,79 @@ async fn an_incremental_review_killed_mid_flight_resumes_without_asking_for_what
         first_flow.as_str()
     );
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_diff_reuse_is_per_file_of_the_change() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    tree(&target);
+    git(&target, &["init", "-q", "-b", "main"]);
+    git(&target, &["add", "-A"]);
+    git(&target, &["commit", "-q", "-m", "base"]);
+    git(&target, &["checkout", "-q", "-b", "feature"]);
+    // The change touches m1.py and m2.py.
+    write(&target, "src/m1.py", &module(1, 1));
+    write(&target, "src/m2.py", &module(2, 1));
+    git(&target, &["commit", "-qam", "push 1"]);
+    let first = review(
+        work.path(),
+        &target,
+        "out1",
+        &["--diff", "main..feature", "--incremental"],
+    )
+    .await;
+    let asked_first = asked(&first);
+    assert!(
+        asked_first.contains("t1") && asked_first.contains("t2"),
+        "{asked_first:?}"
+    );
+    // The next push changes m2.py again; m1.py's content and hunks are as they were.
+    write(&target, "src/m2.py", &module(2, 2));
+    git(&target, &["commit", "-qam", "push 2"]);
+    let second = review(
+        work.path(),
+        &target,
+        "out2",
+        &[
+            "--diff",
+            "main..feature",
+            "--incremental",
+            "--explain-cache",
+        ],
+    )
+    .await;
+    let asked_second = asked(&second);
+    assert!(
+        asked_second.contains("t2"),
+        "m2.py changed: {asked_second:?}"
+    );
+    assert!(
+        !asked_second.contains("t1"),
+        "m1.py's task is reused: {asked_second:?}"
+    );
+    let first_flow = first.report["flow_id"].as_str().unwrap();
+    assert_eq!(task(&second.report, "t1")["reused_from"], first_flow);
+}

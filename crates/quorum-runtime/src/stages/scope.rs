@@ -190,14 +190,16 @@ pub fn specialist_scope_sections_in(ctx: &ReviewContext, task: &Task, room_token
             .filter(|f| task.files.contains(&f.path))
             .collect()
     };
+    // No head commit here: a task's prompt must not change when only other files of the
+    // change did (an incremental review reuses per file of the change); its hunks say what
+    // changed in its own files.
     let _ = writeln!(
         out,
-        "\n## Change under review\nThis review is of a change ({}: {}..{}). Report findings on the \
-         lines it added or modified; findings elsewhere are kept apart as pre-existing. Your \
+        "\n## Change under review\nThis review is of a change ({} from {}). Report findings on \
+         the lines it added or modified; findings elsewhere are kept apart as pre-existing. Your \
          tools read the whole tree at the head revision.",
         change.spec,
-        short_sha(&change.base),
-        short_sha(&change.head)
+        short_sha(&change.base)
     );
     if mine.is_empty() {
         out.push_str("None of this task's files changed: look at how they use what did change.\n");
