@@ -11,29 +11,6 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs (the test needs the git binary to build its fixture)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// src/app.py has 30 lines; the head commit rewrites line 10 and adds src/extra.py.
 fn app(head: bool) -> String {
     (1..=30)

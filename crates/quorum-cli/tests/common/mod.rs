@@ -392,3 +392,28 @@ pub fn six_tasks_holding_after(done: usize) -> Script {
     }
     s
 }
+
+/// `git ARGS` in `dir` with a fixed identity and no user or system config (the tests that build
+/// repositories as fixtures).
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs (the test needs the git binary to build its fixture)");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
