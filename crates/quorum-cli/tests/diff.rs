@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
 use serde_json::{json, Value};
-use std::path::Path;
 use std::time::Duration;
 
 /// src/app.py has 30 lines; the head commit rewrites line 10 and adds src/extra.py.
