@@ -192,7 +192,10 @@ impl DataDir {
             let Ok(name) = entry.file_name().into_string() else {
                 continue;
             };
-            if validate_flow_id(&name).is_ok() && entry.path().is_dir() {
+            if validate_flow_id(&name).is_ok()
+                && entry.path().is_dir()
+                && !being_created(&entry.path())
+            {
                 ids.insert(name);
             }
         }
@@ -470,6 +473,23 @@ fn validate_flow_id(flow_id: &str) -> Result<(), StoreError> {
 
 fn encode_pretty<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec_pretty(value).map_err(|e| StoreError::Encode(e.to_string()))
+}
+
+/// A flow directory whose creation has not finished: no side metadata yet, made moments ago.
+/// A listing leaves it out rather than open its database — sled writes its files before it
+/// takes their lock, so an open in that moment would hold the lock and fail the creation as
+/// `Locked` (and show the flow as corrupt). One left half-made by a crash is listed again once
+/// it is older than this.
+fn being_created(dir: &Path) -> bool {
+    const CREATION_GRACE: Duration = Duration::from_secs(60);
+    if dir.join(META_FILE).exists() {
+        return false;
+    }
+    std::fs::metadata(dir)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age < CREATION_GRACE)
 }
 
 fn read_side_meta(path: &Path) -> Result<FlowMeta, String> {

@@ -130,3 +130,56 @@ fn a_flow_held_by_another_process_is_running_then_interrupted_with_its_appends_k
     assert_eq!(store.append(&Event::Resumed { from_seq: 51 }).unwrap(), 52);
     assert_eq!(store.status(), DerivedStatus::Interrupted);
 }
+
+/// A node lists its reviews while it accepts new ones: a listing never sees a review half-made
+/// (as `corrupt`), and one made as a review is created does not make the creation fail as
+/// `Locked` (a listing that opened the new database before sled locked it would hold it).
+#[test]
+fn flows_created_while_other_threads_list_them_are_never_seen_half_made() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const FLOWS: usize = 150;
+    let tmp = tempfile::tempdir().unwrap();
+    // One data dir per creation, so a listing is one directory and the probers hit the moment
+    // of creation as often as they can.
+    let root = |n: usize| tmp.path().join(n.to_string());
+    let next = std::sync::Arc::new(AtomicUsize::new(0));
+    let probers: Vec<_> = (0..3)
+        .map(|_| {
+            let (next, base) = (next.clone(), tmp.path().to_path_buf());
+            std::thread::spawn(move || {
+                let (mut probes, mut half_made) = (0u64, Vec::new());
+                loop {
+                    let n = next.load(Ordering::Relaxed);
+                    if n >= FLOWS {
+                        return (probes, half_made);
+                    }
+                    for s in DataDir::new(base.join(n.to_string())).list_flows().unwrap() {
+                        if matches!(s.status, DerivedStatus::Corrupt(_)) {
+                            half_made.push(format!("{}: {}", s.flow_id, s.status));
+                        }
+                    }
+                    probes += 1;
+                }
+            })
+        })
+        .collect();
+    let mut failed = Vec::new();
+    for n in 0..FLOWS {
+        let id = format!("busy-{n}");
+        let data = DataDir::new(root(n));
+        match data.create_flow(&common::meta(&id, "/repo", common::now_ms())) {
+            Ok(store) => drop(store),
+            Err(e) => failed.push(format!("{id}: {e}")),
+        }
+        next.store(n + 1, Ordering::Relaxed);
+    }
+    for p in probers {
+        let (probes, half_made) = p.join().unwrap();
+        assert!(probes > 0);
+        assert!(half_made.is_empty(), "listed half-made: {half_made:?}");
+    }
+    assert!(failed.is_empty(), "creations failed: {failed:?}");
+    for n in 0..FLOWS {
+        assert_eq!(DataDir::new(root(n)).list_flows().unwrap().len(), 1);
+    }
+}
