@@ -161,6 +161,7 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
     let watcher = watch_to_the_end(&nodes[3], &flow_id).await;
 
     // Every attempt is one model request here, so a request after the kill is a new attempt.
+    let asked_of_survivors: BTreeSet<String> = requests_per_task(&nodes[1..]).into_keys().collect();
     let before: usize = requests_per_task(&nodes[1..]).values().sum();
     let killed = std::time::Instant::now();
     nodes[0].child.kill().await.unwrap();
@@ -239,6 +240,26 @@ async fn kill_9_the_conducting_node_and_a_survivor_completes_the_review() {
             "task {t} asked again: {per_task:?}"
         );
     }
+    // Adopted, not wasted: what the survivors' workers were still asking their models for the
+    // dead conductor counts for the node that took the review over — none of it is asked again.
+    let in_flight: Vec<&String> = asked_of_survivors.difference(&done_before).collect();
+    let re_asked: Vec<&&String> = in_flight
+        .iter()
+        .filter(|t| per_task.get(**t) != Some(&1))
+        .collect();
+    eprintln!(
+        "adoption: {} specialist attempts in flight on survivors at the kill, {} re-asked",
+        in_flight.len(),
+        re_asked.len()
+    );
+    assert!(
+        !in_flight.is_empty(),
+        "nothing ran on a survivor: {per_task:?}"
+    );
+    assert!(
+        re_asked.is_empty(),
+        "asked again: {re_asked:?} of {per_task:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,7 @@
 //! results to local conductors, turning membership loss into reassignment, and the replicated
 //! blackboard behind the team tools.
 
+use crate::attempts::{Origin, RunningAttempts};
 use crate::packs::{BlobCache, PackRegistry, BLOB_CACHE_BYTES};
 use quorum_cluster::{Blackboard, Cluster, Envelope, MembershipEvent, MessageHandler};
 use quorum_runtime::board::{Note, TeamBoard};
@@ -21,10 +22,18 @@ pub const KIND_FETCH: &str = "fetch_blobs";
 pub const KIND_RENEW: &str = "renew_attempt";
 /// Origin → worker: stop these attempts now (cancel, or fenced after a lapsed lease).
 pub const KIND_CANCEL: &str = "cancel_attempts";
+/// New conductor → worker (a request): which attempts of this review do you still run? From now
+/// on they answer to me.
+pub const KIND_CLAIM: &str = "claim_attempts";
+
+/// How long a new conductor waits for each worker's claims, and how long a worker waits for its
+/// replica of the control plane to name the claimant as the review's conductor.
+const CLAIM_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How often, and how far apart, a worker tries to send a finished attempt's result back before
-/// leaving it to the origin's lease (about as long as the shortest lease).
-const RESULT_SEND_TRIES: u32 = 20;
+/// giving it up: a minute, so a result finished while its conductor died is still there for the
+/// node that takes the review over (and claims it) after the heartbeat deadline and an election.
+const RESULT_SEND_TRIES: u32 = 240;
 const RESULT_SEND_PAUSE: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// Largest batch of file contents one fetch asks for; well under the cluster's frame limit.
@@ -48,10 +57,9 @@ pub struct NodeAgent {
     draining: AtomicBool,
     /// Attempts this node runs for peers at once; one more is refused (and placed elsewhere).
     capacity: u32,
-    /// Running attempts by (flow, attempt), so an origin can stop them.
-    /// Running attempts by (flow, attempt), with the origin they came from, so that origin
-    /// (and only it) can stop them.
-    running: Mutex<HashMap<(String, u64), (String, tokio::task::AbortHandle)>>,
+    /// The attempts it runs for peers (or holds the undelivered result of), with whom each
+    /// answers to: only that node may stop it, and a new conductor may claim it.
+    running: RunningAttempts,
     /// The control plane's requests (Raft messages, pack copies) are routed to it.
     control: OnceLock<Arc<crate::control::NodeControl>>,
     /// This node's store: while it refuses writes the node takes no attempt.
@@ -88,7 +96,7 @@ impl NodeAgent {
             in_flight: AtomicU32::new(0),
             draining: AtomicBool::new(false),
             capacity: capacity.max(1),
-            running: Mutex::new(HashMap::new()),
+            running: RunningAttempts::default(),
             control: OnceLock::new(),
             storage: OnceLock::new(),
             blob_stores: OnceLock::new(),
@@ -312,17 +320,26 @@ impl NodeAgent {
     }
 
     async fn run_remote(self: Arc<Self>, cluster: Cluster, req: RemoteAttempt) {
-        let (origin, flow_id, attempt) = (req.origin.clone(), req.flow_id.clone(), req.attempt);
+        let (flow_id, attempt) = (req.flow_id.clone(), req.attempt);
+        let specialist = req.verify.is_none() && req.stage.is_none();
+        let origin = self.running.begin(
+            &flow_id,
+            attempt,
+            &req.origin,
+            &req.task.id,
+            req.number,
+            specialist,
+        );
         let outcome = match self.admit() {
             Err(why) => RemoteOutcome::Err {
                 class: "refused".into(),
                 message: why,
             },
             Ok(()) => {
-                let key = (flow_id.clone(), attempt);
                 // Renewals keep the origin's lease alive while this works; they stop with it.
                 let renew = tokio::spawn(renew_loop(
                     cluster.clone(),
+                    self.name.clone(),
                     origin.clone(),
                     flow_id.clone(),
                     attempt,
@@ -349,20 +366,19 @@ impl NodeAgent {
                         },
                     }
                 });
-                if let Ok(mut r) = self.running.lock() {
-                    r.insert(key.clone(), (origin.clone(), work.abort_handle()));
-                }
+                self.running
+                    .set_abort(&flow_id, attempt, work.abort_handle());
                 let joined = work.await;
                 renew.abort();
-                if let Ok(mut r) = self.running.lock() {
-                    r.remove(&key);
-                }
                 self.in_flight.fetch_sub(1, Ordering::SeqCst);
                 self.advertise_load();
                 match joined {
                     Ok(outcome) => outcome,
                     // Stopped by its origin: nobody waits for a result.
-                    Err(e) if e.is_cancelled() => return,
+                    Err(e) if e.is_cancelled() => {
+                        self.running.end(&flow_id, attempt);
+                        return;
+                    }
                     Err(e) => {
                         tracing::error!(flow = %flow_id, attempt, error = %e, "attempt worker panicked");
                         RemoteOutcome::Err {
@@ -376,14 +392,40 @@ impl NodeAgent {
         let payload = json!({ "attempt": attempt, "outcome": outcome });
         let msg = Envelope {
             kind: KIND_RESULT.into(),
-            flow_id,
+            flow_id: flow_id.clone(),
             payload,
         };
+        self.send_result(&cluster, &origin, msg).await;
+        self.running.end(&flow_id, attempt);
+    }
+
+    /// Send a finished attempt's result to whom it answers now (a claim may redirect it while
+    /// this retries).
+    async fn send_result(&self, cluster: &Cluster, origin: &Origin, msg: Envelope) {
         // A node that just joined can be asked to work before its membership knows the origin
         // by name (the origin dialled in first), and a link can be mid-reconnect: keep trying
         // for a while rather than throw a finished result away.
         let mut tries = 0u32;
         loop {
+            let origin = origin.get();
+            if origin == self.name {
+                // Claimed by a review conducted here: delivered in this process.
+                let attempt = msg.payload.get("attempt").and_then(|a| a.as_u64());
+                let outcome = msg
+                    .payload
+                    .get("outcome")
+                    .cloned()
+                    .and_then(|o| serde_json::from_value::<RemoteOutcome>(o).ok());
+                if let (Some(attempt), Some(outcome)) = (attempt, outcome) {
+                    quorum_runtime::conductor::deliver_result(
+                        &msg.flow_id,
+                        attempt,
+                        &self.name,
+                        outcome,
+                    );
+                }
+                return;
+            }
             match cluster.send(&origin, msg.clone()).await {
                 Ok(()) => return,
                 Err(e) if tries + 1 >= RESULT_SEND_TRIES => {
@@ -400,29 +442,77 @@ impl NodeAgent {
         }
     }
 
-    /// Stop attempts an origin no longer wants. Only the node an attempt came from may stop it.
+    /// Stop attempts an origin no longer wants. Only the node an attempt answers to may stop it.
     fn stop_attempts(&self, from: &str, flow_id: &str, attempts: &[u64]) {
-        if let Ok(running) = self.running.lock() {
-            for a in attempts {
-                match running.get(&(flow_id.to_string(), *a)) {
-                    Some((origin, h)) if origin == from => {
-                        tracing::info!(flow = %flow_id, attempt = a, from, "attempt stopped by its origin");
-                        h.abort();
-                    }
-                    Some((origin, _)) => {
-                        tracing::warn!(flow = %flow_id, attempt = a, from, %origin, "stop request from a node that is not the attempt's origin ignored");
-                    }
-                    None => {}
-                }
+        for (a, origin) in self.running.stop(from, flow_id, attempts) {
+            tracing::warn!(flow = %flow_id, attempt = a, from, %origin, "stop request from a node that is not the attempt's origin ignored");
+        }
+    }
+
+    /// A review conducted here now claims what this node's own worker runs for it.
+    async fn claim_own(&self, flow_id: &str) -> Vec<quorum_core::machine::AttemptClaim> {
+        match self.claim_attempts(&self.name, flow_id).await {
+            Ok(reply) => claims_of(&self.name, &reply),
+            Err(e) => {
+                tracing::info!(flow = %flow_id, error = %e, "this node's own attempts not claimed");
+                Vec::new()
             }
         }
+    }
+
+    /// A conductor asks for the attempts of a review this node runs. Granted to the node the
+    /// attempts already answer to (a resumed origin), or to the one the control plane names as
+    /// the review's conductor (waiting a moment for this replica to learn of a takeover).
+    async fn claim_attempts(&self, from: &str, flow_id: &str) -> Result<Envelope, String> {
+        let origins = self.running.origins(flow_id);
+        let mut allowed = !origins.is_empty() && origins.iter().all(|o| o == from);
+        if !allowed && !origins.is_empty() {
+            let Some(control) = self.control.get() else {
+                return Err(format!(
+                    "{from} does not conduct review {flow_id}: its attempts here answer to another node"
+                ));
+            };
+            let deadline = tokio::time::Instant::now() + CLAIM_TIMEOUT;
+            loop {
+                let conductor = control.plane().review(flow_id).map(|r| r.conductor);
+                if conductor.as_deref() == Some(from) {
+                    allowed = true;
+                    break;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(format!(
+                        "{from} does not conduct review {flow_id} (the control plane names {})",
+                        conductor.unwrap_or_else(|| "no one".into())
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let claims = if allowed {
+            self.running.claim(flow_id, from, &self.name)
+        } else {
+            Vec::new()
+        };
+        if !claims.is_empty() {
+            tracing::info!(flow = %flow_id, conductor = from, attempts = claims.len(), "attempts handed to the review's conductor");
+        }
+        let attempts: Vec<serde_json::Value> = claims
+            .iter()
+            .map(|c| json!({ "attempt": c.attempt, "task_id": c.task_id, "number": c.number }))
+            .collect();
+        Ok(Envelope {
+            kind: KIND_CLAIM.into(),
+            flow_id: flow_id.to_string(),
+            payload: json!({ "attempts": attempts }),
+        })
     }
 }
 
 /// Tell the origin every so often that `attempt` is still being worked on.
 async fn renew_loop(
     cluster: Cluster,
-    origin: String,
+    me: String,
+    origin: Origin,
     flow_id: String,
     attempt: u64,
     lease_ms: u64,
@@ -439,6 +529,11 @@ async fn renew_loop(
             flow_id: flow_id.clone(),
             payload: json!({ "attempt": attempt }),
         };
+        let origin = origin.get();
+        if origin == me {
+            quorum_runtime::conductor::deliver_renewal(&flow_id, attempt, &me);
+            continue;
+        }
         if let Err(e) = cluster.send(&origin, msg).await {
             tracing::debug!(origin = %origin, error = %e, "lease renewal not sent");
         }
@@ -509,6 +604,7 @@ impl MessageHandler for NodeAgent {
             }
         }
         match msg.kind.as_str() {
+            KIND_CLAIM => self.claim_attempts(from, &msg.flow_id).await,
             KIND_FETCH => {
                 let hashes: Vec<String> =
                     serde_json::from_value(msg.payload.get("hashes").cloned().unwrap_or_default())
@@ -545,6 +641,8 @@ pub struct ClusterExecutor {
     pub cluster: Cluster,
     /// How long a shipped attempt may go without a result or renewal.
     pub lease: Duration,
+    /// This node's own worker: a review taken over here adopts what it runs, too.
+    agent: Option<Arc<NodeAgent>>,
 }
 
 impl ClusterExecutor {
@@ -554,7 +652,14 @@ impl ClusterExecutor {
         ClusterExecutor {
             cluster,
             lease: (heartbeat_deadline * 3).max(Duration::from_secs(5)),
+            agent: None,
         }
+    }
+
+    /// Claim this node's own worker's attempts too when a review is taken over here.
+    pub fn with_agent(mut self, agent: Arc<NodeAgent>) -> Self {
+        self.agent = Some(agent);
+        self
     }
 }
 
@@ -603,6 +708,61 @@ impl RemoteExecutor for ClusterExecutor {
             tracing::debug!(node, error = %e, "stop request not sent; the attempts are fenced anyway");
         }
     }
+
+    async fn claim(&self, flow_id: &str) -> Vec<quorum_core::machine::AttemptClaim> {
+        let peers: Vec<String> = self
+            .cluster
+            .alive_members()
+            .into_iter()
+            .filter(|m| !m.is_self)
+            .map(|m| m.name)
+            .collect();
+        // Every worker at once: the review waits for the slowest answer, not their sum.
+        let mut asks = tokio::task::JoinSet::new();
+        for node in peers {
+            let (cluster, flow_id) = (self.cluster.clone(), flow_id.to_string());
+            asks.spawn(async move {
+                let msg = Envelope {
+                    kind: KIND_CLAIM.into(),
+                    flow_id: flow_id.clone(),
+                    payload: json!({}),
+                };
+                // The worker may wait for its replica to learn of the takeover: a margin over it.
+                match cluster.request(&node, msg, CLAIM_TIMEOUT * 2).await {
+                    Ok(reply) => claims_of(&node, &reply),
+                    Err(e) => {
+                        tracing::info!(node, flow = %flow_id, error = %e, "no claims from a worker; its attempts are placed again");
+                        Vec::new()
+                    }
+                }
+            });
+        }
+        let mut claims = match &self.agent {
+            Some(agent) => agent.claim_own(flow_id).await,
+            None => Vec::new(),
+        };
+        while let Some(answer) = asks.join_next().await {
+            claims.extend(answer.unwrap_or_default());
+        }
+        claims
+    }
+}
+
+/// The claims in a worker's reply, named by that worker.
+fn claims_of(node: &str, reply: &Envelope) -> Vec<quorum_core::machine::AttemptClaim> {
+    let Some(list) = reply.payload.get("attempts").and_then(|a| a.as_array()) else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|c| {
+            Some(quorum_core::machine::AttemptClaim {
+                node: node.to_string(),
+                attempt: c.get("attempt")?.as_u64()?,
+                task_id: c.get("task_id")?.as_str()?.to_string(),
+                number: u32::try_from(c.get("number")?.as_u64()?).ok()?,
+            })
+        })
+        .collect()
 }
 
 /// The replicated blackboard behind the team tools.

@@ -5,6 +5,7 @@
 //! in its data dir and serves the report. Nothing here decides how a review runs; that is the
 //! runtime's job. This crate maps the API onto it.
 
+mod attempts;
 mod autopilot;
 pub mod cluster;
 pub mod control;

@@ -263,8 +263,12 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
     let deadline = std::time::Duration::from_millis(args.deadline_ms.max(args.heartbeat_ms * 2));
     let remote: Option<Arc<dyn quorum_runtime::remote::RemoteExecutor>> =
         cluster.clone().map(|c| {
-            Arc::new(quorum_node::ClusterExecutor::new(c, deadline))
-                as Arc<dyn quorum_runtime::remote::RemoteExecutor>
+            let mut executor = quorum_node::ClusterExecutor::new(c, deadline);
+            // A review this node takes over also adopts what its own worker runs for it.
+            if let Some(a) = &agent {
+                executor = executor.with_agent(a.clone());
+            }
+            Arc::new(executor) as Arc<dyn quorum_runtime::remote::RemoteExecutor>
         });
 
     let mut server = None;

@@ -30,6 +30,14 @@ pub enum Fact {
         attempt: u32,
         node: String,
     },
+    /// A conductor that took the review over (or resumed it) adopted this attempt, started by
+    /// an earlier conductor and still running on `node`'s worker: its result counts, and it is
+    /// not started again.
+    AttemptAdopted {
+        task_id: String,
+        attempt: u32,
+        node: String,
+    },
     /// Specialists carry their findings; other stages record `findings: []`.
     AttemptSucceeded {
         task_id: String,

@@ -55,7 +55,7 @@ pub mod verify;
 pub use fact::{AttemptRecord, Fact, RecordedVerdict};
 pub use job::{AttemptOutcome, AttemptStats, Failure, Job, ModelUse, Outcome, Synthesis};
 pub use progress::Progress;
-pub use protocol::{Command, Event, Level, Metric, PeerOffer, RoundFinding, Timer};
+pub use protocol::{AttemptClaim, Command, Event, Level, Metric, PeerOffer, RoundFinding, Timer};
 pub use replay::Replay;
 pub use review::Review;
 pub use run::{TaskRun, TaskState};

@@ -23,6 +23,17 @@ pub struct PeerOffer {
     pub models: Vec<String>,
 }
 
+/// A worker's word that it still runs (or holds the unsent result of) an attempt an earlier
+/// conductor of this review started, and that its result now goes to this conductor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptClaim {
+    pub node: String,
+    pub attempt: AttemptId,
+    pub task_id: String,
+    /// The task's attempt number the earlier conductor gave it (its `AttemptStarted` fact).
+    pub number: u32,
+}
+
 /// Timers the machine sets and is later fed back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Timer {
@@ -43,6 +54,9 @@ pub enum Event {
     Resume {
         replay: Box<Replay>,
         attempts: Vec<AttemptRecord>,
+        /// Attempts live workers still run for this review: adopted where the replay shows the
+        /// task in flight on that node, so they are not asked again.
+        claims: Vec<AttemptClaim>,
     },
     /// The peers that can take work now; a peer no longer listed is not chosen again.
     Peers(Vec<PeerOffer>),

@@ -58,6 +58,9 @@ pub struct Replay {
     pub completed: BTreeMap<String, Vec<RawFinding>>,
     pub abandoned: BTreeMap<String, String>,
     pub attempts: BTreeMap<String, u32>,
+    /// Per task, its last attempt that was started (or adopted) and has not ended: the attempt
+    /// number and the node it runs on. What a conductor that takes over may adopt.
+    pub in_flight: BTreeMap<String, (u32, String)>,
     pub judged: Option<Vec<Judged>>,
     /// Verdicts of the verification batches that finished, by (task id, ordinal).
     pub verdicts: BTreeMap<(String, usize), Judged>,
@@ -110,17 +113,32 @@ impl Replay {
                     }
                 }
                 Fact::AttemptStarted {
-                    task_id, attempt, ..
+                    task_id,
+                    attempt,
+                    node,
                 }
-                | Fact::AttemptFailed {
+                | Fact::AttemptAdopted {
+                    task_id,
+                    attempt,
+                    node,
+                } => {
+                    r.saw_attempt(task_id, *attempt);
+                    r.in_flight
+                        .insert(task_id.clone(), (*attempt, node.clone()));
+                }
+                Fact::AttemptFailed {
                     task_id, attempt, ..
-                } => r.saw_attempt(task_id, *attempt),
+                } => {
+                    r.saw_attempt(task_id, *attempt);
+                    r.ended(task_id, *attempt);
+                }
                 Fact::AttemptSucceeded {
                     task_id,
                     attempt,
                     findings,
                 } => {
                     r.saw_attempt(task_id, *attempt);
+                    r.ended(task_id, *attempt);
                     r.completed
                         .entry(task_id.clone())
                         .or_insert_with(|| findings.clone());
@@ -207,6 +225,17 @@ impl Replay {
             }
         }
         r
+    }
+
+    /// Attempt `attempt` of the task ended: it (and any earlier one) is no longer in flight.
+    fn ended(&mut self, task_id: &str, attempt: u32) {
+        if self
+            .in_flight
+            .get(task_id)
+            .is_some_and(|(n, _)| *n <= attempt)
+        {
+            self.in_flight.remove(task_id);
+        }
     }
 
     fn saw_attempt(&mut self, task_id: &str, attempt: u32) {

@@ -7,14 +7,19 @@
 use crate::machine::fact::{AttemptRecord, Fact};
 use crate::machine::job::Synthesis;
 use crate::machine::progress::Progress;
-use crate::machine::protocol::Level;
+use crate::machine::protocol::{AttemptClaim, Level};
 use crate::machine::replay::Replay;
 use crate::machine::run::{TaskRun, TaskState};
 use crate::machine::state::{Phase, ReviewMachine};
 use crate::review::finding::{Reported, Reporter};
 
 impl ReviewMachine {
-    pub(super) fn resume(&mut self, replay: Replay, attempts: Vec<AttemptRecord>) {
+    pub(super) fn resume(
+        &mut self,
+        replay: Replay,
+        attempts: Vec<AttemptRecord>,
+        claims: Vec<AttemptClaim>,
+    ) {
         self.log(
             Level::Info,
             format!("resuming review after fact {}", replay.last_seq),
@@ -181,8 +186,70 @@ impl ReviewMachine {
                 return self.start_phase(Phase::Synthesize);
             }
         }
-        self.add_tasks(unfinished);
+        let (adopted, rest): (Vec<_>, Vec<_>) = unfinished
+            .into_iter()
+            .map(|key| (key, self.claim_for(key, &replay, &claims)))
+            .partition(|(_, claim)| claim.is_some());
+        for (key, claim) in adopted {
+            if let Some(claim) = claim {
+                self.adopt(key, claim);
+            }
+        }
+        self.add_tasks(rest.into_iter().map(|(key, _)| key).collect());
         self.advance();
+    }
+
+    /// The claim on an unfinished specialist task this conductor may adopt: from the node the
+    /// replay shows the task's last attempt in flight on (an attempt placed on a peer; never one
+    /// this node ran itself, whose worker died with the old conductor).
+    fn claim_for(
+        &self,
+        key: crate::machine::schedule::TaskKey,
+        replay: &Replay,
+        claims: &[AttemptClaim],
+    ) -> Option<(u32, AttemptClaim)> {
+        if !self.config.remote {
+            return None;
+        }
+        let id = &self.runs[key].id;
+        let (n, node) = replay.in_flight.get(id)?;
+        let claim = claims
+            .iter()
+            .find(|c| &c.task_id == id && &c.node == node && c.number == *n)?;
+        Some((*n, claim.clone()))
+    }
+
+    /// Adopt the attempt a live worker still runs: recorded, then live in the scheduler under
+    /// a fresh lease, with its attempt number kept.
+    fn adopt(&mut self, key: crate::machine::schedule::TaskKey, (n, claim): (u32, AttemptClaim)) {
+        let r = &mut self.runs[key];
+        // The scheduler counts the adopted attempt as this conductor's first.
+        r.resumed_attempts = n.saturating_sub(1);
+        r.attempts = n;
+        r.state = TaskState::Running;
+        r.node = claim.node.clone();
+        r.started_ms.get_or_insert(self.now);
+        let id = r.id.clone();
+        self.log(
+            Level::Info,
+            format!(
+                "adopted attempt {n} of {id}, still running on {}",
+                claim.node
+            ),
+        );
+        self.record(Fact::AttemptAdopted {
+            task_id: id,
+            attempt: n,
+            node: claim.node.clone(),
+        });
+        self.feed(
+            crate::machine::schedule::Input::Adopt {
+                key,
+                attempt: claim.attempt,
+                node: claim.node,
+            },
+            None,
+        );
     }
 
     /// A review whose end was decided before the stop (a cancel): finish it from what was

@@ -2,7 +2,7 @@
 
 use crate::machine::attempts::result_of;
 use crate::machine::fact::{AttemptRecord, Fact};
-use crate::machine::protocol::{Command, Event, Level, Timer};
+use crate::machine::protocol::{AttemptClaim, Command, Event, Level, Timer};
 use crate::machine::replay::Replay;
 use crate::machine::schedule::Input;
 use crate::machine::state::{Phase, ReviewMachine};
@@ -23,7 +23,11 @@ impl ReviewMachine {
         }
         match event {
             Event::Start => self.start(None),
-            Event::Resume { replay, attempts } => self.start(Some((*replay, attempts))),
+            Event::Resume {
+                replay,
+                attempts,
+                claims,
+            } => self.start(Some((*replay, attempts, claims))),
             Event::Peers(offers) => self.sync_peers(offers),
             Event::NodeLost { node } => {
                 let affected = self
@@ -89,7 +93,7 @@ impl ReviewMachine {
 
     /// Begin (or, with the recorded facts, continue) the review: its timers, then the first
     /// phase it has not done.
-    fn start(&mut self, resume: Option<(Replay, Vec<AttemptRecord>)>) {
+    fn start(&mut self, resume: Option<(Replay, Vec<AttemptRecord>, Vec<AttemptClaim>)>) {
         if self.started_ms.is_some() {
             return;
         }
@@ -102,8 +106,8 @@ impl ReviewMachine {
             });
         }
         self.arm_lease_tick();
-        if let Some((replay, attempts)) = resume {
-            return self.resume(replay, attempts);
+        if let Some((replay, attempts, claims)) = resume {
+            return self.resume(replay, attempts, claims);
         }
         self.record(Fact::FlowStarted {
             flow_id: self.review.flow_id.clone(),

@@ -14,6 +14,8 @@
 //! finish review (a prior report). Invariants are checked at every step:
 //!
 //! - no completed task (or finished stage) is started again, across conductor restarts;
+//! - a restarted conductor adopts exactly the attempt a live worker claims and the facts show
+//!   in flight there (the attempt, its number and its node), and nothing else;
 //! - no result of a fenced attempt (stopped, charged, handed back, of an earlier epoch) or from
 //!   the wrong node is counted;
 //! - each finding is reported once: a task's findings are counted at most once, and the
@@ -124,11 +126,13 @@ pub(crate) fn the_simulation_reaches_every_phase_and_fault() {
     let mut restarts = 0;
     let mut cancelled = 0;
     let mut store_resumes = 0;
+    let mut adopted = 0;
     for seed in 1..=300 {
         let mut sim = Sim::new(seed, false);
         let report = sim.run();
         restarts += (sim.incarnation > 1) as u32;
         store_resumes += sim.store_resumes;
+        adopted += sim.adopted;
         cancelled += report.status_reason.starts_with("cancelled") as u32;
         for (_, f) in &sim.log {
             phases.insert(match f {
@@ -161,4 +165,7 @@ pub(crate) fn the_simulation_reaches_every_phase_and_fault() {
     assert!(restarts > 10, "conductor restarts: {restarts}");
     assert!(cancelled > 0, "no seed was cancelled");
     assert!(store_resumes > 5, "storage faults resumed: {store_resumes}");
+    // A restarted conductor adopts what live workers still run for it.
+    println!("attempts adopted after a restart: {adopted}");
+    assert!(adopted > 10, "attempts adopted after a restart: {adopted}");
 }

@@ -7,8 +7,8 @@ use crate::Rng;
 use quorum_core::judging::conformance::Spec;
 use quorum_core::machine::schedule::{AttemptId, Place};
 use quorum_core::machine::{
-    AttemptOutcome, AttemptRecord, Command, Event, Fact, Job, MachineConfig, PeerOffer, Phase,
-    Replay, Review, ReviewMachine, Timer,
+    AttemptClaim, AttemptOutcome, AttemptRecord, Command, Event, Fact, Job, MachineConfig,
+    PeerOffer, Phase, Replay, Review, ReviewMachine, Timer,
 };
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_core::scope::ReviewScope;
@@ -90,6 +90,8 @@ pub(crate) struct Sim {
     pub(crate) started: BTreeMap<AttemptId, Started>,
     /// Attempts whose results must never count: stopped, charged, handed back, superseded.
     pub(crate) fenced: BTreeSet<AttemptId>,
+    /// Attempts a later conductor adopted.
+    pub(crate) adopted: u32,
     /// Specialist tasks and stages with a recorded success.
     pub(crate) completed: BTreeSet<String>,
     /// Conductor restarts still to inject, and the chance per command.
@@ -219,6 +221,7 @@ impl Sim {
             planned: BTreeSet::new(),
             started: BTreeMap::new(),
             fenced: BTreeSet::new(),
+            adopted: 0,
             completed: BTreeSet::new(),
             crashes,
             store_fails_at,
@@ -271,11 +274,35 @@ impl Sim {
             Event::Resume {
                 replay: Box::new(Replay::from_events(&self.log)),
                 attempts: self.records.clone(),
+                claims: self.claims(),
             }
         } else {
             Event::Start
         };
         self.immediate.push_back(start);
+    }
+
+    /// What the live peers answer a new conductor that asks which attempts of the review they
+    /// still run: every specialist attempt they hold (a paused or cut-off node does not
+    /// answer). The machine adopts only those its replay shows in flight there.
+    pub(crate) fn claims(&self) -> Vec<AttemptClaim> {
+        let mut claims = Vec::new();
+        for (name, n) in &self.nodes {
+            if n.state != NodeState::Up {
+                continue;
+            }
+            for (attempt, (job, _)) in &n.running {
+                if let (Job::Specialist { .. }, Some(s)) = (job, self.started.get(attempt)) {
+                    claims.push(AttemptClaim {
+                        node: name.clone(),
+                        attempt: *attempt,
+                        task_id: s.task.clone(),
+                        number: s.number,
+                    });
+                }
+            }
+        }
+        claims
     }
 
     pub(crate) fn offers(&self) -> Vec<PeerOffer> {
@@ -508,6 +535,36 @@ impl Sim {
             Fact::AttemptStarted {
                 task_id, attempt, ..
             } => self.last_started = Some((task_id.clone(), *attempt)),
+            Fact::AttemptAdopted {
+                task_id,
+                attempt,
+                node,
+            } => {
+                // Adopted: that attempt is this epoch's now, and its result may count.
+                let epoch = self.epoch;
+                let place = Place::Peer(node.clone());
+                let adopted: Vec<AttemptId> = self
+                    .started
+                    .iter()
+                    .filter(|(_, s)| &s.task == task_id && s.number == *attempt && s.place == place)
+                    .map(|(a, _)| *a)
+                    .collect();
+                if adopted.len() != 1 {
+                    violation(
+                        seed,
+                        format!(
+                            "adopted attempt {attempt} of {task_id} on {node}: {adopted:?} match"
+                        ),
+                    );
+                }
+                for a in adopted {
+                    self.fenced.remove(&a);
+                    self.adopted += 1;
+                    if let Some(s) = self.started.get_mut(&a) {
+                        s.epoch = epoch;
+                    }
+                }
+            }
             Fact::PlanCompleted { tasks, .. } => {
                 self.planned.extend(tasks.iter().map(|t| t.id.clone()));
                 self.complete("planner");

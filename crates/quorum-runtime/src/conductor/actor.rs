@@ -160,8 +160,10 @@ impl FlowConductor {
                         }
                     }
                     Place::Peer(peer) => {
-                        let run_id = state.machine.runs()[key].id.clone();
-                        let sent = dispatch::ship(&ctx, &peer, attempt, &run_id, *job).await;
+                        let run = &state.machine.runs()[key];
+                        let (run_id, number) = (run.id.clone(), run.attempts);
+                        let sent =
+                            dispatch::ship(&ctx, &peer, attempt, &run_id, number, *job).await;
                         Ok(sent.map(Next::Tell).unwrap_or(Next::Go))
                     }
                 }
@@ -465,10 +467,21 @@ impl Actor for FlowConductor {
                     Self::feed(&myself, state, peers).await?;
                 }
                 match state.resume.take() {
-                    Some(Resume { replay, attempts }) => Event::Resume {
-                        replay: Box::new(replay),
-                        attempts,
-                    },
+                    Some(Resume { replay, attempts }) => {
+                        // What live workers still run for this review: adopted, not re-asked.
+                        let claims = match &state.ctx.remote {
+                            Some(remote) => remote.claim(&state.ctx.review.flow_id).await,
+                            None => Vec::new(),
+                        };
+                        if !claims.is_empty() {
+                            tracing::info!(flow = %state.ctx.review.flow_id, claims = claims.len(), "live workers claim attempts of this review");
+                        }
+                        Event::Resume {
+                            replay: Box::new(replay),
+                            attempts,
+                            claims,
+                        }
+                    }
                     None => Event::Start,
                 }
             }

@@ -121,6 +121,7 @@ pub(super) async fn ship(
     peer: &str,
     attempt: AttemptId,
     run_id: &str,
+    number: u32,
     job: Job,
 ) -> Option<Event> {
     let send_failed = Some(Event::SendFailed { attempt });
@@ -169,6 +170,8 @@ pub(super) async fn ship(
         // Nothing to ship it with: hand it back, it runs here next.
         _ => return send_failed,
     };
+    let mut req = req;
+    req.number = number;
     tracing::debug!(task = %run_id, attempt, node = %peer, "dispatching attempt to a peer");
     if let Err(e) = remote.dispatch(peer, req).await {
         tracing::warn!(node = %peer, error = %e, "cannot reach peer; placing elsewhere");

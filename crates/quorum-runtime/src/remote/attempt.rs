@@ -75,6 +75,10 @@ pub struct RemoteAttempt {
     /// A specialist task's teammates' insights, as the conductor chose and recorded them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub insights: Vec<quorum_core::memory::Offered>,
+    /// The task's attempt number (its `AttemptStarted` fact): with the task id and the node, what
+    /// a conductor that takes the review over matches a worker's claim against.
+    #[serde(default)]
+    pub number: u32,
 }
 
 /// A stage shipped to another node, with what it needs beyond the pack.
@@ -157,6 +161,7 @@ impl RemoteAttempt {
             trace: crate::obs::trace_context(&ctx.flow_id, id),
             stage: None,
             insights: Vec::new(),
+            number: 0,
         }
     }
 
@@ -198,6 +203,7 @@ impl RemoteAttempt {
             trace: crate::obs::trace_context(&ctx.flow_id, &task.id),
             stage: None,
             insights: Vec::new(),
+            number: 0,
         })
     }
 }
@@ -245,6 +251,13 @@ pub trait RemoteExecutor: Send + Sync + std::fmt::Debug + 'static {
     /// Ask `node` to stop these attempts of `flow_id` now (cancel, fencing). Best effort: a
     /// node that never hears it is fenced anyway.
     async fn cancel(&self, _node: &str, _flow_id: &str, _attempts: Vec<u64>) {}
+    /// Ask every live peer which attempts of `flow_id` it still runs (or holds an unsent result
+    /// of), and to send their renewals and results to this node from now on: what a conductor
+    /// that resumes or takes the review over may adopt. Bounded in time; a peer that does not
+    /// answer claims nothing, and its attempts are placed again.
+    async fn claim(&self, _flow_id: &str) -> Vec<quorum_core::machine::AttemptClaim> {
+        Vec::new()
+    }
 }
 
 /// The worker's renewal interval for a lease: a few renewals fit in every lease, so one lost

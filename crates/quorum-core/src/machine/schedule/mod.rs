@@ -11,6 +11,9 @@
 //! Attempt ids carry the review's epoch in their high bits, so ids never repeat across resumes
 //! or takeovers and a result from an earlier epoch can never match a live attempt.
 
+mod protocol;
+
+pub use protocol::{AttemptResult, Command, Input, SchedulerParams, TaskStatus, TaskView};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Unique per review and epoch: `epoch << 40 | sequence`.
@@ -46,185 +49,6 @@ impl Place {
             Place::Peer(n) => Some(n),
         }
     }
-}
-
-/// Tunables, all from the flow and the cluster's timings.
-#[derive(Debug, Clone)]
-pub struct SchedulerParams {
-    /// Attempts per specialist task, first try included.
-    pub task_attempts: u32,
-    /// Attempts per stage run (scout, planner, verifier, synthesizer).
-    pub stage_attempts: u32,
-    /// The same output-error class this many times in a row stops the task (circular fix).
-    pub circular_fix_repeats: u32,
-    /// Specialist attempts this node runs at once.
-    pub local_capacity: usize,
-    /// A remote attempt with no result and no renewal for this long is fenced and re-placed.
-    pub lease_ms: u64,
-    /// However often renewed, a remote attempt older than this (plus one lease) is fenced.
-    pub attempt_ms: u64,
-    /// A peer that could not be reached, or refused, is left out of placement this long.
-    pub suspect_ms: u64,
-    /// A peer that let a lease lapse is left out this long (unless it delivers first).
-    pub lapsed_avoid_ms: u64,
-    /// Hand-backs beyond this count as failures, so a cluster that keeps losing work still ends.
-    pub max_handbacks: u32,
-    pub backoff_base_ms: u64,
-    pub backoff_cap_ms: u64,
-}
-
-impl Default for SchedulerParams {
-    fn default() -> Self {
-        SchedulerParams {
-            task_attempts: 3,
-            stage_attempts: 3,
-            circular_fix_repeats: 2,
-            local_capacity: 4,
-            lease_ms: 10_000,
-            attempt_ms: 3_000_000,
-            suspect_ms: 3_000,
-            lapsed_avoid_ms: 60_000,
-            max_handbacks: 16,
-            backoff_base_ms: 250,
-            backoff_cap_ms: 10_000,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TaskStatus {
-    Pending,
-    Running,
-    Backoff,
-    Completed,
-    Failed,
-    CircularFix,
-    /// The review stopped (budget, cancel) before the task ever ran.
-    Skipped,
-}
-
-impl TaskStatus {
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskStatus::Completed
-                | TaskStatus::Failed
-                | TaskStatus::CircularFix
-                | TaskStatus::Skipped
-        )
-    }
-}
-
-/// What the scheduler knows of one task.
-#[derive(Debug, Clone)]
-pub struct TaskView {
-    pub status: TaskStatus,
-    /// Attempts started, hand-backs included.
-    pub started: u32,
-    /// Attempts handed back for placement reasons.
-    pub handed_back: u32,
-    pub error_classes: Vec<String>,
-    pub last_error: Option<String>,
-    /// May run on a peer.
-    pub placeable: bool,
-    /// A stage run (scout, planner, synthesizer): its own attempt budget.
-    pub stage: bool,
-}
-
-impl TaskView {
-    /// Attempts charged to the task.
-    pub fn charged(&self) -> u32 {
-        self.started.saturating_sub(self.handed_back)
-    }
-}
-
-/// How an attempt ended, as its worker says.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AttemptResult {
-    Success,
-    Failure {
-        class: String,
-        message: String,
-        retryable: bool,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Input {
-    /// A task to run (a planned specialist task, or a stage run).
-    AddTask {
-        key: TaskKey,
-        stage: bool,
-        placeable: bool,
-    },
-    /// Where `key` should run when one of these places has room (a verification batch prefers
-    /// nodes serving a model family the finders did not use). A preference, never a
-    /// requirement: with every preferred place full the task goes wherever has room, so a
-    /// preference never costs throughput. Sent before the task's `AddTask`; an empty list
-    /// clears it.
-    Prefer { key: TaskKey, places: Vec<Place> },
-    /// A peer is up (joined, rejoined, or its advert changed).
-    PeerUp { node: String, capacity: usize },
-    /// A peer is shutting down: it finishes what it runs and is never chosen again.
-    PeerDraining { node: String },
-    /// Membership declared a peer lost: its attempts are fenced and handed back.
-    PeerLost { node: String },
-    /// An attempt's result, as delivered by `from`.
-    Outcome {
-        attempt: AttemptId,
-        from: Place,
-        result: AttemptResult,
-    },
-    /// The attempt never reached its peer.
-    SendFailed { attempt: AttemptId },
-    /// The worker on `from` still works on `attempt`.
-    Renew { attempt: AttemptId, from: String },
-    /// A task's backoff is over.
-    RetryDue { key: TaskKey },
-    /// Time passed: leases are checked.
-    Tick,
-    /// Stop everything: no attempt starts after this; live ones are stopped; unfinished tasks
-    /// fail with `class` (`budget_exhausted`, `cancelled`).
-    StopAll { class: String, reason: String },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Command {
-    /// Run attempt number `attempt_no` of `key` at `place`.
-    Start {
-        attempt: AttemptId,
-        key: TaskKey,
-        place: Place,
-        attempt_no: u32,
-    },
-    /// Stop a live (or just fenced) attempt: kill the local worker, ask the peer to abort.
-    Stop { attempt: AttemptId, place: Place },
-    /// Deliver `RetryDue { key }` after `delay_ms`.
-    RetryAfter { key: TaskKey, delay_ms: u64 },
-    /// Count this attempt's result: the task is completed.
-    Succeeded { attempt: AttemptId, key: TaskKey },
-    /// The attempt failed and is charged to the task; `terminal` says the task will not be
-    /// tried again (and with which status).
-    Failed {
-        attempt: AttemptId,
-        key: TaskKey,
-        class: String,
-        message: String,
-        terminal: Option<TaskStatus>,
-    },
-    /// The attempt is given back (placement failure); the task runs again, uncharged.
-    HandedBack {
-        attempt: AttemptId,
-        key: TaskKey,
-        class: String,
-        message: String,
-    },
-    /// A result that is not counted: fenced, late, duplicated, or from the wrong node.
-    Ignored {
-        attempt: AttemptId,
-        from: Place,
-        why: &'static str,
-    },
 }
 
 #[derive(Debug, Clone)]
@@ -366,6 +190,53 @@ impl Scheduler {
                     self.fail_unfinished(&mut out);
                 } else {
                     self.pending.push_back(key);
+                }
+            }
+            Input::Adopt { key, attempt, node } => {
+                if self.tasks.contains_key(&key) {
+                    return out;
+                }
+                let adopt = self.stopped.is_none() && !self.live.contains_key(&attempt);
+                self.tasks.insert(
+                    key,
+                    TaskView {
+                        status: if adopt {
+                            TaskStatus::Running
+                        } else {
+                            TaskStatus::Pending
+                        },
+                        started: u32::from(adopt),
+                        handed_back: 0,
+                        error_classes: Vec::new(),
+                        last_error: None,
+                        placeable: true,
+                        stage: false,
+                    },
+                );
+                if self.stopped.is_some() {
+                    self.fail_unfinished(&mut out);
+                } else if !adopt {
+                    self.pending.push_back(key);
+                } else {
+                    // Known to the scheduler now, given room only once it is offered.
+                    let p = self.peers.entry(node.clone()).or_insert(PeerView {
+                        capacity: 0,
+                        draining: false,
+                        avoid_until: 0,
+                        live: 0,
+                    });
+                    p.live += 1;
+                    self.live.insert(
+                        attempt,
+                        Live {
+                            key,
+                            place: Place::Peer(node),
+                            renew_by: now_ms.saturating_add(self.params.lease_ms),
+                            hard: now_ms
+                                .saturating_add(self.params.lease_ms)
+                                .saturating_add(self.params.attempt_ms),
+                        },
+                    );
                 }
             }
             Input::Prefer { key, places } => {
@@ -974,6 +845,91 @@ mod tests {
             },
         );
         assert!(matches!(dup[0], Command::Ignored { .. }));
+    }
+
+    #[test]
+    fn an_adopted_attempt_counts_its_result_starts_nothing_and_keeps_its_lease() {
+        // Epoch 2 adopts attempt 5 of epoch 1, still running on p.
+        let mut s = Scheduler::new(
+            SchedulerParams {
+                local_capacity: 1,
+                lease_ms: 100,
+                ..SchedulerParams::default()
+            },
+            2,
+            7,
+        );
+        let old = (1 << 40) | 5;
+        let cmds = s.step(
+            0,
+            Input::Adopt {
+                key: 0,
+                attempt: old,
+                node: "p".into(),
+            },
+        );
+        assert!(starts(&cmds).is_empty(), "{cmds:?}");
+        assert_eq!(s.task(0).unwrap().status, TaskStatus::Running);
+        assert_eq!(s.peer_load("p"), 1);
+        // Its worker renews; the lease holds past the first deadline.
+        s.step(
+            80,
+            Input::Renew {
+                attempt: old,
+                from: "p".into(),
+            },
+        );
+        assert!(s.step(150, Input::Tick).is_empty());
+        // Only p's word counts, and it completes the task with one attempt charged.
+        let wrong = s.step(
+            160,
+            Input::Outcome {
+                attempt: old,
+                from: Place::Peer("q".into()),
+                result: AttemptResult::Success,
+            },
+        );
+        assert!(matches!(wrong[..], [Command::Ignored { .. }]), "{wrong:?}");
+        let cmds = s.step(
+            170,
+            Input::Outcome {
+                attempt: old,
+                from: Place::Peer("p".into()),
+                result: AttemptResult::Success,
+            },
+        );
+        assert!(
+            matches!(cmds[..], [Command::Succeeded { attempt, key: 0 }] if attempt == old),
+            "{cmds:?}"
+        );
+        assert_eq!(s.task(0).unwrap().charged(), 1);
+
+        // An adopted attempt whose worker goes silent is fenced and placed again like any other;
+        // a second claim on a known task changes nothing.
+        let other = (1 << 40) | 6;
+        s.step(
+            200,
+            Input::Adopt {
+                key: 1,
+                attempt: other,
+                node: "p".into(),
+            },
+        );
+        assert!(s
+            .step(
+                200,
+                Input::Adopt {
+                    key: 1,
+                    attempt: (1 << 40) | 7,
+                    node: "q".into()
+                }
+            )
+            .is_empty());
+        let cmds = s.step(301, Input::Tick);
+        assert!(cmds
+            .iter()
+            .any(|c| matches!(c, Command::HandedBack { attempt, class, .. } if *attempt == other && class == "lease_expired")));
+        assert_eq!(starts(&cmds).len(), 1, "re-placed: {cmds:?}");
     }
 
     #[test]
