@@ -254,6 +254,19 @@ pub async fn render_full(
     let mut view = View::default();
     let mut bars = draw.then(|| Bars::new(hint));
     while let Some(p) = rx.recv().await {
+        if let Progress::Waiting { reason } = &p {
+            // Said whatever the display: a review that waits must not look hung.
+            let line = match reason {
+                Some(why) => format!("quorum: {why}"),
+                None => "quorum: a majority of voters is back; the review goes on".to_string(),
+            };
+            match bars.as_ref() {
+                Some(b) => {
+                    let _ = b.multi.println(&line);
+                }
+                None => eprintln!("{line}"),
+            }
+        }
         view.apply(&p);
         if let Some(b) = bars.as_mut() {
             b.update(&view, &p);

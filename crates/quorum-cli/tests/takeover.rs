@@ -697,3 +697,79 @@ async fn a_watcher_and_an_mcp_follower_leave_a_frozen_conductor_the_same_way() {
     );
     let _ = agent.child.kill().await;
 }
+
+/// With two of the three voters killed, the conductor cannot commit a fact: the review waits,
+/// its client and its watchers say for whom ("waiting for a majority of voters (up: n1; lost:
+/// n2, n3)"), and it goes on by itself, to a complete report, once one voter is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_that_lost_its_majority_waits_says_so_and_goes_on_when_a_voter_returns() {
+    use tokio_stream::StreamExt;
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path().to_path_buf();
+    let mut nodes = cluster(&w).await;
+    let out = w.join("out");
+    let mut follow = {
+        let (n1, w, out) = (nodes[0].api.clone(), w.clone(), out.clone());
+        tokio::spawn(async move {
+            let o = client(
+                &[
+                    "review",
+                    fixture("code_project").to_str().unwrap(),
+                    "--cluster",
+                    &n1,
+                    "--out",
+                    out.to_str().unwrap(),
+                ],
+                &w,
+            )
+            .await;
+            let report = std::fs::read_to_string(out.join("report.json"))
+                .ok()
+                .map(|s| serde_json::from_str::<Value>(&s).unwrap());
+            (code(&o), report, stderr(&o))
+        })
+    };
+    let flow_id = review_under_way(&nodes, 2, &mut follow).await;
+    let mut events = connect(&nodes[0]).await.watch(&flow_id).await.unwrap();
+
+    // Two voters die: n1 is alone with the learner, and no fact can be committed.
+    for i in [1, 2] {
+        nodes[i].child.kill().await.unwrap();
+        let _ = nodes[i].child.wait().await;
+    }
+    nodes[0].server.release();
+    nodes[3].server.release();
+    let waiting = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Some(Ok(ev)) = events.next().await {
+            if ev.kind == "waiting" {
+                let v: Value = serde_json::from_str(&ev.json).unwrap();
+                if let Some(why) = v["reason"].as_str() {
+                    return why.to_string();
+                }
+            }
+        }
+        panic!("the review's stream ended without saying it waits");
+    })
+    .await
+    .expect("the review never said it waits for its voters");
+    assert!(
+        waiting.contains("waiting for a majority of voters (up: n1; lost: n2, n3)"),
+        "{waiting}"
+    );
+
+    // One voter back on its data dir: a majority again, and the review goes on by itself.
+    let n2 = common::voters::start("n2", &w, &[&nodes[0].cluster]).await;
+    n2.server.release();
+    let (code, report, stderr) = tokio::time::timeout(Duration::from_secs(240), follow)
+        .await
+        .expect("the review never finished after its majority came back")
+        .unwrap();
+    assert!(code == 0 || code == 1, "client exited {code}: {stderr}");
+    assert_complete_once(&report.expect("no report written"));
+    assert!(
+        stderr.contains("quorum: waiting for a majority of voters (up: n1; lost: n2, n3)")
+            && stderr.contains("quorum: a majority of voters is back; the review goes on"),
+        "the client did not say the review waited, then went on: {stderr}"
+    );
+    drop(n2);
+}

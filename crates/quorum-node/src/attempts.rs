@@ -153,6 +153,32 @@ impl RunningAttempts {
     }
 }
 
+/// A worker's claims as its reply carries them.
+pub fn claims_payload(claims: &[AttemptClaim]) -> serde_json::Value {
+    let attempts: Vec<serde_json::Value> = claims
+        .iter()
+        .map(|c| serde_json::json!({ "attempt": c.attempt, "task_id": c.task_id, "number": c.number }))
+        .collect();
+    serde_json::json!({ "attempts": attempts })
+}
+
+/// The claims in worker `node`'s reply (anything malformed is left out).
+pub fn claims_of(node: &str, payload: &serde_json::Value) -> Vec<AttemptClaim> {
+    let Some(list) = payload.get("attempts").and_then(|a| a.as_array()) else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|c| {
+            Some(AttemptClaim {
+                node: node.to_string(),
+                attempt: c.get("attempt")?.as_u64()?,
+                task_id: c.get("task_id")?.as_str()?.to_string(),
+                number: u32::try_from(c.get("number")?.as_u64()?).ok()?,
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +208,10 @@ mod tests {
         assert!(r.stop("n3", "f", &[1]).is_empty());
         r.end("f", 1);
         assert!(r.claim("f", "n3", "n2").is_empty());
+        // The wire form round-trips; a malformed entry is dropped.
+        let payload = claims_payload(&claims);
+        assert_eq!(claims_of("n2", &payload), claims);
+        let bad = serde_json::json!({ "attempts": [{ "attempt": "x" }] });
+        assert!(claims_of("n2", &bad).is_empty());
     }
 }

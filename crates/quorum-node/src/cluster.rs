@@ -7,7 +7,7 @@ use crate::attempts::{Origin, RunningAttempts};
 use crate::packs::{BlobCache, PackRegistry, BLOB_CACHE_BYTES};
 use quorum_cluster::{Blackboard, Cluster, Envelope, MembershipEvent, MessageHandler};
 use quorum_runtime::board::{Note, TeamBoard};
-use quorum_runtime::remote::{self, RemoteAttempt, RemoteExecutor, RemoteOutcome, RemoteSlot};
+use quorum_runtime::remote::{self, RemoteAttempt, RemoteOutcome};
 use quorum_runtime::Backends;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
@@ -28,7 +28,7 @@ pub const KIND_CLAIM: &str = "claim_attempts";
 
 /// How long a new conductor waits for each worker's claims, and how long a worker waits for its
 /// replica of the control plane to name the claimant as the review's conductor.
-const CLAIM_TIMEOUT: Duration = Duration::from_secs(3);
+pub(crate) const CLAIM_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How often, and how far apart, a worker tries to send a finished attempt's result back before
 /// giving it up: a minute, so a result finished while its conductor died is still there for the
@@ -450,9 +450,9 @@ impl NodeAgent {
     }
 
     /// A review conducted here now claims what this node's own worker runs for it.
-    async fn claim_own(&self, flow_id: &str) -> Vec<quorum_core::machine::AttemptClaim> {
+    pub(crate) async fn claim_own(&self, flow_id: &str) -> Vec<quorum_core::machine::AttemptClaim> {
         match self.claim_attempts(&self.name, flow_id).await {
-            Ok(reply) => claims_of(&self.name, &reply),
+            Ok(reply) => crate::attempts::claims_of(&self.name, &reply.payload),
             Err(e) => {
                 tracing::info!(flow = %flow_id, error = %e, "this node's own attempts not claimed");
                 Vec::new()
@@ -496,14 +496,10 @@ impl NodeAgent {
         if !claims.is_empty() {
             tracing::info!(flow = %flow_id, conductor = from, attempts = claims.len(), "attempts handed to the review's conductor");
         }
-        let attempts: Vec<serde_json::Value> = claims
-            .iter()
-            .map(|c| json!({ "attempt": c.attempt, "task_id": c.task_id, "number": c.number }))
-            .collect();
         Ok(Envelope {
             kind: KIND_CLAIM.into(),
             flow_id: flow_id.to_string(),
-            payload: json!({ "attempts": attempts }),
+            payload: crate::attempts::claims_payload(&claims),
         })
     }
 }
@@ -633,136 +629,6 @@ impl MessageHandler for NodeAgent {
             other => Err(format!("unknown request {other:?}")),
         }
     }
-}
-
-/// The conductor's view of the cluster: alive peers with their capacity, and shipping attempts.
-#[derive(Debug, Clone)]
-pub struct ClusterExecutor {
-    pub cluster: Cluster,
-    /// How long a shipped attempt may go without a result or renewal.
-    pub lease: Duration,
-    /// This node's own worker: a review taken over here adopts what it runs, too.
-    agent: Option<Arc<NodeAgent>>,
-}
-
-impl ClusterExecutor {
-    /// The default lease: a few heartbeat deadlines, at least 5 s, so a renewal delayed behind
-    /// bulk traffic does not lapse it while a silent worker is still caught quickly.
-    pub fn new(cluster: Cluster, heartbeat_deadline: Duration) -> Self {
-        ClusterExecutor {
-            cluster,
-            lease: (heartbeat_deadline * 3).max(Duration::from_secs(5)),
-            agent: None,
-        }
-    }
-
-    /// Claim this node's own worker's attempts too when a review is taken over here.
-    pub fn with_agent(mut self, agent: Arc<NodeAgent>) -> Self {
-        self.agent = Some(agent);
-        self
-    }
-}
-
-#[async_trait::async_trait]
-impl RemoteExecutor for ClusterExecutor {
-    fn peers(&self) -> Vec<RemoteSlot> {
-        self.cluster
-            .alive_members()
-            .into_iter()
-            .filter(|m| !m.is_self && m.advert.capacity > 0)
-            .map(|m| RemoteSlot {
-                node: m.name,
-                capacity: m.advert.capacity as usize,
-                models: m.advert.models,
-            })
-            .collect()
-    }
-
-    async fn dispatch(&self, node: &str, attempt: RemoteAttempt) -> Result<(), String> {
-        let flow_id = attempt.flow_id.clone();
-        let payload = serde_json::to_value(&attempt).map_err(|e| e.to_string())?;
-        self.cluster
-            .send(
-                node,
-                Envelope {
-                    kind: KIND_RUN.into(),
-                    flow_id,
-                    payload,
-                },
-            )
-            .await
-            .map_err(|e| e.to_string())
-    }
-
-    fn lease(&self) -> Duration {
-        self.lease
-    }
-
-    async fn cancel(&self, node: &str, flow_id: &str, attempts: Vec<u64>) {
-        let msg = Envelope {
-            kind: KIND_CANCEL.into(),
-            flow_id: flow_id.to_string(),
-            payload: json!({ "attempts": attempts }),
-        };
-        if let Err(e) = self.cluster.send(node, msg).await {
-            tracing::debug!(node, error = %e, "stop request not sent; the attempts are fenced anyway");
-        }
-    }
-
-    async fn claim(&self, flow_id: &str) -> Vec<quorum_core::machine::AttemptClaim> {
-        let peers: Vec<String> = self
-            .cluster
-            .alive_members()
-            .into_iter()
-            .filter(|m| !m.is_self)
-            .map(|m| m.name)
-            .collect();
-        // Every worker at once: the review waits for the slowest answer, not their sum.
-        let mut asks = tokio::task::JoinSet::new();
-        for node in peers {
-            let (cluster, flow_id) = (self.cluster.clone(), flow_id.to_string());
-            asks.spawn(async move {
-                let msg = Envelope {
-                    kind: KIND_CLAIM.into(),
-                    flow_id: flow_id.clone(),
-                    payload: json!({}),
-                };
-                // The worker may wait for its replica to learn of the takeover: a margin over it.
-                match cluster.request(&node, msg, CLAIM_TIMEOUT * 2).await {
-                    Ok(reply) => claims_of(&node, &reply),
-                    Err(e) => {
-                        tracing::info!(node, flow = %flow_id, error = %e, "no claims from a worker; its attempts are placed again");
-                        Vec::new()
-                    }
-                }
-            });
-        }
-        let mut claims = match &self.agent {
-            Some(agent) => agent.claim_own(flow_id).await,
-            None => Vec::new(),
-        };
-        while let Some(answer) = asks.join_next().await {
-            claims.extend(answer.unwrap_or_default());
-        }
-        claims
-    }
-}
-
-/// The claims in a worker's reply, named by that worker.
-fn claims_of(node: &str, reply: &Envelope) -> Vec<quorum_core::machine::AttemptClaim> {
-    let Some(list) = reply.payload.get("attempts").and_then(|a| a.as_array()) else {
-        return Vec::new();
-    };
-    list.iter()
-        .filter_map(|c| {
-            Some(quorum_core::machine::AttemptClaim {
-                node: node.to_string(),
-                attempt: c.get("attempt")?.as_u64()?,
-                task_id: c.get("task_id")?.as_str()?.to_string(),
-                number: u32::try_from(c.get("number")?.as_u64()?).ok()?,
-            })
-        })
-        .collect()
 }
 
 /// The replicated blackboard behind the team tools.

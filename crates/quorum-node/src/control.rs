@@ -4,6 +4,7 @@
 //! assigned to it that it is not running.
 
 use crate::error::NodeError;
+pub use crate::sink::ControlSink;
 use quorum_api::ApiError;
 use quorum_cluster::{Cluster, Envelope};
 use quorum_control::{Command, ControlPlane, Outcome, ReviewRecord};
@@ -23,97 +24,12 @@ pub const KIND_PACK_PUT: &str = "pack_put";
 /// Content bytes per pack batch: JSON escaping can double text, and the cluster frame is 16 MiB.
 const PACK_BATCH_BYTES: usize = 2 << 20;
 
-/// Commits a conductor's facts as `AppendFact` at its epoch, in order.
-#[derive(Debug)]
-pub struct ControlSink {
-    plane: ControlPlane,
-    flow_id: String,
-    epoch: u64,
-    /// The number of facts the control plane holds for the review: the next fact's position.
-    next: tokio::sync::Mutex<u64>,
-}
-
-impl ControlSink {
-    pub fn new(plane: ControlPlane, flow_id: &str, epoch: u64, next: u64) -> Self {
-        ControlSink {
-            plane,
-            flow_id: flow_id.to_string(),
-            epoch,
-            next: tokio::sync::Mutex::new(next),
-        }
-    }
-}
-
 impl std::fmt::Debug for NodeControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeControl")
             .field("name", &self.name)
             .finish()
     }
-}
-
-#[async_trait::async_trait]
-impl FactSink for ControlSink {
-    async fn commit(&self, fact: &ReplicatedFact) -> Result<(), String> {
-        let value = replicable(fact).map_err(|e| e.to_string())?;
-        let mut next = self.next.lock().await;
-        let cmd = Command::AppendFact {
-            flow_id: self.flow_id.clone(),
-            epoch: self.epoch,
-            seq: *next,
-            fact: value,
-        };
-        match self.plane.propose(cmd).await {
-            Ok(Outcome::Accepted { .. }) => *next += 1,
-            Ok(Outcome::Rejected(r)) => return Err(r.to_string()),
-            Ok(Outcome::Noop) => return Err("the control plane did not apply the fact".into()),
-            Err(e) => return Err(e.to_string()),
-        }
-        if let ReplicatedFact::Report { .. } = fact {
-            let fin = Command::Finish {
-                flow_id: self.flow_id.clone(),
-                epoch: self.epoch,
-            };
-            match self.plane.propose(fin).await {
-                Ok(o) if o.is_accepted() => {}
-                Ok(o) => return Err(format!("cannot finish the review: {o:?}")),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Room left in a command for everything but the fact.
-const FACT_LIMIT: usize = quorum_control::MAX_COMMAND_BYTES - (64 << 10);
-
-/// The fact as it is replicated. An attempt's transcript (kept for trace export, never read by
-/// resume) is left out when it would push the fact past the control plane's command limit; the
-/// conducting node's own store keeps it whole.
-fn replicable(fact: &ReplicatedFact) -> Result<serde_json::Value, NodeError> {
-    let encode = |f: &ReplicatedFact| {
-        let v = serde_json::to_value(f)
-            .map_err(|e| NodeError::Data(format!("cannot encode a fact: {e}")))?;
-        let n = serde_json::to_vec(&v)
-            .map(|b| b.len())
-            .unwrap_or(usize::MAX);
-        Ok::<_, NodeError>((v, n))
-    };
-    let (value, size) = encode(fact)?;
-    if size <= FACT_LIMIT {
-        return Ok(value);
-    }
-    if let ReplicatedFact::Attempt { record } = fact {
-        let mut slim = record.clone();
-        slim.transcript = json!({ "omitted": format!("a {size}-byte fact exceeds the control plane's limit; the transcript is kept on the node that ran the attempt") });
-        let (value, size) = encode(&ReplicatedFact::Attempt { record: slim })?;
-        if size <= FACT_LIMIT {
-            return Ok(value);
-        }
-    }
-    Err(NodeError::Data(format!(
-        "a fact of {size} bytes exceeds the control plane's limit of {FACT_LIMIT} bytes"
-    )))
 }
 
 /// The node's review service as the takeover loop needs it: whether it runs a review now, and
@@ -310,12 +226,10 @@ impl NodeControl {
             other => return Err(NodeError::Refused(format!("{other:?}"))),
         }
         self.replicate_pack(meta, pack).await?;
-        Ok(Arc::new(ControlSink::new(
-            self.plane.clone(),
-            &flow_id,
-            1,
-            0,
-        )))
+        Ok(Arc::new(
+            ControlSink::new(self.plane.clone(), &flow_id, 1, 0)
+                .with_cluster(self.cluster.get().cloned()),
+        ))
     }
 
     async fn replicate_pack(&self, meta: &FlowMeta, pack: &ContextPack) -> Result<(), NodeError> {
@@ -526,7 +440,10 @@ impl NodeControl {
         }
         let next = record.facts.len() as u64;
         self.materialise(flow_id, &record).await?;
-        let sink = Arc::new(ControlSink::new(self.plane.clone(), flow_id, epoch, next));
+        let sink = Arc::new(
+            ControlSink::new(self.plane.clone(), flow_id, epoch, next)
+                .with_cluster(self.cluster.get().cloned()),
+        );
         service
             .resume_replicated(flow_id, sink)
             .map_err(|e| NodeError::Resume(e.to_string()))?;
@@ -730,43 +647,6 @@ mod tests {
             "too recent"
         );
         assert!(!stale_replica("my-review", &known, now), "undatable");
-    }
-
-    #[test]
-    fn an_oversized_transcript_is_left_out_of_the_replicated_fact() {
-        let record = quorum_store::AttemptRecord {
-            task_id: "t1".into(),
-            attempt: 1,
-            persona: "p".into(),
-            model: "m".into(),
-            backend: "b".into(),
-            node: "n1".into(),
-            prompt_hash: String::new(),
-            output: "the answer".into(),
-            iterations: 1,
-            tokens_in: 0,
-            tokens_out: 0,
-            started_ms: 0,
-            ended_ms: 0,
-            error_class: None,
-            error: None,
-            transcript: json!(["x".repeat(FACT_LIMIT)]),
-            reused_from: None,
-            cache: None,
-        };
-        let big = ReplicatedFact::Attempt { record };
-        let v = replicable(&big).unwrap();
-        assert_eq!(v["record"]["output"], "the answer");
-        assert!(v["record"]["transcript"]["omitted"].is_string());
-        let small = ReplicatedFact::Report { json: "{}".into() };
-        assert_eq!(
-            replicable(&small).unwrap(),
-            serde_json::to_value(&small).unwrap()
-        );
-        let huge = ReplicatedFact::Report {
-            json: "x".repeat(FACT_LIMIT + 1),
-        };
-        assert!(replicable(&huge).is_err());
     }
 
     #[test]

@@ -10,14 +10,17 @@ mod autopilot;
 pub mod cluster;
 pub mod control;
 mod error;
+mod executor;
 pub mod http;
 mod packs;
 mod service;
+mod sink;
 pub mod storage;
 
-pub use cluster::{ClusterBoard, ClusterExecutor, NodeAgent};
+pub use cluster::{ClusterBoard, NodeAgent};
 pub use control::{ControlSink, NodeControl, ReviewHost};
 pub use error::NodeError;
+pub use executor::ClusterExecutor;
 pub use packs::{BlobCache, PackRegistry, BLOB_CACHE_BYTES};
 pub use service::setup::{NodeMemory, NodeSetup};
 pub use service::state::NodeService;

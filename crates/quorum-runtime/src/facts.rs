@@ -159,7 +159,13 @@ pub trait FactSink: Send + Sync + std::fmt::Debug {
     /// takeover, or no majority within the sink's patience); the conductor must then stop: it
     /// is no longer the review's conductor, or cannot prove it still is.
     async fn commit(&self, fact: &ReplicatedFact) -> Result<(), String>;
+    /// Who to tell when a commit has to wait (`Some(why)`) and when it goes on (`None`): the
+    /// review's watchers. A sink that never waits ignores it.
+    fn on_waiting(&self, _tell: WaitingNotice) {}
 }
+
+/// Tells a review's watchers that it waits, and why, or (`None`) that it goes on.
+pub type WaitingNotice = Arc<dyn Fn(Option<String>) + Send + Sync>;
 
 /// Why a fact was not recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -156,7 +156,7 @@ fn identity(p: &Progress) -> Option<String> {
         Progress::Verified { done, total } => format!("verified {done}/{total}"),
         Progress::Finding { id, .. } => format!("finding {id}"),
         Progress::Finished { .. } => "end".into(),
-        Progress::Usage { .. } => return None,
+        Progress::Usage { .. } | Progress::Waiting { .. } => return None,
     })
 }
 

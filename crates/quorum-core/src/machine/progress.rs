@@ -43,6 +43,11 @@ pub enum Progress {
         #[serde(default)]
         tokens_out: u64,
     },
+    /// The review waits, and why (no majority of the control plane's voters is up); `None`:
+    /// it goes on. Told by the node, not the machine.
+    Waiting {
+        reason: Option<String>,
+    },
     Verified {
         done: usize,
         total: usize,

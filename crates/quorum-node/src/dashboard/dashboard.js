@@ -96,6 +96,11 @@ function apply(v, ev) {
       break;
     }
     case "verified": line = "verified " + d.done + "/" + d.total; break;
+    // The control plane lost its majority: the review waits (and says for whom), then goes on.
+    case "waiting":
+      v.waiting = d.reason || "";
+      line = d.reason ? d.reason : "a majority of voters is back; the review goes on";
+      break;
     case "finding": v.findings.set(d.id, d); line = "finding " + d.id + " " + d.severity + ": " + d.title; break;
     case "usage": v.usage = d; line = null; break;
     case "progress_finished": line = null; break;
@@ -126,6 +131,8 @@ function render() {
   document.getElementById("review-id").textContent = v.id;
   const st = document.getElementById("review-status");
   st.textContent = v.status; st.className = "status " + v.status;
+  const waiting = document.getElementById("review-waiting");
+  waiting.hidden = !v.waiting || v.status !== "running"; waiting.textContent = v.waiting || "";
   document.getElementById("review-usage").textContent = v.usage
     ? "model calls " + v.usage.llm_calls + " · tokens " + v.usage.tokens_in + " in / " + v.usage.tokens_out + " out" : "";
   const cols = ROLES.map(role => {

@@ -122,6 +122,7 @@ pub(super) fn progress_kind(p: &Progress) -> &'static str {
         Progress::TaskStarted { .. } => "task_started",
         Progress::TaskFinished { .. } => "task_finished",
         Progress::Verified { .. } => "verified",
+        Progress::Waiting { .. } => "waiting",
         Progress::Usage { .. } => "usage",
         Progress::Finding { .. } => "finding",
         Progress::Finished { .. } => "progress_finished",

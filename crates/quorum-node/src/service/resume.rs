@@ -141,7 +141,10 @@ impl NodeService {
             }),
             backends,
             facts: match sink {
-                Some(sink) => FactLog::replicated(store, sink),
+                Some(sink) => {
+                    sink.on_waiting(self.waiting_notice(flow_id));
+                    FactLog::replicated(store, sink)
+                }
                 None => FactLog::new(store),
             }
             .with_health(setup.storage.clone()),

@@ -13,6 +13,24 @@ use tokio::sync::broadcast;
 const PUMP_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl NodeService {
+    /// Tells the review's watchers (its event log) that it waits for the control plane, or goes
+    /// on: what its fact sink calls.
+    pub(super) fn waiting_notice(&self, flow_id: &str) -> quorum_runtime::facts::WaitingNotice {
+        let (flows, id) = (self.flows.clone(), flow_id.to_string());
+        Arc::new(move |reason| {
+            let p = Progress::Waiting { reason };
+            let mut v = serde_json::to_value(&p).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("at_ms".into(), quorum_runtime::facts::now_ms().into());
+            }
+            if let Ok(mut f) = flows.lock() {
+                if let Some(s) = f.get_mut(&id) {
+                    s.push(progress_kind(&p), v.to_string());
+                }
+            }
+        })
+    }
+
     /// Run a review (new, or resumed from its store) and keep its events for watchers.
     pub(super) fn start(
         &self,

@@ -169,7 +169,10 @@ impl NodeService {
         // voters) before it is acknowledged, so a survivor can take it over.
         let facts = match self.control.get() {
             Some(c) => match c.accept(&meta, &pack).await {
-                Ok(sink) => FactLog::replicated(store, sink).with_health(setup.storage.clone()),
+                Ok(sink) => {
+                    quorum_runtime::FactSink::on_waiting(&*sink, self.waiting_notice(&flow_id));
+                    FactLog::replicated(store, sink).with_health(setup.storage.clone())
+                }
                 Err(e) => {
                     drop(store);
                     let _ = setup.data.delete_flow(&flow_id);

@@ -13,13 +13,10 @@
 
 mod protocol;
 
-pub use protocol::{AttemptResult, Command, Input, SchedulerParams, TaskStatus, TaskView};
+pub use protocol::{
+    AttemptId, AttemptResult, Command, Input, Place, SchedulerParams, TaskKey, TaskStatus, TaskView,
+};
 use std::collections::{BTreeMap, VecDeque};
-
-/// Unique per review and epoch: `epoch << 40 | sequence`.
-pub type AttemptId = u64;
-/// The caller's handle for a task (the conductor uses its run index).
-pub type TaskKey = usize;
 
 /// Error classes that say where an attempt ran, not how the task went: handed back, never
 /// charged to the task's attempts or its circular-fix streak.
@@ -34,22 +31,6 @@ pub const OUTPUT_CLASSES: &[&str] = &[
     "tool_error",
     "context_overflow",
 ];
-
-/// Where an attempt runs.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Place {
-    Local,
-    Peer(String),
-}
-
-impl Place {
-    pub fn node(&self) -> Option<&str> {
-        match self {
-            Place::Local => None,
-            Place::Peer(n) => Some(n),
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 struct Live {

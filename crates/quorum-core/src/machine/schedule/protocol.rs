@@ -1,7 +1,26 @@
-//! The scheduling core's ways in and out: its tunables, the [`Input`]s it is fed, the
+//! The scheduling core's ways in and out: attempt ids and places, its tunables, the [`Input`]s it is fed, the
 //! [`Command`]s it returns, and what it reports of each task.
 
-use super::{AttemptId, Place, TaskKey};
+/// Unique per review and epoch: `epoch << 40 | sequence`.
+pub type AttemptId = u64;
+/// The caller's handle for a task (the conductor uses its run index).
+pub type TaskKey = usize;
+
+/// Where an attempt runs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Place {
+    Local,
+    Peer(String),
+}
+
+impl Place {
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Place::Local => None,
+            Place::Peer(n) => Some(n),
+        }
+    }
+}
 
 /// Tunables, all from the flow and the cluster's timings.
 #[derive(Debug, Clone)]
