@@ -101,10 +101,16 @@ pub async fn cluster(work: &Path) -> Vec<Node> {
 
 /// [`cluster`] with more `quorum node` arguments for every node.
 pub async fn cluster_with(work: &Path, extra: &[&str]) -> Vec<Node> {
-    let n1 = start_with("n1", work, &[], extra).await;
+    cluster_of(work, &["n1", "n2", "n3", "n4"], extra).await
+}
+
+/// The voters n1-n3 and the learners named after them (n4, n5, …), every one seen alive, one
+/// leader among the voters.
+pub async fn cluster_of(work: &Path, names: &[&str], extra: &[&str]) -> Vec<Node> {
+    let n1 = start_with(names[0], work, &[], extra).await;
     let join = n1.cluster.clone();
     let mut nodes = vec![n1];
-    for n in ["n2", "n3", "n4"] {
+    for n in &names[1..] {
         nodes.push(start_with(n, work, &[&join], extra).await);
     }
     let c = connect(&nodes[0]).await;
@@ -118,7 +124,11 @@ pub async fn cluster_with(work: &Path, extra: &[&str]) -> Vec<Node> {
             .map(|n| n.name.clone())
             .collect();
         let leaders = st.iter().filter(|n| n.leader).count();
-        if alive == 4 && voters.len() == 3 && leaders == 1 && !voters.contains("n4") {
+        if alive == names.len()
+            && voters.len() == 3
+            && leaders == 1
+            && voters.iter().all(|v| ["n1", "n2", "n3"].contains(&v.as_str()))
+        {
             return nodes;
         }
         last = st;
