@@ -15,6 +15,9 @@ pub const TOKEN_ENV: &str = "QUORUM_API_TOKEN";
 /// How long a follower keeps trying to find its review again after losing the stream (the
 /// node restarting and resuming it, or another node answering for it).
 const FOLLOW_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
+/// While the followed node waits for a majority: how often the other nodes are asked whether
+/// the review was taken over, and how long each may take to answer.
+const ELSEWHERE_PROBE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The CA given with the global `--ca`, for `https://` cluster URLs.
 static API_CA: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
@@ -104,6 +107,9 @@ pub struct Follower {
     lost_since: Option<std::time::Instant>,
     /// Whether the user was told the review is being waited for (said once per loss).
     said_waiting: bool,
+    /// The node followed says the review waits for a majority of voters: it may be cut off
+    /// from a majority that took the review over, so the other nodes are asked now and then.
+    conductor_waits: bool,
     last_error: String,
     /// The one-line notes a follower has for its user (which node it switched to, and why).
     say: Box<dyn Fn(String) + Send + Sync>,
@@ -146,6 +152,7 @@ impl Follower {
             streamed: false,
             lost_since: None,
             said_waiting: false,
+            conductor_waits: false,
             last_error: String::new(),
             say,
         }
@@ -182,12 +189,26 @@ impl Follower {
                 }
                 continue;
             };
-            match events.next().await {
+            let next = if self.conductor_waits {
+                match tokio::time::timeout(ELSEWHERE_PROBE, events.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        self.follow_elsewhere_if_taken_over().await;
+                        continue;
+                    }
+                }
+            } else {
+                events.next().await
+            };
+            match next {
                 Some(Ok(ev)) if ev.kind == quorum_api::FINISHED_KIND => return Ok(None),
                 Some(Ok(ev)) => {
                     let Ok(p) = serde_json::from_str::<Progress>(&ev.json) else {
                         continue;
                     };
+                    if let Progress::Waiting { reason } = &p {
+                        self.conductor_waits = reason.is_some();
+                    }
                     if self.replay.admit(&p) {
                         return Ok(Some(p));
                     }
@@ -252,6 +273,52 @@ impl Follower {
         self.client = client;
         self.at = url;
         Ok(())
+    }
+
+    /// The node followed waits for a majority of voters. If another node it knows of is on a
+    /// side with a leader that sees the review conducted by another live node, or sees the
+    /// followed node lost, the majority took (or takes) the review over while the followed one
+    /// is cut off: follow it there.
+    async fn follow_elsewhere_if_taken_over(&mut self) {
+        let others: Vec<String> = self
+            .urls
+            .iter()
+            .filter(|u| **u != self.at)
+            .cloned()
+            .collect();
+        for url in others {
+            let Ok(Ok((client, url))) =
+                tokio::time::timeout(ELSEWHERE_PROBE, connect_any(&[url], &self.token)).await
+            else {
+                continue;
+            };
+            let Ok(Ok(status)) =
+                tokio::time::timeout(ELSEWHERE_PROBE, client.cluster_status()).await
+            else {
+                continue;
+            };
+            let led = status.iter().any(|n| n.leader && n.alive);
+            let conducted = status.iter().any(|n| {
+                n.alive && n.conducting.contains(&self.flow_id) && normalized(&n.api_url) != self.at
+            });
+            // The side with a leader has lost the followed node: it takes (or took, and may
+            // have finished) the review over, and serves it from its replica meanwhile.
+            let followed_lost = status
+                .iter()
+                .any(|n| !n.alive && normalized(&n.api_url) == self.at);
+            if led && (conducted || followed_lost) {
+                let url = normalized(&url);
+                (self.say)(format!(
+                    "following review {} on {url}; {} waits for a majority of voters, and the majority took the review over",
+                    self.flow_id, self.at
+                ));
+                self.client = client;
+                self.at = url;
+                self.events = None;
+                self.conductor_waits = false;
+                return;
+            }
+        }
     }
 
     /// Once per loss, when no other node could take over the following: what is waited for.

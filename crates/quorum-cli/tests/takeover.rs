@@ -5,7 +5,9 @@
 
 mod common;
 
-use common::voters::{cluster, connect, Node};
+use common::voters::{
+    cluster, completed_on, connect, requests_per_task, review_under_way, under_way, Node,
+};
 use common::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,97 +48,6 @@ async fn watch_to_the_end(
         }
         (done, None)
     })
-}
-
-/// Specialist requests per task, over every node's model server.
-fn requests_per_task(nodes: &[Node]) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for n in nodes {
-        for r in n.server.requests() {
-            if let Some(t) = task_of(&r) {
-                *m.entry(t).or_insert(0) += 1;
-            }
-        }
-    }
-    m
-}
-
-/// Wait (bounded) until the review exists on n1 and `n` specialist requests were made; its id.
-/// If it never does, the client's own account of why.
-async fn review_under_way(
-    nodes: &[Node],
-    n: usize,
-    follow: &mut tokio::task::JoinHandle<(i32, Option<Value>, String)>,
-) -> String {
-    tokio::select! {
-        id = under_way(nodes, n) => id,
-        ended = follow => {
-            let (code, _, stderr) = ended.unwrap();
-            panic!("the client ended ({code}) before the review got under way: {stderr}")
-        }
-    }
-}
-
-async fn under_way(nodes: &[Node], n: usize) -> String {
-    use tokio_stream::StreamExt;
-    let c = connect(&nodes[0]).await;
-    let mut flow_id = None;
-    for _ in 0..1200 {
-        flow_id = c
-            .list()
-            .await
-            .unwrap()
-            .into_iter()
-            .next()
-            .map(|r| r.flow_id);
-        if flow_id.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let flow_id = flow_id.expect("the review never appeared on n1");
-    // The conductor's own progress stream says when a specialist task is done.
-    // (Listed as soon as it is stored; watchable once the control plane has agreed it.)
-    let mut events = None;
-    for _ in 0..1200 {
-        if let Ok(e) = c.watch(&flow_id).await {
-            events = Some(e);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let mut events = events.expect("the review never became watchable on n1");
-    let mut done = BTreeSet::new();
-    while let Some(Ok(ev)) = events.next().await {
-        let v: Value = serde_json::from_str(&ev.json).unwrap_or_default();
-        if ev.kind == "task_finished" && v["ok"] == true {
-            let task = v["task"].as_str().unwrap_or_default().to_string();
-            if task.starts_with('t') {
-                done.insert(task);
-            }
-        }
-        if done.len() >= n {
-            return flow_id;
-        }
-    }
-    panic!("the review ended before {n} specialist tasks were done");
-}
-
-/// Specialist tasks whose success the node's own store recorded (written only after the
-/// control plane committed it).
-fn completed_on(data: &Path, flow_id: &str) -> BTreeSet<String> {
-    let store = quorum_store::DataDir::new(data).open_flow(flow_id).unwrap();
-    store
-        .events()
-        .unwrap()
-        .into_iter()
-        .filter_map(|e| match e.event {
-            quorum_store::Event::AttemptSucceeded { task_id, .. } if task_id.starts_with('t') => {
-                Some(task_id)
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn urls(nodes: &[Node]) -> String {
@@ -422,7 +333,19 @@ async fn a_partition_isolating_the_conductor_moves_the_review_to_the_majority() 
         "the minority side finished the review: {synth}"
     );
 
-    // The minority side stopped conducting: its own view no longer lists the review.
+    // Cut off, n1 cannot know whether the voters it lost are dead or only out of reach: it
+    // waits for them (and says so), and the client, told so, found the review with the
+    // majority, whose side has a leader and sees n1 lost.
+    assert!(
+        stderr.contains("quorum: waiting for a majority of voters (up: n1; lost: n2, n3)"),
+        "{stderr}"
+    );
+    // Healed, n1 finds its facts refused (the review moved on at a later epoch) and stops
+    // conducting: its own view no longer lists the review.
+    std::fs::write(w.join("faults-n1"), "").unwrap();
+    for n in &others {
+        std::fs::write(w.join(format!("faults-{n}")), "").unwrap();
+    }
     let c1 = connect(&nodes[0]).await;
     let mut still = true;
     for _ in 0..600 {

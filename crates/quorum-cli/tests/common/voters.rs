@@ -4,7 +4,8 @@
 use super::*;
 use quorum_api::ApiClient;
 use quorum_testkit::ScriptedServer;
-use std::collections::BTreeSet;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -127,7 +128,9 @@ pub async fn cluster_of(work: &Path, names: &[&str], extra: &[&str]) -> Vec<Node
         if alive == names.len()
             && voters.len() == 3
             && leaders == 1
-            && voters.iter().all(|v| ["n1", "n2", "n3"].contains(&v.as_str()))
+            && voters
+                .iter()
+                .all(|v| ["n1", "n2", "n3"].contains(&v.as_str()))
         {
             return nodes;
         }
@@ -135,4 +138,95 @@ pub async fn cluster_of(work: &Path, names: &[&str], extra: &[&str]) -> Vec<Node
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("the control plane never formed: {last:?}");
+}
+
+/// Specialist requests per task, over every node's model server.
+pub fn requests_per_task(nodes: &[Node]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for n in nodes {
+        for r in n.server.requests() {
+            if let Some(t) = task_of(&r) {
+                *m.entry(t).or_insert(0) += 1;
+            }
+        }
+    }
+    m
+}
+
+/// Wait (bounded) until the review exists on n1 and `n` specialist requests were made; its id.
+/// If it never does, the client's own account of why.
+pub async fn review_under_way(
+    nodes: &[Node],
+    n: usize,
+    follow: &mut tokio::task::JoinHandle<(i32, Option<Value>, String)>,
+) -> String {
+    tokio::select! {
+        id = under_way(nodes, n) => id,
+        ended = follow => {
+            let (code, _, stderr) = ended.unwrap();
+            panic!("the client ended ({code}) before the review got under way: {stderr}")
+        }
+    }
+}
+
+pub async fn under_way(nodes: &[Node], n: usize) -> String {
+    use tokio_stream::StreamExt;
+    let c = connect(&nodes[0]).await;
+    let mut flow_id = None;
+    for _ in 0..1200 {
+        flow_id = c
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+            .map(|r| r.flow_id);
+        if flow_id.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let flow_id = flow_id.expect("the review never appeared on n1");
+    // The conductor's own progress stream says when a specialist task is done.
+    // (Listed as soon as it is stored; watchable once the control plane has agreed it.)
+    let mut events = None;
+    for _ in 0..1200 {
+        if let Ok(e) = c.watch(&flow_id).await {
+            events = Some(e);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut events = events.expect("the review never became watchable on n1");
+    let mut done = BTreeSet::new();
+    while let Some(Ok(ev)) = events.next().await {
+        let v: Value = serde_json::from_str(&ev.json).unwrap_or_default();
+        if ev.kind == "task_finished" && v["ok"] == true {
+            let task = v["task"].as_str().unwrap_or_default().to_string();
+            if task.starts_with('t') {
+                done.insert(task);
+            }
+        }
+        if done.len() >= n {
+            return flow_id;
+        }
+    }
+    panic!("the review ended before {n} specialist tasks were done");
+}
+
+/// Specialist tasks whose success the node's own store recorded (written only after the
+/// control plane committed it).
+pub fn completed_on(data: &Path, flow_id: &str) -> BTreeSet<String> {
+    let store = quorum_store::DataDir::new(data).open_flow(flow_id).unwrap();
+    store
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.event {
+            quorum_store::Event::AttemptSucceeded { task_id, .. } if task_id.starts_with('t') => {
+                Some(task_id)
+            }
+            _ => None,
+        })
+        .collect()
 }
