@@ -93,10 +93,19 @@ impl ReviewApi for NodeService {
             match f.get(flow_id) {
                 Some(s) => match &s.report {
                     Some(r) => Some(r.clone()),
+                    // Still running here — unless its report is already agreed: the control
+                    // plane commits it (and a replica's stream ends) a moment before the run
+                    // here hands it over, and a client asks for it right then.
                     None if s.abort.is_some() => {
-                        return Err(ApiError::Running(format!(
-                            "review {flow_id} is still running"
-                        )))
+                        drop(f);
+                        match self.replicated_report(flow_id) {
+                            Some(json) => Some(serde_json::from_str(&json).map_err(internal)?),
+                            None => {
+                                return Err(ApiError::Running(format!(
+                                    "review {flow_id} is still running"
+                                )))
+                            }
+                        }
                     }
                     None => None,
                 },
