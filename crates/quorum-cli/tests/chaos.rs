@@ -7,7 +7,7 @@
 //! again, and what the survivors' workers were computing when it died is adopted by the node
 //! that took the review over: not asked again.
 //!
-//! `deploy/local/soak.sh` repeats this drill (and the other takeover tests) and prints
+//! `tests/soak_takeover.sh` repeats this drill (and the kill -9 takeover runs) and prints
 //! failures out of N; the suite runs it once.
 
 mod common;
