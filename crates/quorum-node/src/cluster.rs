@@ -410,13 +410,7 @@ impl NodeAgent {
             let origin = origin.get();
             if origin == self.name {
                 // Claimed by a review conducted here: delivered in this process.
-                let attempt = msg.payload.get("attempt").and_then(|a| a.as_u64());
-                let outcome = msg
-                    .payload
-                    .get("outcome")
-                    .cloned()
-                    .and_then(|o| serde_json::from_value::<RemoteOutcome>(o).ok());
-                if let (Some(attempt), Some(outcome)) = (attempt, outcome) {
+                if let Some((attempt, outcome)) = result_of(&msg.payload) {
                     quorum_runtime::conductor::deliver_result(
                         &msg.flow_id,
                         attempt,
@@ -504,6 +498,13 @@ impl NodeAgent {
     }
 }
 
+/// An attempt result's id and outcome, as `KIND_RESULT` carries them.
+fn result_of(payload: &serde_json::Value) -> Option<(u64, RemoteOutcome)> {
+    let attempt = payload.get("attempt")?.as_u64()?;
+    let outcome = serde_json::from_value(payload.get("outcome")?.clone()).ok()?;
+    Some((attempt, outcome))
+}
+
 /// Tell the origin every so often that `attempt` is still being worked on.
 async fn renew_loop(
     cluster: Cluster,
@@ -554,27 +555,19 @@ impl MessageHandler for NodeAgent {
                     Err(e) => tracing::error!(from, error = %e, "malformed attempt"),
                 }
             }
-            KIND_RESULT => {
-                let attempt = msg.payload.get("attempt").and_then(|a| a.as_u64());
-                let outcome = msg
-                    .payload
-                    .get("outcome")
-                    .cloned()
-                    .and_then(|o| serde_json::from_value::<RemoteOutcome>(o).ok());
-                match (attempt, outcome) {
-                    (Some(attempt), Some(outcome)) => {
-                        if !quorum_runtime::conductor::deliver_result(
-                            &msg.flow_id,
-                            attempt,
-                            from,
-                            outcome,
-                        ) {
-                            tracing::info!(flow = %msg.flow_id, attempt, from, "result for a review not running here");
-                        }
+            KIND_RESULT => match result_of(&msg.payload) {
+                Some((attempt, outcome)) => {
+                    if !quorum_runtime::conductor::deliver_result(
+                        &msg.flow_id,
+                        attempt,
+                        from,
+                        outcome,
+                    ) {
+                        tracing::info!(flow = %msg.flow_id, attempt, from, "result for a review not running here");
                     }
-                    _ => tracing::error!(from, "malformed attempt result"),
                 }
-            }
+                None => tracing::error!(from, "malformed attempt result"),
+            },
             KIND_RENEW => {
                 if let Some(attempt) = msg.payload.get("attempt").and_then(|a| a.as_u64()) {
                     quorum_runtime::conductor::deliver_renewal(&msg.flow_id, attempt, from);

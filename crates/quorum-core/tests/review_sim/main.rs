@@ -55,6 +55,7 @@ impl Rng {
 }
 
 mod network;
+mod peers;
 mod sim;
 mod world;
 

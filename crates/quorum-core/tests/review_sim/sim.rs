@@ -7,8 +7,8 @@ use crate::Rng;
 use quorum_core::judging::conformance::Spec;
 use quorum_core::machine::schedule::{AttemptId, Place};
 use quorum_core::machine::{
-    AttemptClaim, AttemptOutcome, AttemptRecord, Command, Event, Fact, Job, MachineConfig,
-    PeerOffer, Phase, Replay, Review, ReviewMachine, Timer,
+    AttemptOutcome, AttemptRecord, Command, Event, Fact, Job, MachineConfig, Phase, Replay, Review,
+    ReviewMachine, Timer,
 };
 use quorum_core::report::{Report, ReviewStatus};
 use quorum_core::scope::ReviewScope;
@@ -280,41 +280,6 @@ impl Sim {
             Event::Start
         };
         self.immediate.push_back(start);
-    }
-
-    /// What the live peers answer a new conductor that asks which attempts of the review they
-    /// still run: every specialist attempt they hold (a paused or cut-off node does not
-    /// answer). The machine adopts only those its replay shows in flight there.
-    pub(crate) fn claims(&self) -> Vec<AttemptClaim> {
-        let mut claims = Vec::new();
-        for (name, n) in &self.nodes {
-            if n.state != NodeState::Up {
-                continue;
-            }
-            for (attempt, (job, _)) in &n.running {
-                if let (Job::Specialist { .. }, Some(s)) = (job, self.started.get(attempt)) {
-                    claims.push(AttemptClaim {
-                        node: name.clone(),
-                        attempt: *attempt,
-                        task_id: s.task.clone(),
-                        number: s.number,
-                    });
-                }
-            }
-        }
-        claims
-    }
-
-    pub(crate) fn offers(&self) -> Vec<PeerOffer> {
-        self.nodes
-            .iter()
-            .filter(|(_, n)| !(n.state == NodeState::Dead && n.told_lost))
-            .map(|(name, n)| PeerOffer {
-                node: name.clone(),
-                capacity: n.capacity,
-                models: vec!["llama3.1-sim".into()],
-            })
-            .collect()
     }
 
     pub(crate) fn deliver(&mut self, after: u64, msg: Msg) {
