@@ -1,11 +1,12 @@
 //! Chaos: five real `quorum node` processes (voters n1-n3, learners n4 and n5) and one review
 //! under a rolling schedule of faults — the conductor killed -9, then restarted on its data dir;
 //! a learner SIGSTOPped past the heartbeat deadline, then woken; a voter killed -9, then
-//! restarted. Every step is taken at a point fixed by held model replies and by what the cluster
-//! says (its status), never by a sleep margin. The review completes with each specialist task
-//! done once and no finding twice, no task recorded done before the conductor died is asked
-//! again, and what the survivors' workers were computing when it died is adopted by the node
-//! that took the review over: not asked again.
+//! restarted; the learner that was frozen killed -9 for good. Every step is taken at a point
+//! fixed by held model replies and by what the cluster says (its status), never by a sleep
+//! margin. The review completes with each specialist task done once and no finding twice, no
+//! task recorded done before the conductor died is asked again, and what the survivors'
+//! workers were computing when it died is adopted by the node that took the review over: not
+//! asked again.
 //!
 //! `tests/soak_takeover.sh` repeats this drill (and the kill -9 takeover runs) and prints
 //! failures out of N; the suite runs it once.
@@ -13,32 +14,11 @@
 mod common;
 
 use common::voters::{
-    cluster_of, completed_on, connect, requests_per_task, review_under_way, start, Node,
+    cluster_of, completed_on, requests_per_task, review_under_way, start, until_status, Node,
 };
 use common::*;
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-
-/// Ask `asker` for the cluster's status until `ok` holds for it (bounded); the last status.
-async fn until_status(
-    asker: &Node,
-    what: &str,
-    ok: impl Fn(&[quorum_api::pb::NodeStatus]) -> bool,
-) -> Vec<quorum_api::pb::NodeStatus> {
-    let c = connect(asker).await;
-    let mut last = Vec::new();
-    for _ in 0..1200 {
-        if let Ok(st) = c.cluster_status().await {
-            if ok(&st) {
-                return st;
-            }
-            last = st;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what} never happened: {last:?}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_review_survives_a_rolling_schedule_of_kills_and_pauses_with_nothing_done_twice() {
@@ -50,27 +30,9 @@ async fn a_review_survives_a_rolling_schedule_of_kills_and_pauses_with_nothing_d
         .map(|n| n.api.clone())
         .collect::<Vec<_>>()
         .join(",");
-    let out = w.join("out");
     let mut follow = {
-        let (urls, w, out) = (urls.clone(), w.clone(), out.clone());
-        tokio::spawn(async move {
-            let o = client(
-                &[
-                    "review",
-                    fixture("code_project").to_str().unwrap(),
-                    "--cluster",
-                    &urls,
-                    "--out",
-                    out.to_str().unwrap(),
-                ],
-                &w,
-            )
-            .await;
-            let report = std::fs::read_to_string(out.join("report.json"))
-                .ok()
-                .map(|s| serde_json::from_str::<Value>(&s).unwrap());
-            (code(&o), report, stderr(&o))
-        })
+        let w = w.clone();
+        tokio::spawn(async move { review_through(&urls, &w, "out").await })
     };
     // Two tasks answered, the other four asked and held: on n1 and on the workers.
     let flow_id = review_under_way(&nodes, 2, &mut follow).await;
@@ -143,6 +105,18 @@ async fn a_review_survives_a_rolling_schedule_of_kills_and_pauses_with_nothing_d
     .await;
     let back = start(&victim, &w, &[&nodes[i].cluster]).await;
     retired.push(std::mem::replace(&mut nodes[v], back));
+
+    // 5. The woken learner is killed -9 for good: what it was asked is placed elsewhere.
+    let p = nodes.iter().position(|n| n.name == paused).unwrap();
+    let mut gone = nodes.remove(p);
+    gone.child.kill().await.unwrap();
+    let _ = gone.child.wait().await;
+    retired.push(gone);
+    let i = nodes.iter().position(|n| n.name == conductor).unwrap();
+    until_status(&nodes[i], "the killed learner declared lost", |st| {
+        st.iter().any(|n| n.name == paused && !n.alive)
+    })
+    .await;
 
     // Every model server answers now; the review goes on to its end.
     for n in &nodes {

@@ -3,7 +3,7 @@
 //! model only for the tasks that were given or read that file, carries the other findings
 //! (`carried_from`) and grounds them again against today's files (a moved line is re-anchored,
 //! a deleted one is gone), reuses verifier votes on unchanged claims, says per task why it ran
-//! (`--explain-cache`), and a changed model or `--no-cache` runs everything again.
+//! (`--explain-cache`), and a changed model or persona, or `--no-cache`, runs everything again.
 
 mod common;
 
@@ -329,6 +329,42 @@ async fn a_re_review_asks_the_model_only_for_what_changed_and_carries_the_rest()
         "{t2}"
     );
 
+    // The persona changed (one directive reworded in a copy of the catalog): every task it
+    // shaped runs again, and says its prompt changed; same model as the review before, so the
+    // prompt is the only thing that differs.
+    let catalog = work.path().join("personas-edited");
+    copy_tree(&repo_root().join("personas"), &catalog);
+    let persona = catalog.join("security_sentinel.yaml");
+    let yaml = std::fs::read_to_string(&persona).unwrap();
+    let edited = yaml.replacen(
+        "List the entry points in your assigned files before reading anything else",
+        "Before reading anything else, list the entry points in your assigned files",
+        1,
+    );
+    assert_ne!(
+        yaml, edited,
+        "the directive to reword is in the shipped persona"
+    );
+    std::fs::write(&persona, edited).unwrap();
+    let reworded = review_with(
+        work.path(),
+        &target,
+        "out3b",
+        OTHER_MODEL,
+        &["--incremental", "--personas", catalog.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(asked(&reworded).len(), TASKS);
+    let t2 = task(&reworded.report, "t2");
+    let third_flow = third.report["flow_id"].as_str().unwrap();
+    assert!(
+        t2["cache"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("ran: its prompt changed since {third_flow}")),
+        "{t2}"
+    );
+
     // --no-cache: a full review, nothing reused.
     let fourth = review(work.path(), &target, "out4", &["--no-cache"]).await;
     assert_eq!(asked(&fourth).len(), TASKS);
@@ -361,6 +397,20 @@ async fn a_re_review_asks_the_model_only_for_what_changed_and_carries_the_rest()
     write(&target, ".quorum.toml", "incremental = true\n");
     let sixth = review(work.path(), &target, "out6", &[]).await;
     assert!(asked(&sixth).is_empty(), "{:?}", asked(&sixth));
+}
+
+/// Copy the directory tree `from` to `to` (files and folders only).
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), dest).unwrap();
+        }
+    }
 }
 
 fn titles_of(report: &Value, list: &str) -> Vec<String> {

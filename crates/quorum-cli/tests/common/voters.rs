@@ -230,3 +230,23 @@ pub fn completed_on(data: &Path, flow_id: &str) -> BTreeSet<String> {
         })
         .collect()
 }
+
+/// Ask `asker` for the cluster's status until `ok` holds for it (bounded); the last status.
+pub async fn until_status(
+    asker: &Node,
+    what: &str,
+    ok: impl Fn(&[quorum_api::pb::NodeStatus]) -> bool,
+) -> Vec<quorum_api::pb::NodeStatus> {
+    let c = connect(asker).await;
+    let mut last = Vec::new();
+    for _ in 0..1200 {
+        if let Ok(st) = c.cluster_status().await {
+            if ok(&st) {
+                return st;
+            }
+            last = st;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} never happened: {last:?}");
+}
