@@ -333,7 +333,7 @@ async fn a_re_review_asks_the_model_only_for_what_changed_and_carries_the_rest()
     // shaped runs again, and says its prompt changed; same model as the review before, so the
     // prompt is the only thing that differs.
     let catalog = work.path().join("personas-edited");
-    copy_tree(&repo_root().join("personas"), &catalog);
+    copy_dir(&repo_root().join("personas"), &catalog);
     let persona = catalog.join("security_sentinel.yaml");
     let yaml = std::fs::read_to_string(&persona).unwrap();
     let edited = yaml.replacen(
@@ -397,20 +397,6 @@ async fn a_re_review_asks_the_model_only_for_what_changed_and_carries_the_rest()
     write(&target, ".quorum.toml", "incremental = true\n");
     let sixth = review(work.path(), &target, "out6", &[]).await;
     assert!(asked(&sixth).is_empty(), "{:?}", asked(&sixth));
-}
-
-/// Copy the directory tree `from` to `to` (files and folders only).
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dest = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &dest);
-        } else {
-            std::fs::copy(entry.path(), dest).unwrap();
-        }
-    }
 }
 
 fn titles_of(report: &Value, list: &str) -> Vec<String> {

@@ -2,7 +2,8 @@
 //! ([`flow`]: stages, parameters and the capability rules as data), the tasks the engine adds
 //! itself ([`plan`]), a flow's dimension, directory and full coverage and the fresh-eyes lane
 //! ([`coverage`]), the exhaustive flow's rounds ([`rounds`]), two-tier persona selection
-//! ([`selection`]) and the narrow probes chosen from the catalog's patterns ([`probes`]).
+//! ([`selection`]), the narrow probes chosen from the catalog's patterns ([`probes`]) and the
+//! self-consistency passes of each open task ([`passes`]).
 //!
 //! `flow` is the floor: the others read a [`flow::Flow`], and every one of them that adds a
 //! task adds it through [`plan::engine_task`].
@@ -14,6 +15,7 @@
 pub mod coverage;
 pub mod fit;
 pub mod flow;
+pub mod passes;
 pub mod plan;
 pub mod probes;
 pub mod rounds;

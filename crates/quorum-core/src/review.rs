@@ -2,7 +2,8 @@
 //! shows it ([`finding`]), its check against the pack ([`grounding`]) and against the prompt it
 //! was written from ([`echo`]), the verifiers' votes
 //! ([`vote`]) and the verdict they make ([`judged`]), the merge and the confidence gate
-//! ([`dedup`]), and the ledger of who was asked what ([`ledger`]).
+//! ([`dedup`]), the ledger of who was asked what ([`ledger`]), and the vote of a flow's
+//! self-consistency passes on what they found ([`consensus`]).
 //!
 //! The order of the rooms is the order of the data: `finding` → `vote` → `judged` → `dedup` →
 //! `ledger`; `grounding` reads a finding and the pack.
@@ -11,6 +12,7 @@
 //! the pack alone; a verifier's answer arrives as data (a [`vote::Vote`]) and is only counted
 //! here, under the threshold the caller passes.
 
+pub mod consensus;
 pub mod dedup;
 pub mod echo;
 pub mod finding;

@@ -545,6 +545,7 @@ pub fn validate_tasks(
                 .filter(|s| !s.is_empty()),
             origin: None,
             probe: None,
+            pass: None,
         });
     }
     (tasks, rejected)

@@ -55,6 +55,25 @@ pub struct Task {
     /// match, asked in one short call without tools, instead of an open review of the files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<Box<Probe>>,
+    /// One of a flow's self-consistency passes (`consistency:`): the same task asked again
+    /// with its files and hunks in another order; what the passes found is voted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<Pass>,
+}
+
+/// Which finder pass a task is, of the planned task it repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pass {
+    /// The planned task's id (pass 1 keeps it; pass k is `{of}.p{k}`).
+    pub of: String,
+    /// 1-based.
+    pub number: u32,
+    /// How many passes the task has.
+    pub passes: u32,
+    /// Passes that must find an anchor for it to be kept.
+    pub min_votes: u32,
+    /// The sampling temperature of this pass's calls (the flow's `consistency.temperature`).
+    pub temperature: f32,
 }
 
 /// What a probe task asks, and where.

@@ -318,6 +318,7 @@ async fn leads_travel_with_a_remote_attempt_to_a_worker_without_the_tools() {
         dimension: None,
         origin: None,
         probe: None,
+        pass: None,
     };
     let req = quorum_runtime::remote::RemoteAttempt::build(
         &ctx,

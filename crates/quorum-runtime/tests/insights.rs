@@ -337,6 +337,7 @@ async fn a_resumed_task_is_offered_what_was_recorded_not_a_new_choice() {
         dimension: None,
         origin: None,
         probe: None,
+        pass: None,
     };
     // Before the stop: t1 completed (no findings, so nothing to learn from it now), and t2's
     // first attempt was offered one insight; then the process died.

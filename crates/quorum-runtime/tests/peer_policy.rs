@@ -97,6 +97,7 @@ fn attempt(sensitive: bool) -> RemoteAttempt {
         dimension: None,
         origin: None,
         probe: None,
+        pass: None,
     };
     RemoteAttempt::build(
         &ctx,

@@ -780,6 +780,7 @@ async fn a_change_reviews_hunks_are_bounded_with_a_visible_cut() {
         dimension: None,
         origin: None,
         probe: None,
+        pass: None,
     };
     let (_, user) = tokio::time::timeout(Duration::from_secs(10), async {
         quorum_runtime::stages::specialist_prompt(&ctx, &task, None).unwrap()

@@ -611,6 +611,7 @@ mod tests {
             dimension: None,
             origin: None,
             probe: None,
+            pass: None,
         }
     }
 

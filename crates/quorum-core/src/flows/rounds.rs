@@ -397,6 +397,7 @@ mod tests {
             dimension: None,
             origin: Some(format!("{ORIGIN_PREFIX}{round}, batch 1 of 1")),
             probe: None,
+            pass: None,
         }
     }
 

@@ -43,6 +43,7 @@ impl ReviewMachine {
             Phase::Verify => {
                 self.set_phase(Phase::Verify);
                 self.add_analyzer_candidates();
+                self.vote_on_passes();
                 if self.found.reported.is_empty() {
                     // Nothing to judge: skip the stage entirely, no model call.
                     let gated = self.ground_only();
@@ -309,11 +310,12 @@ impl ReviewMachine {
     /// are recorded like a verifier's, so a review that stops after this finishes from them
     /// when it is resumed, rather than verifying and summarising again.
     pub(super) fn ground_only(&mut self) -> Gated {
-        let judged = ground_only(
+        let mut judged = ground_only(
             &self.review.pack,
             &self.review.catalog,
             self.found.reported.clone(),
         );
+        judged.extend(self.found.outvoted.iter().cloned());
         self.record(Fact::VerifyCompleted {
             judged: judged.clone(),
         });

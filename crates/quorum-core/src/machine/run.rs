@@ -244,6 +244,7 @@ mod tests {
             dimension: None,
             origin: None,
             probe: None,
+            pass: None,
         }
     }
 

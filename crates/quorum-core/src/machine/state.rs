@@ -102,6 +102,9 @@ pub(super) struct Planning {
 #[derive(Debug, Default)]
 pub(super) struct Findings {
     pub reported: Vec<Reported>,
+    /// Findings the self-consistency vote dropped (too few passes found them): judged
+    /// already, they join the verdicts when those are recorded.
+    pub outvoted: Vec<Judged>,
     /// Verdicts a resumed review found recorded by batches that finished before the stop, by
     /// (task id, ordinal): verification takes them as they are instead of asking again.
     pub prior_verdicts: BTreeMap<(String, usize), Judged>,

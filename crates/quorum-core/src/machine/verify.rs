@@ -7,12 +7,94 @@ use crate::machine::batches::VerifyRound;
 use crate::machine::fact::Fact;
 use crate::machine::grounded::{ground_one, unverified, Grounded};
 use crate::machine::progress::Progress;
+use crate::machine::protocol::Level;
 use crate::machine::schedule::{Input, Place};
 use crate::machine::state::{Phase, ReviewMachine};
 use crate::models::{family_of, lineage};
-use std::collections::BTreeSet;
+use crate::review::consensus::{self, Ballot, Decision};
+use crate::review::finding::Verdict;
+use crate::review::judged::Judged;
+use crate::task::Pass;
+use std::collections::{BTreeMap, BTreeSet};
 
 impl ReviewMachine {
+    /// The self-consistency vote (a flow's `consistency:`), before anything is verified: of
+    /// what the passes of one task reported, an anchor enough passes found keeps one finding
+    /// and one too few found is dropped (kept aside for the verdicts, `removed_by:
+    /// consistency`). Computed from the reported findings alone, so a resumed review votes
+    /// the same.
+    pub(super) fn vote_on_passes(&mut self) {
+        let passes: BTreeMap<&str, &Pass> = self
+            .runs
+            .iter()
+            .filter_map(|r| r.task.as_ref())
+            .filter_map(|t| Some((t.id.as_str(), t.pass.as_ref()?)))
+            .collect();
+        if passes.is_empty() {
+            return;
+        }
+        // Votes count only what grounding places, at the lines it places it.
+        let placed: Vec<Option<(u32, u32)>> = self
+            .found
+            .reported
+            .iter()
+            .map(|r| {
+                if !passes.contains_key(r.task_id.as_str()) {
+                    return None;
+                }
+                match ground_one(&self.review.pack, &self.review.catalog, r.clone()) {
+                    Grounded::Ready { reported, .. } => {
+                        let f = &reported.finding;
+                        let a = f.line_start.unwrap_or(0);
+                        Some((a, f.line_end.unwrap_or(a)))
+                    }
+                    Grounded::Decided(_) => None,
+                }
+            })
+            .collect();
+        let ballots: Vec<Ballot<'_>> = self
+            .found
+            .reported
+            .iter()
+            .zip(&placed)
+            .map(|(r, lines)| Ballot {
+                pass: passes.get(r.task_id.as_str()).copied(),
+                file: r.finding.file.as_deref(),
+                title: &r.finding.title,
+                lines: *lines,
+            })
+            .collect();
+        let decisions = consensus::vote(&ballots);
+        let reported = std::mem::take(&mut self.found.reported);
+        let (mut duplicates, mut outvoted) = (0usize, 0usize);
+        for (r, decision) in reported.into_iter().zip(decisions) {
+            match decision {
+                Decision::Keep => self.found.reported.push(r),
+                Decision::Duplicate => duplicates += 1,
+                Decision::Outvoted { reason } => {
+                    outvoted += 1;
+                    self.found.outvoted.push(Judged {
+                        reported: r,
+                        verdict: Verdict::Hallucinated,
+                        reason,
+                        deterministic: true,
+                        notes: Vec::new(),
+                        ballot: None,
+                        rescored: None,
+                    });
+                }
+            }
+        }
+        self.log(
+            Level::Info,
+            format!(
+                "consistency vote: {} findings stand, {duplicates} found again by other passes, \
+                 {outvoted} found by too few passes",
+                self.found.reported.len()
+            ),
+        );
+    }
+
     pub(super) fn start_verification(&mut self) {
         self.emit(Progress::Stage {
             stage: "verifier".to_string(),
@@ -115,7 +197,8 @@ impl ReviewMachine {
             self.found.verifier_model = round.model.clone();
         }
         self.found.verifier_degraded = round.degraded;
-        let judged = round.into_judged();
+        let mut judged = round.into_judged();
+        judged.extend(self.found.outvoted.iter().cloned());
         self.record(Fact::VerifyCompleted {
             judged: judged.clone(),
         });

@@ -351,7 +351,8 @@ pub struct Dropped {
     pub verdict: Option<Verdict>,
     /// What removed it: `grounding` (deterministic: evidence not in the file, lines out of
     /// range), `prompt_echo` (grounding found it repeating the prompt's format or a persona's
-    /// example instead of the material), `verifier` (the model judged it hallucinated),
+    /// example instead of the material), `consistency` (too few of a flow's self-consistency
+    /// passes found it), `verifier` (the model judged it hallucinated),
     /// `profile` (under the severity floor) or `unconfirmed_lead` (an analyzer hit no model
     /// checked); empty in reports from before this field.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -374,6 +375,8 @@ pub const ECHO_REASON: &str = "repeats the prompt, not the material: ";
 pub fn removed_by(deterministic: bool, reason: &str) -> String {
     if deterministic && reason.starts_with(ECHO_REASON) {
         "prompt_echo"
+    } else if deterministic && reason.starts_with(crate::review::consensus::OUTVOTED_REASON) {
+        "consistency"
     } else if deterministic {
         "grounding"
     } else {

@@ -141,6 +141,7 @@ impl RemoteAttempt {
             dimension: None,
             origin: None,
             probe: None,
+            pass: None,
         };
         RemoteAttempt {
             flow_id: ctx.flow_id.clone(),

@@ -188,6 +188,8 @@ pub(crate) fn apply_flow_rules(
         stage_tools,
         tasks,
     ));
+    // Self-consistency: every open task so far asked in the flow's passes (probes are not).
+    quorum_core::flows::passes::add_passes(&ctx.flow, tasks);
     // The narrow probes come after every open task: they add questions, never coverage.
     refused.extend(quorum_core::flows::probes::add_probes(
         &ctx.flow,

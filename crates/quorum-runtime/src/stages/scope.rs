@@ -181,13 +181,13 @@ pub fn specialist_scope_sections_in(ctx: &ReviewContext, task: &Task, room_token
     let Some(change) = &ctx.scope.change else {
         return out;
     };
+    // In the task's file order (a self-consistency pass reads them in its own).
     let mine: Vec<&quorum_core::scope::FileChange> = if task.files.is_empty() {
         change.files.iter().collect()
     } else {
-        change
-            .files
+        task.files
             .iter()
-            .filter(|f| task.files.contains(&f.path))
+            .filter_map(|p| change.files.iter().find(|f| &f.path == p))
             .collect()
     };
     // No head commit here: a task's prompt must not change when only other files of the
@@ -224,7 +224,15 @@ pub fn specialist_scope_sections_in(ctx: &ReviewContext, task: &Task, room_token
             );
             continue;
         }
-        let hunks = weaver::truncate_at_boundary(&f.hunks, per_file.min(budget - spent));
+        let ordered;
+        let diff = match &task.pass {
+            Some(p) => {
+                ordered = quorum_core::flows::passes::shuffled_hunks(&f.hunks, &p.of, p.number);
+                &ordered
+            }
+            None => &f.hunks,
+        };
+        let hunks = weaver::truncate_at_boundary(diff, per_file.min(budget - spent));
         spent += hunks.chars().count();
         out.push_str(&weaver::delimit(&format!("diff of {}", f.path), &hunks));
     }

@@ -215,7 +215,11 @@ pub async fn specialist(
             task.persona, budget.output_tokens, budget.context_tokens
         )));
     }
-    let spec = ctx.call_spec(budget, &model);
+    let mut spec = ctx.call_spec(budget, &model);
+    if let Some(pass) = &task.pass {
+        // Passes differ by the order they read in and by sampling.
+        spec.temperature = pass.temperature;
+    }
     let p = &ctx.flow.parameters;
     let limits = agent::LoopLimits {
         max_iterations: p.max_iterations,

@@ -31,6 +31,7 @@ pub fn task(id: &str) -> Task {
         dimension: None,
         origin: None,
         probe: None,
+        pass: None,
     }
 }
 

@@ -3,8 +3,8 @@
 //! force, and the personas it names (checked against a catalog).
 
 use super::{
-    CoverageMode, Dimension, DirectoryCoverage, Exhaustive, FlowParams, FreshEyes, FullCoverage,
-    Probes, Role, Selection, Stage, SynthesisMode, TeamRules,
+    Consistency, CoverageMode, Dimension, DirectoryCoverage, Exhaustive, FlowParams, FreshEyes,
+    FullCoverage, Probes, Role, Selection, Stage, SynthesisMode, TeamRules,
 };
 use crate::catalog::Catalog;
 use crate::error::FlowError;
@@ -50,6 +50,10 @@ pub struct Flow {
     /// Narrow probes after planning (absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes: Option<Probes>,
+    /// Self-consistency: every open task asked in several passes over its files in another
+    /// order, and only what enough passes found kept (absent: one pass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<Consistency>,
     /// Where the flow came from (not part of the YAML).
     #[serde(skip)]
     pub source: PathBuf,

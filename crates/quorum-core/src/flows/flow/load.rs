@@ -421,6 +421,29 @@ impl Flow {
                 ));
             }
         }
+        if let Some(c) = &self.consistency {
+            if !(2..=9).contains(&c.passes) {
+                return Err(invalid(
+                    path,
+                    "consistency.passes",
+                    "must be between 2 and 9 (one pass is the default: leave consistency out)",
+                ));
+            }
+            if !(1..=c.passes).contains(&c.needed()) {
+                return Err(invalid(
+                    path,
+                    "consistency.min_votes",
+                    format!("must be between 1 and passes ({})", c.passes),
+                ));
+            }
+            if !(0.0..=2.0).contains(&c.temperature) {
+                return Err(invalid(
+                    path,
+                    "consistency.temperature",
+                    "must be between 0 and 2",
+                ));
+            }
+        }
         if let Some(f) = &self.fresh_eyes {
             if f.mandate.trim().is_empty() {
                 return Err(invalid(
@@ -768,6 +791,31 @@ stages:
             (p.parameters.verifiers, p.parameters.verify_threshold),
             (3, crate::review::vote::Threshold::Majority)
         );
+    }
+
+    #[test]
+    fn consistency_takes_two_to_nine_passes_and_votes_within_them() {
+        let with = |body: &str| format!("{GOOD}consistency: {body}\n");
+        let f = parse(&with("{passes: 3}")).unwrap();
+        assert_eq!(
+            f.consistency.as_ref().unwrap().needed(),
+            2,
+            "a majority of 3"
+        );
+        let f = parse(&with("{passes: 4, min_votes: 1}")).unwrap();
+        assert_eq!(f.consistency.unwrap().needed(), 1);
+        for bad in [
+            "{passes: 1}",
+            "{passes: 10}",
+            "{passes: 3, min_votes: 4}",
+            "{passes: 3, min_votes: 0}",
+            "{passes: 3, temperature: 3}",
+        ] {
+            let e = parse(&with(bad)).unwrap_err();
+            assert!(e.to_string().contains("consistency."), "{bad}: {e}");
+        }
+        let e = parse(&with("{passes: 3, votes: 2}")).unwrap_err();
+        assert!(e.to_string().contains("votes"), "{e}");
     }
 
     #[test]

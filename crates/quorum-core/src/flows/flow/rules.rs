@@ -137,6 +137,36 @@ fn probe_tokens() -> u32 {
     160
 }
 
+/// Self-consistency (`consistency:`): after planning, each open specialist task (not a probe)
+/// is asked `passes` times, each pass with its files and each file's hunks in another
+/// deterministic order, and a finding is kept only when at least `min_votes` passes found its
+/// anchor (same file, overlapping lines) — the rest are dropped with `removed_by: consistency`
+/// ([`crate::flows::passes`], [`crate::review::consensus`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Consistency {
+    /// Passes per task, the first included (2-9).
+    pub passes: u32,
+    /// Passes that must find an anchor (1..=passes; default: a majority).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_votes: Option<u32>,
+    /// Sampling temperature of every pass's calls (0-2; default 0.6): passes over one file
+    /// differ only by sampling, so they need some.
+    #[serde(default = "pass_temperature")]
+    pub temperature: f32,
+}
+
+fn pass_temperature() -> f32 {
+    0.6
+}
+
+impl Consistency {
+    /// The votes a finding needs: `min_votes`, else a majority of the passes.
+    pub fn needed(&self) -> u32 {
+        self.min_votes.unwrap_or(self.passes / 2 + 1)
+    }
+}
+
 /// Two-tier selection of the personas a planner may choose from (seed 002 §4.2): a
 /// deterministic prefilter on the pack's signals, then a short interest poll of each survivor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
