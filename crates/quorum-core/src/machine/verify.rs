@@ -33,7 +33,7 @@ impl ReviewMachine {
         if passes.is_empty() {
             return;
         }
-        // Votes count only what grounding places, at the lines it places it.
+        // Votes count only what grounding does not drop, at the lines it places it.
         let placed: Vec<Option<(u32, u32)>> = self
             .found
             .reported
@@ -42,11 +42,15 @@ impl ReviewMachine {
                 if !passes.contains_key(r.task_id.as_str()) {
                     return None;
                 }
+                let lines = |f: &crate::review::finding::RawFinding| {
+                    let a = f.line_start.unwrap_or(0);
+                    Some((a, f.line_end.unwrap_or(a)))
+                };
                 match ground_one(&self.review.pack, &self.review.catalog, r.clone()) {
-                    Grounded::Ready { reported, .. } => {
-                        let f = &reported.finding;
-                        let a = f.line_start.unwrap_or(0);
-                        Some((a, f.line_end.unwrap_or(a)))
+                    Grounded::Ready { reported, .. } => lines(&reported.finding),
+                    // Kept without a check (no evidence quoted): it votes at the lines it cites.
+                    Grounded::Decided(j) if j.verdict != Verdict::Hallucinated => {
+                        lines(&j.reported.finding)
                     }
                     Grounded::Decided(_) => None,
                 }

@@ -10,7 +10,7 @@
 //! outvoted, every one of its findings dropped with the count in its reason. Findings of tasks
 //! without passes are kept as they are.
 //!
-//! Only what grounding could place should vote: the caller passes each finding's lines after
+//! Only what grounding keeps should vote: the caller passes each finding's lines after
 //! grounding, or `None` for one grounding will drop (it neither votes nor is outvoted).
 
 use crate::task::Pass;
