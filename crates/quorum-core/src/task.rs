@@ -61,6 +61,26 @@ pub struct Task {
     pub pass: Option<Pass>,
 }
 
+impl Task {
+    /// A task of `persona` on `files` with `mandate` and nothing else: no tools, no checker
+    /// hint, no model, dimension, origin, probe or pass (the engine and tests set what they need).
+    pub fn new(id: &str, persona: &str, files: &[&str], mandate: &str) -> Task {
+        Task {
+            id: id.into(),
+            persona: persona.into(),
+            files: files.iter().map(|f| f.to_string()).collect(),
+            mandate: mandate.into(),
+            tools: Vec::new(),
+            verification: String::new(),
+            model: None,
+            dimension: None,
+            origin: None,
+            probe: None,
+            pass: None,
+        }
+    }
+}
+
 /// Which finder pass a task is, of the planned task it repeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Pass {

@@ -600,19 +600,7 @@ mod tests {
     }
 
     fn task(id: &str, persona: &str, files: &[&str]) -> Task {
-        Task {
-            id: id.into(),
-            persona: persona.into(),
-            files: files.iter().map(|s| s.to_string()).collect(),
-            mandate: "m".into(),
-            tools: vec![],
-            verification: String::new(),
-            model: None,
-            dimension: None,
-            origin: None,
-            probe: None,
-            pass: None,
-        }
+        Task::new(id, persona, files, "m")
     }
 
     #[test]

@@ -95,19 +95,7 @@ mod tests {
     use crate::task::Probe;
 
     fn task(id: &str, files: &[&str]) -> Task {
-        Task {
-            id: id.into(),
-            persona: "p".into(),
-            files: files.iter().map(|f| f.to_string()).collect(),
-            mandate: "m".into(),
-            tools: vec![],
-            verification: String::new(),
-            model: None,
-            dimension: None,
-            origin: None,
-            probe: None,
-            pass: None,
-        }
+        Task::new(id, "p", files, "m")
     }
 
     /// The shipped quick flow, with `consistency` as given (YAML, empty for none).

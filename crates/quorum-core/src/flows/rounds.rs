@@ -387,17 +387,8 @@ mod tests {
 
     fn task(id: &str, files: &[&str], round: u32) -> Task {
         Task {
-            id: id.into(),
-            persona: "lane_a".into(),
-            files: files.iter().map(|s| s.to_string()).collect(),
-            mandate: "m".into(),
-            tools: vec![],
-            verification: String::new(),
-            model: None,
-            dimension: None,
             origin: Some(format!("{ORIGIN_PREFIX}{round}, batch 1 of 1")),
-            probe: None,
-            pass: None,
+            ..Task::new(id, "lane_a", files, "m")
         }
     }
 
