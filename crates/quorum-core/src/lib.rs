@@ -16,7 +16,8 @@
 //! 5. [`flows`] (the flow file and the rules that complete a plan) and [`judging`]
 //!    (conformance, adjudication, document review, the panel);
 //! 6. [`report`] (the schema and its renderings), then [`memory`], [`scope`],
-//!    [`repo_config`], [`reuse`] (incremental reviews' keys) and [`bench`](mod@bench);
+//!    [`repo_config`], [`reuse`] (incremental reviews' keys), [`bench`](mod@bench) and
+//!    [`fixing`] (the fix loop's decisions and its report);
 //! 7. [`machine`]: the review machine — the whole conductor of a review as a pure state
 //!    machine (phase order, what each stage's answer means, attempts, budgets, resume,
 //!    the report), with its scheduling core ([`machine::schedule`]).
@@ -29,6 +30,7 @@ pub mod analyzer;
 pub mod bench;
 pub mod catalog;
 pub mod error;
+pub mod fixing;
 pub mod flows;
 pub mod human;
 pub mod judging;
