@@ -15,6 +15,10 @@
 //!   whose lines are the same ([`RENAME_SIMILARITY`], git's default); then only the edited
 //!   lines of the moved file count as changed.
 
+mod branch;
+
+pub use branch::FixCommit;
+
 use gix::bstr::ByteSlice;
 use quorum_core::pack::{ContextPack, PackOptions, Skipped, TreeDecision, TreeRules};
 use quorum_core::scope::{ChangeKind, ChangeSet, FileChange};
@@ -47,6 +51,8 @@ pub enum GitError {
     },
     #[error("cannot read {what} from the repository: {reason}")]
     Read { what: String, reason: String },
+    #[error("cannot write {what} into the repository: {reason}")]
+    Write { what: String, reason: String },
     #[error("cannot read the target: {0}")]
     Target(String),
     #[error(transparent)]

@@ -294,8 +294,27 @@ pub async fn tool_loop(
         .filter(|t| board.is_some() || !t.starts_with("team_bb_"))
         .cloned()
         .collect();
-    let granted = granted.as_slice();
-    let tool_specs = tools::specs(granted);
+    let mut toolbox = tools::PackTools {
+        pack,
+        granted: &granted,
+        board,
+    };
+    tool_loop_with(client, spec, &mut toolbox, system, user, schema, limits, stats).await
+}
+
+/// [`tool_loop`] over any [`tools::Toolbox`]: the same bounds, turns and answer rules.
+#[allow(clippy::too_many_arguments)]
+pub async fn tool_loop_with(
+    client: &LlmClient,
+    spec: &CallSpec,
+    toolbox: &mut dyn tools::Toolbox,
+    system: &str,
+    user: &str,
+    schema: Value,
+    limits: LoopLimits,
+    stats: &mut CallStats,
+) -> Result<LoopOutcome, AttemptError> {
+    let tool_specs = toolbox.specs();
     // Tool definitions and the answer schema travel with requests and take context too.
     let tools_tokens = estimate_tokens(&serde_json::to_string(&tool_specs).unwrap_or_default());
     let schema_tokens = estimate_tokens(&schema.to_string());
@@ -325,9 +344,10 @@ pub async fn tool_loop(
         if last {
             req.json_schema = Some(schema.clone());
             if turn > 1 {
-                req.messages.push(ChatMessage::user(
-                    "Your tool budget is used up. Answer now with the findings JSON only.",
-                ));
+                req.messages.push(ChatMessage::user(format!(
+                    "Your tool budget is used up. Answer now with the {} only.",
+                    toolbox.answer_name()
+                )));
             }
         } else {
             req.tools = tool_specs.clone();
@@ -359,7 +379,7 @@ pub async fn tool_loop(
                     continue;
                 }
                 stats.tool_calls += 1;
-                let r = tools::execute_with(pack, granted, board, &call.name, &call.arguments);
+                let r = toolbox.execute(&call.name, &call.arguments);
                 stats
                     .tool_reads
                     .push(read_of(&call.name, &call.arguments, &r.content));
@@ -372,7 +392,7 @@ pub async fn tool_loop(
             if let Some((name, args)) = tools::text_tool_call(&resp.content) {
                 stats.tool_calls += 1;
                 stats.text_tool_calls += 1;
-                let r = tools::execute_with(pack, granted, board, &name, &args);
+                let r = toolbox.execute(&name, &args);
                 stats.tool_reads.push(read_of(&name, &args, &r.content));
                 tracing::debug!(tool = %name, error = r.is_error, "text tool call");
                 history.push(ChatMessage::assistant(&resp.content));
@@ -381,7 +401,10 @@ pub async fn tool_loop(
                     describe_call(&name, &args),
                     &format!("Result of {name}:\n"),
                     &cap(&r.content, result_chars),
-                    "\nContinue. When done, answer with the findings JSON.",
+                    &format!(
+                        "\nContinue. When done, answer with the {}.",
+                        toolbox.answer_name()
+                    ),
                 );
                 continue;
             }

@@ -76,13 +76,13 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    fn ok(content: String) -> Self {
+    pub fn ok(content: String) -> Self {
         ToolResult {
             content,
             is_error: false,
         }
     }
-    fn err(content: impl Into<String>) -> Self {
+    pub fn err(content: impl Into<String>) -> Self {
         ToolResult {
             content: format!("error: {}", content.into()),
             is_error: true,
@@ -99,6 +99,35 @@ fn arg_u32(args: &Value, key: &str) -> Option<u32> {
         Some(Value::Number(n)) => n.as_u64().map(|n| n.min(u32::MAX as u64) as u32),
         Some(Value::String(s)) => s.trim().parse().ok(),
         _ => None,
+    }
+}
+
+/// The tools a tool loop offers and runs: a specialist's read-only tools over the pack
+/// ([`PackTools`]), or a fix agent's worktree tools (quorum-fix).
+pub trait Toolbox: Send {
+    /// JSON-schema specs of the tools offered, in a stable order.
+    fn specs(&self) -> Vec<ToolSpec>;
+    /// Run one call; an unknown tool or bad arguments is an error result the model can read.
+    fn execute(&mut self, name: &str, args: &Value) -> ToolResult;
+    /// What the loop's last turn asks for ("Answer now with the {answer} only").
+    fn answer_name(&self) -> &str {
+        "findings JSON"
+    }
+}
+
+/// A specialist's granted tools over the review's pack (and team board).
+pub struct PackTools<'a> {
+    pub pack: &'a ContextPack,
+    pub granted: &'a [String],
+    pub board: Option<BoardAccess<'a>>,
+}
+
+impl Toolbox for PackTools<'_> {
+    fn specs(&self) -> Vec<ToolSpec> {
+        specs(self.granted)
+    }
+    fn execute(&mut self, name: &str, args: &Value) -> ToolResult {
+        execute_with(self.pack, self.granted, self.board, name, args)
     }
 }
 
