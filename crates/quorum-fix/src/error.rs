@@ -1,0 +1,10 @@
+//! What can stop a fix run before the loop decides anything.
+
+/// A fix run that could not be carried out. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum FixError {
+    #[error("cannot prepare the worktree in {dir}: {reason}")]
+    Worktree { dir: String, reason: String },
+    #[error("cannot run the test command: {0}")]
+    TestCommand(String),
+}

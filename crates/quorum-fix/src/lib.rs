@@ -1,0 +1,24 @@
+//! quorum-fix: what the fix loop does outside the pure machine.
+//!
+//! `quorum_core::fixing::fix_loop::FixLoop` decides; this crate carries its commands out on one
+//! machine: a private [`worktree::Worktree`] materialized from the review's snapshot, a fix
+//! agent per attempt whose only write tools are confined to it ([`tools`]), and the
+//! independent oracles ([`oracles`]) — the project's tests under a network-less
+//! [`sandbox`], the analyzers re-run on the changed files, and a blind verifier that sees the
+//! diff but not the fixer's words. [`driver::run`] ties them together.
+//!
+//! Architecture invariant: nothing here writes outside the worktree and the directory the
+//! caller names for it. The target itself is only ever read (through its `ContextPack`); the
+//! caller decides what to do with kept fixes (a branch, a patch, a patched copy).
+
+pub mod agent;
+pub mod driver;
+pub mod error;
+pub mod oracles;
+pub mod patch;
+pub mod sandbox;
+pub mod tools;
+pub mod worktree;
+
+pub use driver::{run, FixJob, FixRun, KeptFix, ModelRoute};
+pub use error::FixError;

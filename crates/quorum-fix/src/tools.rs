@@ -1,0 +1,157 @@
+//! A fix agent's tools: read a file of the worktree, replace one exact piece of text, create a
+//! new file. Every path goes through the worktree's confinement (no `..`, no absolute path, no
+//! VCS directory, no secrets file); a refused call is an error the model can read.
+
+use crate::worktree::Worktree;
+use quorum_llm::ToolSpec;
+use quorum_runtime::tools::{ToolResult, Toolbox};
+use serde_json::{json, Value};
+
+/// Most lines one read returns.
+pub const MAX_READ_LINES: usize = 400;
+
+pub const TOOL_NAMES: [&str; 3] = ["file_read", "edit_file", "write_file"];
+
+pub struct FixTools<'a> {
+    pub worktree: &'a mut Worktree,
+    /// Every call, for the report: `name path → ok | error`.
+    pub log: Vec<String>,
+    /// Edits that were applied.
+    pub applied: u32,
+}
+
+impl<'a> FixTools<'a> {
+    pub fn new(worktree: &'a mut Worktree) -> Self {
+        FixTools {
+            worktree,
+            log: Vec::new(),
+            applied: 0,
+        }
+    }
+
+    /// Apply edits a model put in its final answer instead of calling the tools (small models
+    /// often do): `{"edits": [{"path", "old", "new"}]}`. Returns the refusals.
+    pub fn apply_answer_edits(&mut self, answer: &Value) -> Vec<String> {
+        let mut refused = Vec::new();
+        let Some(edits) = answer.get("edits").and_then(Value::as_array) else {
+            return refused;
+        };
+        for e in edits {
+            let r = self.execute("edit_file", e);
+            if r.is_error {
+                refused.push(r.content);
+            }
+        }
+        refused
+    }
+}
+
+fn arg<'v>(args: &'v Value, key: &str) -> Option<&'v str> {
+    args.get(key).and_then(Value::as_str)
+}
+
+fn line_arg(args: &Value, key: &str) -> Option<usize> {
+    match args.get(key) {
+        Some(Value::Number(n)) => n.as_u64().map(|n| n as usize),
+        Some(Value::String(s)) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+impl Toolbox for FixTools<'_> {
+    fn specs(&self) -> Vec<ToolSpec> {
+        vec![
+            ToolSpec {
+                name: "file_read".into(),
+                description: "Read lines of one file of the worktree, numbered.".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "path": {"type": "string"},
+                    "start": {"type": "integer", "description": "first line, 1-based"},
+                    "end": {"type": "integer", "description": "last line, inclusive"}
+                }, "required": ["path"]}),
+            },
+            ToolSpec {
+                name: "edit_file".into(),
+                description: "Replace one exact piece of a file's text (copied from file_read, without line numbers; it must occur exactly once) by new text.".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "path": {"type": "string"},
+                    "old": {"type": "string"},
+                    "new": {"type": "string"}
+                }, "required": ["path", "old", "new"]}),
+            },
+            ToolSpec {
+                name: "write_file".into(),
+                description: "Create a new file (never overwrites an existing one).".into(),
+                parameters: json!({"type": "object", "properties": {
+                    "path": {"type": "string"},
+                    "content": {"type": "string"}
+                }, "required": ["path", "content"]}),
+            },
+        ]
+    }
+
+    fn execute(&mut self, name: &str, args: &Value) -> ToolResult {
+        let parsed;
+        let args = match args {
+            Value::String(s) => {
+                parsed = serde_json::from_str::<Value>(s).unwrap_or(Value::Null);
+                &parsed
+            }
+            other => other,
+        };
+        let path = arg(args, "path").unwrap_or("");
+        let result = match name {
+            "file_read" => match self.worktree.read(path) {
+                Ok(text) => {
+                    let lines: Vec<&str> = text.lines().collect();
+                    let start = line_arg(args, "start").unwrap_or(1).max(1);
+                    let end = line_arg(args, "end")
+                        .unwrap_or(lines.len())
+                        .min(lines.len())
+                        .min(start + MAX_READ_LINES - 1);
+                    let body: String = (start..=end)
+                        .filter_map(|n| lines.get(n - 1).map(|l| format!("{n:>5}  {l}\n")))
+                        .collect();
+                    // What the file says is data, never instructions.
+                    Ok(quorum_core::weaver::delimit(&format!("{path} lines {start}-{end}"), &body))
+                }
+                Err(e) => Err(e.to_string()),
+            },
+            "edit_file" => match (arg(args, "old"), arg(args, "new")) {
+                (Some(old), Some(new)) => self
+                    .worktree
+                    .edit(path, old, new)
+                    .map(|()| format!("edited {path}"))
+                    .map_err(|e| e.to_string()),
+                _ => Err("edit_file needs path, old and new".into()),
+            },
+            "write_file" => match arg(args, "content") {
+                Some(content) => self
+                    .worktree
+                    .create(path, content)
+                    .map(|()| format!("created {path}"))
+                    .map_err(|e| e.to_string()),
+                None => Err("write_file needs path and content".into()),
+            },
+            other => Err(format!(
+                "unknown tool {other:?}; available: {}",
+                TOOL_NAMES.join(", ")
+            )),
+        };
+        if result.is_ok() && name != "file_read" {
+            self.applied += 1;
+        }
+        self.log.push(match &result {
+            Ok(_) => format!("{name} {path} → ok"),
+            Err(e) => format!("{name} {path} → refused: {e}"),
+        });
+        match result {
+            Ok(c) => ToolResult::ok(c),
+            Err(e) => ToolResult::err(e),
+        }
+    }
+
+    fn answer_name(&self) -> &str {
+        "JSON answer {\"done\": true, \"summary\": \"...\"}"
+    }
+}
