@@ -31,6 +31,9 @@ pub enum Command {
     Pack(PackArgs),
     /// Continue an interrupted review; completed tasks are never re-run.
     Resume(ResumeArgs),
+    /// Fix a review's findings in a private worktree; keep only fixes the tests, the analyzers
+    /// and a blind verifier accept (a branch quorum/fix-<id>, fixes.patch, fix-report.md/.json).
+    Fix(FixArgs),
     /// Run a long-lived node: the review service behind the gRPC API.
     Node(NodeArgs),
     /// Serve the Model Context Protocol on stdio: tools to start, follow and read reviews.
@@ -265,6 +268,58 @@ pub struct NodeArgs {
     /// replicated the most (while this node leads the control plane); 0 turns it off.
     #[arg(long, default_value_t = 300)]
     pub voter_grace_secs: u64,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FixArgs {
+    /// The directory the review was of.
+    pub path: PathBuf,
+    /// The review's report.json.
+    #[arg(long, value_name = "REPORT.json")]
+    pub from: PathBuf,
+    /// Fix these findings (ids from the report, comma-separated), whatever their verdict.
+    #[arg(long, value_delimiter = ',', conflicts_with = "min_severity")]
+    pub findings: Vec<String>,
+    /// Fix the confirmed findings at or above this severity: P0|P1|P2|P3 (default P2).
+    #[arg(long)]
+    pub min_severity: Option<String>,
+    /// The project's test command, run sandboxed on the base and after every fix ("auto":
+    /// the one detected from Cargo.toml, pyproject.toml, package.json or go.mod). Default:
+    /// `[fix] test` in .quorum.toml, else no test oracle.
+    #[arg(long, value_name = "CMD")]
+    pub test_cmd: Option<String>,
+    /// Seconds one run of the test command may take before its process group is killed.
+    #[arg(long, default_value_t = 600)]
+    pub test_timeout: u64,
+    /// Run the test command without network isolation when this machine has none
+    /// (no bubblewrap, no user namespaces). The tests could then reach the network.
+    #[arg(long)]
+    pub unsandboxed: bool,
+    /// Output directory (default ./quorum-out/<fix-id>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Model for the blind verifier (prefer another family than the fixer's).
+    #[arg(long)]
+    pub verifier_model: Option<String>,
+    /// Do not ask a blind verifier (fixes are then judged by the tests and analyzers alone).
+    #[arg(long)]
+    pub no_verifier: bool,
+    /// Do not re-run the analyzers on fixed files.
+    #[arg(long)]
+    pub no_analyzers: bool,
+    /// Most files one fix may change.
+    #[arg(long, default_value_t = 3)]
+    pub max_files: usize,
+    /// Most lines one fix may change.
+    #[arg(long, default_value_t = 60)]
+    pub max_lines: u32,
+    /// Keep the private worktree (under the output directory) for inspection.
+    #[arg(long)]
+    pub keep_worktree: bool,
+    #[arg(long)]
+    pub quiet: bool,
     #[command(flatten)]
     pub backend: BackendArgs,
 }

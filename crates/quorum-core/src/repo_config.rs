@@ -23,6 +23,9 @@ pub struct RepoConfig {
     /// `incremental = true`: reviews of this repository reuse the results of earlier ones
     /// whose inputs have not changed (as `quorum review --incremental`).
     pub incremental: bool,
+    /// `[fix] test = "..."`: the project's test command, which `quorum fix` runs (sandboxed)
+    /// to judge each fix.
+    pub fix_test: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -38,6 +41,15 @@ struct Raw {
     review: Option<RawReview>,
     #[serde(default)]
     incremental: bool,
+    #[serde(default)]
+    fix: Option<RawFix>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFix {
+    #[serde(default)]
+    test: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -135,6 +147,11 @@ impl RepoConfig {
             },
             profile,
             incremental: raw.incremental,
+            fix_test: raw
+                .fix
+                .and_then(|f| f.test)
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty()),
         })
     }
 }
@@ -158,6 +175,9 @@ instructions = "Every handler must check the tenant id."
 [[review.paths]]
 glob = "*.sql"
 instructions = "Migrations must be reversible."
+
+[fix]
+test = "python3 -m pytest -q"
 "#;
 
     #[test]
@@ -165,6 +185,7 @@ instructions = "Migrations must be reversible."
         let c = RepoConfig::parse(GOOD.as_bytes(), ".quorum.toml").unwrap();
         assert_eq!(c.exclude, vec!["vendor/**", "*.generated.py"]);
         assert!(c.incremental);
+        assert_eq!(c.fix_test.as_deref(), Some("python3 -m pytest -q"));
         assert_eq!(
             c.guidance.instructions,
             "We care about tenant isolation above all."

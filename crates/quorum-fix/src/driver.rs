@@ -149,7 +149,8 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
                 )
                 .await;
                 let changes = worktree.changes();
-                let oracles = judge(&job, target, &worktree, &home, &changes, &outcome, &mut stats).await;
+                let base_failing = baseline.as_ref().map(|b| &b.failing);
+                let oracles = judge(&job, target, &worktree, &home, &changes, &outcome, base_failing, &mut stats).await;
                 last_oracles.insert(finding.clone(), oracles.clone());
                 queue.extend(machine.step(Event::Judged {
                     finding,
@@ -225,7 +226,9 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
     })
 }
 
-/// Run the oracles that apply on an attempt's change.
+/// Run the oracles that apply on an attempt's change, cheapest first; once one has failed the
+/// rest are not run (the loop decides on the first failure, so they could change nothing).
+#[allow(clippy::too_many_arguments)]
 async fn judge(
     job: &FixJob,
     target: &FixTarget,
@@ -233,6 +236,7 @@ async fn judge(
     home: &std::path::Path,
     changes: &[FileChange],
     outcome: &agent::AgentOutcome,
+    base_failing: Option<&std::collections::BTreeSet<String>>,
     stats: &mut CallStats,
 ) -> Oracles {
     let edit = if let Some(reason) = &outcome.failure {
@@ -271,8 +275,21 @@ async fn judge(
             },
         });
     }
+    let broke_tests = oracles.tests.as_ref().is_some_and(|t| {
+        base_failing.is_none_or(|base| !t.failing.is_subset(base))
+    });
+    if broke_tests {
+        return oracles;
+    }
     if let Some(setup) = &job.analyzers {
         oracles.analyzer = oracles::analyzer_check(setup, target, changes).await;
+    }
+    if oracles
+        .analyzer
+        .as_ref()
+        .is_some_and(|a| a.rule_still_fires || !a.new_hits.is_empty())
+    {
+        return oracles;
     }
     if let Some(verifier) = &job.verifier {
         let diff = patch::unified(changes);

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod fix;
 pub mod flows;
 pub mod mcp;
 pub mod models;

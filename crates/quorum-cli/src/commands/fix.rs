@@ -1,0 +1,379 @@
+//! `quorum fix PATH --from REPORT.json`: the review's findings fixed in a private worktree,
+//! each fix kept only when the independent oracles accept it, and the kept fixes delivered as
+//! a branch (git targets), `fixes.patch`, a patched copy (other targets) and the fix report.
+
+use crate::args::FixArgs;
+use crate::exit::{incomplete, ExitCode};
+use crate::setup::{backend_configs, data_dir, load_settings, node_name, ready_backends};
+use anyhow::{bail, Context, Result};
+use quorum_core::fixing::edit::EditBounds;
+use quorum_core::fixing::fix_report::{FixReport, FIX_REPORT_SCHEMA_VERSION};
+use quorum_core::fixing::select::{select, Selection};
+use quorum_core::report::Report;
+use quorum_core::review::finding::Severity;
+use quorum_core::weaver::ContextBudget;
+use quorum_fix::sandbox::{Isolation, TestCommand};
+use quorum_fix::worktree::FileChange;
+use quorum_fix::{FixJob, KeptFix, ModelRoute};
+use quorum_runtime::agent::{CallSpec, LoopLimits};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Output tokens of one fixer or verifier turn.
+const MAX_OUTPUT_TOKENS: u32 = 2048;
+/// Context window assumed when the server does not say.
+const DEFAULT_WINDOW: u32 = 8192;
+
+fn new_fix_id() -> String {
+    let now = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+    let rand = uuid::Uuid::new_v4().simple().to_string();
+    format!("fix-{now}-{}", &rand[..6])
+}
+
+/// The test command a project's files suggest.
+pub fn detect_test_command(root: &Path) -> Option<&'static str> {
+    let has = |f: &str| root.join(f).is_file();
+    if has("Cargo.toml") {
+        Some("cargo test")
+    } else if has("go.mod") {
+        Some("go test ./...")
+    } else if has("package.json") {
+        Some("npm test")
+    } else if has("pyproject.toml") || has("pytest.ini") || has("setup.cfg") || has("setup.py") {
+        Some("python3 -m pytest -q")
+    } else {
+        None
+    }
+}
+
+pub async fn fix(args: FixArgs) -> Result<ExitCode> {
+    let settings = load_settings(args.backend.common.config.as_deref())?;
+    let target = &args.path;
+    if !target.is_dir() {
+        bail!("{} is not a directory: pass the directory the review was of", target.display());
+    }
+    let root = target
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", target.display()))?;
+    let text = std::fs::read_to_string(&args.from)
+        .with_context(|| format!("cannot read --from {}", args.from.display()))?;
+    let report: Report = serde_json::from_str(&text).with_context(|| {
+        format!("--from {} is not a quorum report.json", args.from.display())
+    })?;
+    let selection = if !args.findings.is_empty() {
+        Selection::Ids(args.findings.iter().map(|s| s.trim().to_string()).collect())
+    } else {
+        let text = args.min_severity.as_deref().unwrap_or("P2");
+        Selection::AtLeast(Severity::parse_lenient(text).with_context(|| {
+            format!("--min-severity {text:?}: use P0, P1, P2 or P3")
+        })?)
+    };
+    let mut targets = select(&report, &selection).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if args.max_files == 0 || args.max_lines == 0 {
+        bail!("--max-files and --max-lines must be at least 1");
+    }
+
+    // The test oracle runs the project's own code: only a command the user gave or configured.
+    let repo_config = crate::target::repo_config_on_disk(&root)?;
+    let test_cmd = match args.test_cmd.as_deref().map(str::trim) {
+        Some("auto") => Some(detect_test_command(&root).map(String::from).with_context(|| {
+            format!("--test-cmd auto: no Cargo.toml, go.mod, package.json or pyproject.toml in {}; pass the command", root.display())
+        })?),
+        Some("") => bail!("--test-cmd is empty: pass the project's test command"),
+        Some(c) => Some(c.to_string()),
+        None => repo_config.as_ref().and_then(|c| c.fix_test.clone()),
+    };
+    let isolation = match &test_cmd {
+        None => None,
+        Some(_) if args.unsandboxed => Some(Isolation::None),
+        Some(_) => Some(Isolation::detect().await.context(
+            "cannot sandbox the test command: neither bubblewrap (bwrap) nor user namespaces (unshare -rn) work on this machine; install bubblewrap, or pass --unsandboxed to let the tests reach the network",
+        )?),
+    };
+
+    let (pack, _scope) = crate::target::snapshot(&root, &settings, None, None)?;
+    targets.retain(|t| {
+        let file = t.finding.file.as_deref().unwrap_or("");
+        let present = pack.get(file).is_some();
+        if !present {
+            eprintln!(
+                "quorum: skipping {}: {file} is not in the target any more (removed, or excluded from the snapshot)",
+                t.finding.id
+            );
+        }
+        present
+    });
+    if targets.is_empty() {
+        println!(
+            "quorum: nothing to fix: {} has no {} finding whose file is in the target (pass --findings ID,... to pick others)",
+            args.from.display(),
+            match &selection {
+                Selection::AtLeast(s) => format!("confirmed {s:?}-or-higher"),
+                Selection::Ids(_) => "selected".into(),
+            }
+        );
+        return Ok(ExitCode::Clean);
+    }
+    if let (Some(was), Some(now)) = (&report.target.head_sha, &pack.head_sha) {
+        if was != now {
+            eprintln!(
+                "quorum: note: the report was made at {}, the target is now at {}; fixes start from what is there now",
+                &was[..was.len().min(12)],
+                &now[..now.len().min(12)]
+            );
+        }
+    }
+
+    let configs = backend_configs(&args.backend, &settings)?;
+    if configs.is_empty() {
+        bail!("no backend configured: pass --backend ollama=http://127.0.0.1:11434 (or openai=URL/v1), or add [[backends]] to the config");
+    }
+    let model = args
+        .backend
+        .model
+        .clone()
+        .unwrap_or_else(|| settings.default_model.clone());
+    let backends = ready_backends(&configs, &model, &settings.models, false, &node_name(&settings)).await?;
+    let fixer = backends
+        .select(quorum_core::models::TaskNeeds::new("fix"), None)
+        .map_err(|e| incomplete(format!("no model for the fix agent: {e}")))?;
+    let route = |client: quorum_llm::LlmClient, model: String, temperature: f32| {
+        let window = client.context_window(&model).unwrap_or(DEFAULT_WINDOW);
+        (
+            ModelRoute {
+                client,
+                spec: CallSpec {
+                    model,
+                    max_tokens: MAX_OUTPUT_TOKENS,
+                    temperature,
+                    num_ctx: None,
+                },
+            },
+            window,
+        )
+    };
+    let verifier = if args.no_verifier {
+        None
+    } else {
+        let explicit = args
+            .verifier_model
+            .clone()
+            .or_else(|| Some(settings.verifier_model.clone()))
+            .filter(|m| !m.trim().is_empty());
+        let (chosen, _degraded) = backends
+            .select_verifier(explicit.as_deref(), std::slice::from_ref(&fixer.model))
+            .map_err(|e| incomplete(format!("no model for the blind verifier: {e} (or pass --no-verifier)")))?;
+        Some(route(chosen.client, chosen.model, 0.0).0)
+    };
+    let fixer_model = fixer.model.clone();
+    let (fixer, window) = route(fixer.client, fixer.model, 0.2);
+
+    let data = data_dir(&args.backend.common, &settings);
+    let analyzers = if args.no_analyzers {
+        None
+    } else {
+        settings.analyzers.setup(data.root())?
+    };
+    let fix_id = new_fix_id();
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("quorum-out").join(&fix_id));
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("cannot create the output directory {}", out_dir.display()))?;
+    let out_dir = out_dir.canonicalize()?;
+    if out_dir.starts_with(&root) && args.out.is_some() {
+        eprintln!("quorum: note: the output directory is inside the target; it is not part of any fix");
+    }
+    let work = tempfile::Builder::new()
+        .prefix("quorum-fix-")
+        .tempdir()
+        .context("cannot create a temporary directory for the worktree")?;
+    let tests = test_cmd.clone().map(|command| TestCommand {
+        command,
+        isolation: isolation.clone().unwrap_or(Isolation::None),
+        timeout: Duration::from_secs(args.test_timeout.max(1)),
+        max_output: 64 * 1024,
+    });
+    let quiet = args.quiet;
+    if !quiet {
+        eprintln!(
+            "quorum: fixing {} finding(s) from {} with {fixer_model}; tests: {}",
+            targets.len(),
+            args.from.display(),
+            match (&test_cmd, &isolation) {
+                (Some(c), Some(i)) => format!("`{c}` ({})", i.describe()),
+                _ => match detect_test_command(&root) {
+                    Some(d) => format!("none (pass --test-cmd auto to run `{d}`)"),
+                    None => "none (pass --test-cmd CMD)".into(),
+                },
+            }
+        );
+    }
+    let job = FixJob {
+        targets: targets.clone(),
+        pack: pack.clone(),
+        work_dir: work.path().to_path_buf(),
+        fixer,
+        loop_limits: LoopLimits {
+            max_iterations: 8,
+            budget: ContextBudget {
+                context_tokens: window,
+                output_tokens: MAX_OUTPUT_TOKENS,
+            },
+            max_tool_calls_per_turn: 4,
+            max_tool_result_tokens: 2_000,
+        },
+        verifier,
+        tests,
+        analyzers,
+        bounds: EditBounds {
+            max_files: args.max_files,
+            max_changed_lines: args.max_lines,
+        },
+    };
+    let run = quorum_fix::run(job, |line| {
+        if !quiet {
+            eprintln!("quorum: {line}");
+        }
+    })
+    .await
+    .map_err(|e| incomplete(format!("the fix run failed: {e}")))?;
+
+    let mut fix_report = FixReport {
+        schema_version: FIX_REPORT_SCHEMA_VERSION,
+        fix_id: fix_id.clone(),
+        source_report: args.from.display().to_string(),
+        source_flow_id: report.flow_id.clone(),
+        target: root.display().to_string(),
+        base_commit: None,
+        branch: None,
+        patched_copy: None,
+        test_command: test_cmd.clone(),
+        sandbox: isolation
+            .as_ref()
+            .map(Isolation::describe)
+            .unwrap_or_else(|| "no test command".into()),
+        baseline_failing: run
+            .baseline
+            .as_ref()
+            .map(|b| b.failing.iter().cloned().collect())
+            .unwrap_or_default(),
+        stop: run.stop,
+        fixes: run.entries,
+        usage: run.usage,
+    };
+    let squashed = quorum_fix::patch::squash(
+        &run.kept.iter().map(|k| k.changes.clone()).collect::<Vec<_>>(),
+    );
+    let patch_path = out_dir.join("fixes.patch");
+    std::fs::write(&patch_path, quorum_fix::patch::unified(&squashed))
+        .with_context(|| format!("cannot write {}", patch_path.display()))?;
+    if !run.kept.is_empty() {
+        deliver(&root, &pack, &out_dir, &fix_id, &run.kept, &squashed, &mut fix_report)?;
+    }
+    let json = serde_json::to_string_pretty(&fix_report)?;
+    std::fs::write(out_dir.join("fix-report.json"), json + "\n")?;
+    std::fs::write(out_dir.join("fix-report.md"), fix_report.to_markdown())?;
+    if args.keep_worktree {
+        let kept_at = out_dir.join("worktree");
+        let _ = std::fs::rename(work.path().join("worktree"), &kept_at);
+    }
+    let kept = fix_report.kept();
+    let total = fix_report.fixes.len();
+    let place = match (&fix_report.branch, &fix_report.patched_copy) {
+        (Some(b), _) => format!("; branch {b}"),
+        (None, Some(c)) => format!("; patched copy {c}"),
+        _ => String::new(),
+    };
+    println!(
+        "quorum: fixed {kept} of {total} finding(s) in {} attempt(s){place}; {}",
+        fix_report.usage.attempts,
+        out_dir.join("fix-report.md").display()
+    );
+    Ok(if kept == total {
+        ExitCode::Clean
+    } else {
+        ExitCode::Findings
+    })
+}
+
+/// Deliver the kept fixes: a branch when the target is a clean git checkout of the touched
+/// files, else a patched copy of the target.
+fn deliver(
+    root: &Path,
+    pack: &quorum_core::pack::ContextPack,
+    out_dir: &Path,
+    fix_id: &str,
+    kept: &[KeptFix],
+    squashed: &[FileChange],
+    report: &mut FixReport,
+) -> Result<()> {
+    match quorum_git::Repo::discover(root) {
+        Ok(repo) => {
+            let head = repo.head_commit_id().map_err(|e| anyhow::anyhow!("{e}"))?;
+            report.base_commit = Some(head.to_string());
+            // A fix is committed on HEAD's tree, so the files it touched must be as HEAD has them.
+            let dirty: Vec<&str> = squashed
+                .iter()
+                .filter(|c| {
+                    let at_head = repo.read_at(head, &c.path).ok().flatten();
+                    at_head.as_deref() != c.before.as_deref().map(str::as_bytes)
+                })
+                .map(|c| c.path.as_str())
+                .collect();
+            if !dirty.is_empty() {
+                eprintln!(
+                    "quorum: note: {} differ(s) from HEAD (uncommitted changes), so no branch was written; apply {} instead",
+                    dirty.join(", "),
+                    out_dir.join("fixes.patch").display()
+                );
+                return Ok(());
+            }
+            let branch = format!("quorum/{fix_id}");
+            let commits: Vec<quorum_git::FixCommit> = kept
+                .iter()
+                .map(|k| quorum_git::FixCommit {
+                    message: format!(
+                        "quorum fix {}: {}\n\nFinding {} of the review; kept after passing: {}.\n",
+                        k.finding_id,
+                        k.title,
+                        k.finding_id,
+                        if k.oracles.is_empty() {
+                            "no oracle applied".to_string()
+                        } else {
+                            k.oracles.join(", ")
+                        }
+                    ),
+                    files: k
+                        .changes
+                        .iter()
+                        .map(|c| (c.path.clone(), c.after.clone().into_bytes()))
+                        .collect(),
+                })
+                .collect();
+            let ids = repo
+                .write_branch(head, &branch, &commits)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            for (k, id) in kept.iter().zip(ids) {
+                if let Some(e) = report.fixes.iter_mut().find(|e| e.finding_id == k.finding_id) {
+                    e.commit = Some(id);
+                }
+            }
+            report.branch = Some(branch);
+        }
+        Err(_) => {
+            let copy = out_dir.join("patched");
+            std::fs::create_dir_all(&copy)
+                .with_context(|| format!("cannot create {}", copy.display()))?;
+            for (path, f) in &pack.files {
+                quorum_fix::worktree::write_confined(&copy, path, &f.content)?;
+            }
+            for c in squashed {
+                quorum_fix::worktree::write_confined(&copy, &c.path, &c.after)?;
+            }
+            report.patched_copy = Some(copy.display().to_string());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! `quorum fix PATH --from REPORT.json` with the binary, a scripted model server and scripted
+//! test commands: a review's findings fixed in a private worktree, a fix kept only when the
+//! tests and a blind verifier accept it, a regression discarded and retried with the failure
+//! in the prompt until it is a circular fix, writes outside the worktree refused, the kept fix
+//! delivered as a branch (git) or a patched copy (not git), and a test command that reaches
+//! for the network cut off by the sandbox.
+
+mod common;
+
+use common::*;
+use quorum_testkit::{RecordedRequest, Reply, Rule, Script, ScriptedServer};
+use serde_json::{json, Value};
+use std::path::Path;
+
+const APP: &str = "import hashlib
+
+
+def digest(data):
+    return hashlib.md5(data).hexdigest()
+
+
+def check(token, expected):
+    return token == expected
+";
+
+/// The project's "test suite": names each test the way `cargo test` prints it.
+const TESTS: &str = r#"fail=0
+if grep -q "def digest" app.py; then echo "test tests::digest ... ok"; else echo "test tests::digest ... FAILED"; fail=1; fi
+if grep -q "def check" app.py; then echo "test tests::check ... ok"; else echo "test tests::check ... FAILED"; fail=1; fi
+exit $fail
+"#;
+
+const FIXER: &str = "You fix one reported defect";
+const BLIND: &str = "You are an independent reviewer";
+
+fn project(root: &Path) {
+    write(root, "app.py", APP);
+    write(root, "tests.sh", TESTS);
+}
+
+/// The review that produces the report: one task, two confirmed findings.
+fn review_script() -> Script {
+    scripted_review(
+        json!([{"id": "t1", "persona": "security_sentinel", "files": ["app.py"],
+                "mandate": "Check the hashing and the token comparison."}]),
+        &[(
+            "security_sentinel",
+            json!([
+                finding("Weak hash for integrity", "P1", 0.9, "app.py", 5, "return hashlib.md5(data).hexdigest()"),
+                finding("Token compared in non-constant time", "P1", 0.9, "app.py", 9, "return token == expected"),
+            ]),
+        )],
+    )
+}
+
+/// Review `target` with the scripted server; the report.json path.
+async fn reviewed(target: &Path, work: &Path) -> std::path::PathBuf {
+    let server = ScriptedServer::start(review_script()).await.unwrap();
+    let out = work.join("review");
+    let backend = format!("ollama={}", server.ollama_url());
+    let o = quorum(
+        &["review", target.to_str().unwrap(), "--backend", &backend, "--model", MODEL,
+          "--out", out.to_str().unwrap(), "--quiet", "--fail-on", "none"],
+        work,
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    out.join("report.json")
+}
+
+fn id_of(report: &Value, title: &str) -> String {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["title"] == title)
+        .unwrap_or_else(|| panic!("no finding {title:?} in {report}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn fixer_requests(reqs: &[RecordedRequest]) -> Vec<&RecordedRequest> {
+    reqs.iter().filter(|r| r.system.contains(FIXER)).collect()
+}
+
+fn git_out(dir: &Path, args: &[&str]) -> String {
+    let o = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given_up() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let report_path = reviewed(&target, work.path()).await;
+    let report = read_json(&report_path);
+    let weak = id_of(&report, "Weak hash for integrity");
+    let timing = id_of(&report, "Token compared in non-constant time");
+
+    let script = Script::new()
+        .models([MODEL])
+        // The hash fix: one exact edit, then done.
+        .rule(
+            Rule::new("fix-hash-edit")
+                .when_system([FIXER])
+                .when_all(["Weak hash for integrity"])
+                .turn(0)
+                .reply(Reply::tool("edit_file", json!({"path": "app.py", "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}))),
+        )
+        .rule(
+            Rule::new("fix-hash-done")
+                .when_system([FIXER])
+                .when_all(["Weak hash for integrity"])
+                .reply(Reply::json(&json!({"done": true, "summary": "FIXER-SAYS-SHA256"}))),
+        )
+        // The timing fix renames digest(): the test the kept hash fix passed now fails.
+        .rule(
+            Rule::new("fix-timing-edit")
+                .when_system([FIXER])
+                .when_all(["Token compared in non-constant time"])
+                .turn(0)
+                .reply(Reply::tool("edit_file", json!({"path": "app.py",
+                    "old": "def digest(data):", "new": "def hashed(data):"}))),
+        )
+        .rule(
+            Rule::new("fix-timing-done")
+                .when_system([FIXER])
+                .when_all(["Token compared in non-constant time"])
+                .reply(Reply::json(&json!({"done": true, "summary": "renamed"}))),
+        )
+        .rule(
+            Rule::new("blind-verifier")
+                .when_system([BLIND])
+                .reply(Reply::json(&json!({"still_holds": false, "reason": "sha256 replaces md5"}))),
+        );
+    let server = ScriptedServer::start(script).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("fix-out");
+    let o = quorum(
+        &["fix", target.to_str().unwrap(), "--from", report_path.to_str().unwrap(),
+          "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap(),
+          "--test-cmd", "bash tests.sh", "--unsandboxed"],
+        work.path(),
+    )
+    .await;
+    // One of two findings is left unfixed: exit 1, as a review with findings left.
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let fr = read_json(&out.join("fix-report.json"));
+    let entry = |id: &str| {
+        fr["fixes"].as_array().unwrap().iter().find(|f| f["finding_id"] == id).unwrap().clone()
+    };
+    let kept = entry(&weak);
+    assert_eq!(kept["status"], "kept", "{fr}");
+    assert_eq!(kept["attempts"].as_array().unwrap().len(), 1);
+    assert!(kept["attempts"][0]["oracles"]["tests"]["passed"].as_bool().unwrap());
+    let given_up = entry(&timing);
+    assert_eq!(given_up["status"], "unfixed");
+    assert_eq!(given_up["unfixed_because"], "circular_fix");
+    let attempts = given_up["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3, "{given_up}");
+    for a in attempts {
+        assert_eq!(a["failure"]["kind"], "regression", "{a}");
+        assert_eq!(a["failure"]["detail"], "tests::digest");
+    }
+    assert_eq!(fr["stop"], "settled");
+
+    // The second and third attempts were told why the one before was discarded.
+    let reqs = server.requests();
+    let timing_first_turns: Vec<&RecordedRequest> = fixer_requests(&reqs)
+        .into_iter()
+        .filter(|r| r.text.contains("Token compared in non-constant time") && r.body["messages"].as_array().unwrap().len() == 2)
+        .collect();
+    assert_eq!(timing_first_turns.len(), 3);
+    assert!(!timing_first_turns[0].text.contains("previous attempt was discarded"));
+    for r in &timing_first_turns[1..] {
+        let why = delimited(&r.text, "discarded attempt").expect("the failure in the prompt");
+        assert!(why.contains("tests::digest"), "{why}");
+    }
+    // The fixer sees the finding delimited, and the file's numbered lines around it.
+    let first = fixer_requests(&reqs)[0];
+    let finding = delimited(&first.text, "finding").expect("the finding, delimited");
+    assert!(finding.contains("app.py") && finding.contains("lines: 5-5"), "{finding}");
+    let lines = delimited(&first.text, "app.py").expect("the file's lines, delimited");
+    assert!(lines.contains("    5      return hashlib.md5(data).hexdigest()"), "{lines}");
+    // The blind verifier saw the diff, not what the fixer said about it.
+    let blind: Vec<&RecordedRequest> = reqs.iter().filter(|r| r.system.contains(BLIND)).collect();
+    // Asked once: the regressions failed their tests, so no model was asked to judge them.
+    assert_eq!(blind.len(), 1);
+    for r in &blind {
+        assert!(!r.text.contains("FIXER-SAYS-SHA256"));
+        let diff = delimited(&r.text, "diff").expect("the diff, delimited");
+        assert!(diff.contains("+    return hashlib.sha256(data).hexdigest()"), "{diff}");
+    }
+
+    // The kept fix is one commit on a new branch; the user's checkout is untouched.
+    let branch = fr["branch"].as_str().expect("a branch").to_string();
+    assert!(branch.starts_with("quorum/fix-"), "{branch}");
+    assert_eq!(git_out(&target, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(git_out(&target, &["status", "--porcelain"]), "");
+    assert_eq!(std::fs::read_to_string(target.join("app.py")).unwrap(), APP);
+    let log = git_out(&target, &["log", "--format=%s", &format!("{head_before}..{branch}")]);
+    assert_eq!(log, format!("quorum fix {weak}: Weak hash for integrity"));
+    let body = git_out(&target, &["log", "-1", "--format=%b", &branch]);
+    assert!(body.contains("tests, blind verifier"), "{body}");
+    let fixed = git_out(&target, &["show", &format!("{branch}:app.py")]);
+    assert!(fixed.contains("hashlib.sha256(data)") && fixed.contains("def digest"), "{fixed}");
+    assert_eq!(kept["commit"].as_str().unwrap(), git_out(&target, &["rev-parse", &branch]));
+    // fixes.patch applies to the checkout and gives the same file.
+    let patch = std::fs::read_to_string(out.join("fixes.patch")).unwrap();
+    assert!(patch.contains("-    return hashlib.md5(data).hexdigest()\n+    return hashlib.sha256(data).hexdigest()"), "{patch}");
+    git(&target, &["apply", "--check", out.join("fixes.patch").to_str().unwrap()]);
+    let md = std::fs::read_to_string(out.join("fix-report.md")).unwrap();
+    assert!(md.contains("**1 of 2 fixed**"), "{md}");
+    assert!(md.contains("circular fix"), "{md}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_outside_the_worktree_are_refused_and_a_plain_directory_gets_a_patched_copy() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    write(&target, ".env", "API_KEY=do-not-touch\n");
+    let report_path = reviewed(&target, work.path()).await;
+    let report = read_json(&report_path);
+    let weak = id_of(&report, "Weak hash for integrity");
+
+    let script = Script::new()
+        .models([MODEL])
+        .rule(
+            Rule::new("escape")
+                .when_system([FIXER])
+                .turn(0)
+                .reply(Reply::tools([
+                    ("write_file", json!({"path": "../escaped.py", "content": "x = 1\n"})),
+                    ("edit_file", json!({"path": "/etc/hostname", "old": "a", "new": "b"})),
+                    ("edit_file", json!({"path": ".env", "old": "do-not-touch", "new": "stolen"})),
+                    ("run_shell", json!({"cmd": "curl example.com"})),
+                ])),
+        )
+        .rule(
+            Rule::new("then-fix")
+                .when_system([FIXER])
+                .turn(1)
+                .reply(Reply::tool("edit_file", json!({"path": "app.py", "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}))),
+        )
+        .rule(
+            Rule::new("done")
+                .when_system([FIXER])
+                .reply(Reply::json(&json!({"done": true, "summary": "sha256"}))),
+        );
+    let server = ScriptedServer::start(script).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("fix-out");
+    let o = quorum(
+        &["fix", target.to_str().unwrap(), "--from", report_path.to_str().unwrap(),
+          "--findings", &weak, "--no-verifier",
+          "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap()],
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(!work.path().join("escaped.py").exists());
+    assert_eq!(std::fs::read_to_string(target.join(".env")).unwrap(), "API_KEY=do-not-touch\n");
+    // Each refusal went back to the model as a tool error it can read.
+    let second = server
+        .requests()
+        .into_iter()
+        .find(|r| r.system.contains(FIXER) && r.body["messages"].as_array().unwrap().len() > 2)
+        .expect("the turn after the tool calls");
+    for said in ["outside the worktree", "is a secrets file", "unknown tool \"run_shell\""] {
+        assert!(second.text.contains(said), "{said} not in {}", second.text);
+    }
+    let fr = read_json(&out.join("fix-report.json"));
+    assert_eq!(fr["fixes"][0]["status"], "kept", "{fr}");
+    assert!(fr.get("branch").is_none());
+    // Not a git repository: the patched copy, the original untouched, no test command.
+    let copy = Path::new(fr["patched_copy"].as_str().unwrap());
+    assert!(std::fs::read_to_string(copy.join("app.py")).unwrap().contains("hashlib.sha256(data)"));
+    assert!(copy.join("tests.sh").exists());
+    assert!(!copy.join(".env").exists(), "a secrets file was copied");
+    assert_eq!(std::fs::read_to_string(target.join("app.py")).unwrap(), APP);
+    assert!(fr.get("test_command").is_none());
+    assert!(stderr(&o).contains("tests: none"), "{}", stderr(&o));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_command_that_reaches_for_the_network_is_cut_off_by_the_sandbox() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // The "tests" phone home first; they pass only if the connection was made.
+    write(&target, "phone.sh", &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected\n"));
+    let report_path = reviewed(&target, work.path()).await;
+    let report = read_json(&report_path);
+    let weak = id_of(&report, "Weak hash for integrity");
+    let script = Script::new().models([MODEL]).rule(
+        Rule::new("no-change")
+            .when_system([FIXER])
+            .reply(Reply::json(&json!({"done": true, "summary": "nothing"}))),
+    );
+    let server = ScriptedServer::start(script).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("fix-out");
+    let o = quorum(
+        &["fix", target.to_str().unwrap(), "--from", report_path.to_str().unwrap(),
+          "--findings", &weak, "--no-verifier", "--test-cmd", "bash phone.sh",
+          "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap()],
+        work.path(),
+    )
+    .await;
+    if code(&o) == 2 {
+        // This machine has neither bubblewrap nor user namespaces: quorum must refuse, not run
+        // the tests unisolated.
+        assert!(stderr(&o).contains("cannot sandbox the test command"), "{}", text(&o));
+        assert!(listener.accept().is_err(), "the test command ran without a sandbox");
+        return;
+    }
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    assert!(listener.accept().is_err(), "the sandboxed test command reached the network");
+    let fr = read_json(&out.join("fix-report.json"));
+    assert!(fr["sandbox"].as_str().unwrap().starts_with("sandboxed"), "{fr}");
+    assert_eq!(fr["baseline_failing"], json!(["(the test command)"]));
+    // The agent changed nothing three times: a circular fix, never kept.
+    assert_eq!(fr["fixes"][0]["unfixed_because"], "circular_fix");
+    assert_eq!(fr["fixes"][0]["attempts"][0]["oracles"]["edit"]["kind"], "no_change");
+}
