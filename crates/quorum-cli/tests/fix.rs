@@ -46,8 +46,22 @@ fn review_script() -> Script {
         &[(
             "security_sentinel",
             json!([
-                finding("Weak hash for integrity", "P1", 0.9, "app.py", 5, "return hashlib.md5(data).hexdigest()"),
-                finding("Token compared in non-constant time", "P1", 0.9, "app.py", 9, "return token == expected"),
+                finding(
+                    "Weak hash for integrity",
+                    "P1",
+                    0.9,
+                    "app.py",
+                    5,
+                    "return hashlib.md5(data).hexdigest()"
+                ),
+                finding(
+                    "Token compared in non-constant time",
+                    "P1",
+                    0.9,
+                    "app.py",
+                    9,
+                    "return token == expected"
+                ),
             ]),
         )],
     )
@@ -59,8 +73,19 @@ async fn reviewed(target: &Path, work: &Path) -> std::path::PathBuf {
     let out = work.join("review");
     let backend = format!("ollama={}", server.ollama_url());
     let o = quorum(
-        &["review", target.to_str().unwrap(), "--backend", &backend, "--model", MODEL,
-          "--out", out.to_str().unwrap(), "--quiet", "--fail-on", "none"],
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--quiet",
+            "--fail-on",
+            "none",
+        ],
         work,
     )
     .await;
@@ -92,7 +117,11 @@ fn git_out(dir: &Path, args: &[&str]) -> String {
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .output()
         .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
@@ -150,9 +179,21 @@ async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("fix-out");
     let o = quorum(
-        &["fix", target.to_str().unwrap(), "--from", report_path.to_str().unwrap(),
-          "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap(),
-          "--test-cmd", "bash tests.sh", "--unsandboxed"],
+        &[
+            "fix",
+            target.to_str().unwrap(),
+            "--from",
+            report_path.to_str().unwrap(),
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--test-cmd",
+            "bash tests.sh",
+            "--unsandboxed",
+        ],
         work.path(),
     )
     .await;
@@ -160,12 +201,20 @@ async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given
     assert_eq!(code(&o), 1, "{}", text(&o));
     let fr = read_json(&out.join("fix-report.json"));
     let entry = |id: &str| {
-        fr["fixes"].as_array().unwrap().iter().find(|f| f["finding_id"] == id).unwrap().clone()
+        fr["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["finding_id"] == id)
+            .unwrap()
+            .clone()
     };
     let kept = entry(&weak);
     assert_eq!(kept["status"], "kept", "{fr}");
     assert_eq!(kept["attempts"].as_array().unwrap().len(), 1);
-    assert!(kept["attempts"][0]["oracles"]["tests"]["passed"].as_bool().unwrap());
+    assert!(kept["attempts"][0]["oracles"]["tests"]["passed"]
+        .as_bool()
+        .unwrap());
     let given_up = entry(&timing);
     assert_eq!(given_up["status"], "unfixed");
     assert_eq!(given_up["unfixed_because"], "circular_fix");
@@ -181,10 +230,15 @@ async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given
     let reqs = server.requests();
     let timing_first_turns: Vec<&RecordedRequest> = fixer_requests(&reqs)
         .into_iter()
-        .filter(|r| r.text.contains("Token compared in non-constant time") && r.body["messages"].as_array().unwrap().len() == 2)
+        .filter(|r| {
+            r.text.contains("Token compared in non-constant time")
+                && r.body["messages"].as_array().unwrap().len() == 2
+        })
         .collect();
     assert_eq!(timing_first_turns.len(), 3);
-    assert!(!timing_first_turns[0].text.contains("previous attempt was discarded"));
+    assert!(!timing_first_turns[0]
+        .text
+        .contains("previous attempt was discarded"));
     for r in &timing_first_turns[1..] {
         let why = delimited(&r.text, "discarded attempt").expect("the failure in the prompt");
         assert!(why.contains("tests::digest"), "{why}");
@@ -192,9 +246,15 @@ async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given
     // The fixer sees the finding delimited, and the file's numbered lines around it.
     let first = fixer_requests(&reqs)[0];
     let finding = delimited(&first.text, "finding").expect("the finding, delimited");
-    assert!(finding.contains("app.py") && finding.contains("lines: 5-5"), "{finding}");
+    assert!(
+        finding.contains("app.py") && finding.contains("lines: 5-5"),
+        "{finding}"
+    );
     let lines = delimited(&first.text, "app.py").expect("the file's lines, delimited");
-    assert!(lines.contains("    5      return hashlib.md5(data).hexdigest()"), "{lines}");
+    assert!(
+        lines.contains("    5      return hashlib.md5(data).hexdigest()"),
+        "{lines}"
+    );
     // The blind verifier saw the diff, not what the fixer said about it.
     let blind: Vec<&RecordedRequest> = reqs.iter().filter(|r| r.system.contains(BLIND)).collect();
     // Asked once: the regressions failed their tests, so no model was asked to judge them.
@@ -202,7 +262,10 @@ async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given
     for r in &blind {
         assert!(!r.text.contains("FIXER-SAYS-SHA256"));
         let diff = delimited(&r.text, "diff").expect("the diff, delimited");
-        assert!(diff.contains("+    return hashlib.sha256(data).hexdigest()"), "{diff}");
+        assert!(
+            diff.contains("+    return hashlib.sha256(data).hexdigest()"),
+            "{diff}"
+        );
     }
 
     // The kept fix is one commit on a new branch; the user's checkout is untouched.
@@ -211,17 +274,33 @@ async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given
     assert_eq!(git_out(&target, &["rev-parse", "HEAD"]), head_before);
     assert_eq!(git_out(&target, &["status", "--porcelain"]), "");
     assert_eq!(std::fs::read_to_string(target.join("app.py")).unwrap(), APP);
-    let log = git_out(&target, &["log", "--format=%s", &format!("{head_before}..{branch}")]);
+    let log = git_out(
+        &target,
+        &["log", "--format=%s", &format!("{head_before}..{branch}")],
+    );
     assert_eq!(log, format!("quorum fix {weak}: Weak hash for integrity"));
     let body = git_out(&target, &["log", "-1", "--format=%b", &branch]);
     assert!(body.contains("tests, blind verifier"), "{body}");
     let fixed = git_out(&target, &["show", &format!("{branch}:app.py")]);
-    assert!(fixed.contains("hashlib.sha256(data)") && fixed.contains("def digest"), "{fixed}");
-    assert_eq!(kept["commit"].as_str().unwrap(), git_out(&target, &["rev-parse", &branch]));
+    assert!(
+        fixed.contains("hashlib.sha256(data)") && fixed.contains("def digest"),
+        "{fixed}"
+    );
+    assert_eq!(
+        kept["commit"].as_str().unwrap(),
+        git_out(&target, &["rev-parse", &branch])
+    );
     // fixes.patch applies to the checkout and gives the same file.
     let patch = std::fs::read_to_string(out.join("fixes.patch")).unwrap();
     assert!(patch.contains("-    return hashlib.md5(data).hexdigest()\n+    return hashlib.sha256(data).hexdigest()"), "{patch}");
-    git(&target, &["apply", "--check", out.join("fixes.patch").to_str().unwrap()]);
+    git(
+        &target,
+        &[
+            "apply",
+            "--check",
+            out.join("fixes.patch").to_str().unwrap(),
+        ],
+    );
     let md = std::fs::read_to_string(out.join("fix-report.md")).unwrap();
     assert!(md.contains("**1 of 2 fixed**"), "{md}");
     assert!(md.contains("circular fix"), "{md}");
@@ -265,22 +344,41 @@ async fn writes_outside_the_worktree_are_refused_and_a_plain_directory_gets_a_pa
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("fix-out");
     let o = quorum(
-        &["fix", target.to_str().unwrap(), "--from", report_path.to_str().unwrap(),
-          "--findings", &weak, "--no-verifier",
-          "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap()],
+        &[
+            "fix",
+            target.to_str().unwrap(),
+            "--from",
+            report_path.to_str().unwrap(),
+            "--findings",
+            &weak,
+            "--no-verifier",
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+        ],
         work.path(),
     )
     .await;
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(!work.path().join("escaped.py").exists());
-    assert_eq!(std::fs::read_to_string(target.join(".env")).unwrap(), "API_KEY=do-not-touch\n");
+    assert_eq!(
+        std::fs::read_to_string(target.join(".env")).unwrap(),
+        "API_KEY=do-not-touch\n"
+    );
     // Each refusal went back to the model as a tool error it can read.
     let second = server
         .requests()
         .into_iter()
         .find(|r| r.system.contains(FIXER) && r.body["messages"].as_array().unwrap().len() > 2)
         .expect("the turn after the tool calls");
-    for said in ["outside the worktree", "is a secrets file", "unknown tool \"run_shell\""] {
+    for said in [
+        "outside the worktree",
+        "is a secrets file",
+        "unknown tool \"run_shell\"",
+    ] {
         assert!(second.text.contains(said), "{said} not in {}", second.text);
     }
     let fr = read_json(&out.join("fix-report.json"));
@@ -288,7 +386,9 @@ async fn writes_outside_the_worktree_are_refused_and_a_plain_directory_gets_a_pa
     assert!(fr.get("branch").is_none());
     // Not a git repository: the patched copy, the original untouched, no test command.
     let copy = Path::new(fr["patched_copy"].as_str().unwrap());
-    assert!(std::fs::read_to_string(copy.join("app.py")).unwrap().contains("hashlib.sha256(data)"));
+    assert!(std::fs::read_to_string(copy.join("app.py"))
+        .unwrap()
+        .contains("hashlib.sha256(data)"));
     assert!(copy.join("tests.sh").exists());
     assert!(!copy.join(".env").exists(), "a secrets file was copied");
     assert_eq!(std::fs::read_to_string(target.join("app.py")).unwrap(), APP);
@@ -305,7 +405,11 @@ async fn a_test_command_that_reaches_for_the_network_is_cut_off_by_the_sandbox()
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     // The "tests" phone home first; they pass only if the connection was made.
-    write(&target, "phone.sh", &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected\n"));
+    write(
+        &target,
+        "phone.sh",
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected\n"),
+    );
     let report_path = reviewed(&target, work.path()).await;
     let report = read_json(&report_path);
     let weak = id_of(&report, "Weak hash for integrity");
@@ -318,25 +422,201 @@ async fn a_test_command_that_reaches_for_the_network_is_cut_off_by_the_sandbox()
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("fix-out");
     let o = quorum(
-        &["fix", target.to_str().unwrap(), "--from", report_path.to_str().unwrap(),
-          "--findings", &weak, "--no-verifier", "--test-cmd", "bash phone.sh",
-          "--backend", &backend, "--model", MODEL, "--out", out.to_str().unwrap()],
+        &[
+            "fix",
+            target.to_str().unwrap(),
+            "--from",
+            report_path.to_str().unwrap(),
+            "--findings",
+            &weak,
+            "--no-verifier",
+            "--test-cmd",
+            "bash phone.sh",
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+        ],
         work.path(),
     )
     .await;
     if code(&o) == 2 {
         // This machine has neither bubblewrap nor user namespaces: quorum must refuse, not run
         // the tests unisolated.
-        assert!(stderr(&o).contains("cannot sandbox the test command"), "{}", text(&o));
-        assert!(listener.accept().is_err(), "the test command ran without a sandbox");
+        assert!(
+            stderr(&o).contains("cannot sandbox the test command"),
+            "{}",
+            text(&o)
+        );
+        assert!(
+            listener.accept().is_err(),
+            "the test command ran without a sandbox"
+        );
         return;
     }
     assert_eq!(code(&o), 1, "{}", text(&o));
-    assert!(listener.accept().is_err(), "the sandboxed test command reached the network");
+    assert!(
+        listener.accept().is_err(),
+        "the sandboxed test command reached the network"
+    );
     let fr = read_json(&out.join("fix-report.json"));
-    assert!(fr["sandbox"].as_str().unwrap().starts_with("sandboxed"), "{fr}");
+    assert!(
+        fr["sandbox"].as_str().unwrap().starts_with("sandboxed"),
+        "{fr}"
+    );
     assert_eq!(fr["baseline_failing"], json!(["(the test command)"]));
     // The agent changed nothing three times: a circular fix, never kept.
     assert_eq!(fr["fixes"][0]["unfixed_because"], "circular_fix");
-    assert_eq!(fr["fixes"][0]["attempts"][0]["oracles"]["edit"]["kind"], "no_change");
+    assert_eq!(
+        fr["fixes"][0]["attempts"][0]["oracles"]["edit"]["kind"],
+        "no_change"
+    );
+}
+
+/// An analyzer stand-in: rule H1 fires on every line mentioning md5, in ruff's JSON.
+fn fake_weakhash(bin: &Path) {
+    script(
+        bin,
+        "weakhash",
+        r#"PATH=/usr/bin:/bin
+out="["; sep=""
+for f in "$@"; do
+  case $f in /*) p=$f;; *) p=$PWD/$f;; esac
+  for n in $(grep -n 'md5' "$f" | cut -d: -f1); do
+    out="$out$sep{\"code\": \"H1\", \"filename\": \"$p\", \"location\": {\"row\": $n, \"column\": 1}, \"end_location\": {\"row\": $n, \"column\": 5}, \"message\": \"weak hash md5\", \"fix\": null, \"url\": null}"
+    sep=", "
+  done
+done
+echo "$out]""#,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fix_the_analyzer_still_flags_is_discarded_and_the_next_one_kept() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    let bin = work.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    fake_weakhash(&bin);
+    let catalog = work.path().join("analyzers.yaml");
+    std::fs::write(
+        &catalog,
+        "analyzers:\n  - name: weakhash\n    command: weakhash\n    args: [\"{files}\"]\n    files: [\"*.py\"]\n    format: ruff_json\n    category: security\n    confidence: 0.9\n    severity:\n      default: P1\n",
+    )
+    .unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let with_analyzer = |args: &[&str]| {
+        let mut c = command(args, work.path());
+        c.env("PATH", &path)
+            .env("QUORUM_ANALYZERS__CATALOG", &catalog)
+            .env_remove("QUORUM_ANALYZERS__ENABLED");
+        c
+    };
+    // The review: the specialist finds nothing; the analyzer's lead is confirmed.
+    let server = ScriptedServer::start(scripted_review(
+        json!([{"id": "t1", "persona": "security_sentinel", "files": ["app.py"], "mandate": "Check hashing."}]),
+        &[("security_sentinel", json!([]))],
+    ))
+    .await
+    .unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let review_out = work.path().join("review");
+    let o = run(&mut with_analyzer(&[
+        "review",
+        target.to_str().unwrap(),
+        "--backend",
+        &backend,
+        "--model",
+        MODEL,
+        "--out",
+        review_out.to_str().unwrap(),
+        "--quiet",
+        "--fail-on",
+        "none",
+    ]))
+    .await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let report_path = review_out.join("report.json");
+    let report = read_json(&report_path);
+    let finding = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["reporters"][0]["persona"] == "analyzer:weakhash")
+        .unwrap_or_else(|| panic!("the analyzer's finding in {report}"))
+        .clone();
+
+    let discarded = "previous attempt was discarded";
+    let script = Script::new()
+        .models([MODEL])
+        // First attempt: silences nothing — the analyzer still sees md5.
+        .rule(
+            Rule::new("first")
+                .when_system([FIXER])
+                .when_none([discarded])
+                .turn(0)
+                .reply(Reply::tool("edit_file", json!({"path": "app.py", "old": "hashlib.md5(data)",
+                    "new": "hashlib.md5(data, usedforsecurity=False)"}))),
+        )
+        .rule(
+            Rule::new("second")
+                .when_system([FIXER])
+                .when_all([discarded])
+                .turn(0)
+                .reply(Reply::tool("edit_file", json!({"path": "app.py", "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}))),
+        )
+        .rule(
+            Rule::new("done")
+                .when_system([FIXER])
+                .reply(Reply::json(&json!({"done": true, "summary": "changed the hash"}))),
+        );
+    let server = ScriptedServer::start(script).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("fix-out");
+    let o = run(&mut with_analyzer(&[
+        "fix",
+        target.to_str().unwrap(),
+        "--from",
+        report_path.to_str().unwrap(),
+        "--findings",
+        finding["id"].as_str().unwrap(),
+        "--no-verifier",
+        "--backend",
+        &backend,
+        "--model",
+        MODEL,
+        "--out",
+        out.to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let fr = read_json(&out.join("fix-report.json"));
+    let attempts = fr["fixes"][0]["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{fr}");
+    assert_eq!(attempts[0]["failure"]["kind"], "analyzer_still_fires");
+    assert_eq!(attempts[1]["kept"], true);
+    assert_eq!(
+        attempts[1]["oracles"]["analyzer"]["rule_still_fires"],
+        false
+    );
+    assert_eq!(attempts[1]["oracles"]["analyzer"]["new_hits"], json!([]));
+    // The fixer was told which rule reported it, and why the first attempt was discarded.
+    let reqs = server.requests();
+    let second = reqs
+        .iter()
+        .find(|r| r.system.contains(FIXER) && r.text.contains(discarded))
+        .expect("a second attempt");
+    assert!(delimited(&second.text, "finding")
+        .unwrap()
+        .contains("reported by analyzer weakhash, rule H1"));
+    assert!(delimited(&second.text, "discarded attempt")
+        .unwrap()
+        .contains("analyzer rule"));
+    let copy = Path::new(fr["patched_copy"].as_str().unwrap());
+    assert!(std::fs::read_to_string(copy.join("app.py"))
+        .unwrap()
+        .contains("hashlib.sha256(data)"));
 }

@@ -162,19 +162,20 @@ fn run(seed: u64) {
                             format!("{finding} discarded though every oracle passed"),
                         );
                     }
-                    if class.kind == FailureKind::TestsFailed
-                        || class.kind == FailureKind::Regression
-                    {
-                        if class
+                    let blames_tests = matches!(
+                        class.kind,
+                        FailureKind::TestsFailed | FailureKind::Regression
+                    );
+                    if blames_tests
+                        && class
                             .detail
                             .split(", ")
                             .any(|t| baseline_failing.contains(t))
-                        {
-                            violation(
-                                seed,
-                                format!("{finding} blamed for a test failing on the base"),
-                            );
-                        }
+                    {
+                        violation(
+                            seed,
+                            format!("{finding} blamed for a test failing on the base"),
+                        );
                     }
                     failures
                         .entry(finding.clone())

@@ -40,7 +40,10 @@ pub fn fix_prompt(target: &FixTarget, worktree: &Worktree, feedback: Option<&str
             let from = f.line_start.unwrap_or(1) as usize;
             let to = f.line_end.map(|l| l as usize).unwrap_or(from).max(from);
             user.push_str(&format!("\n## {file} around the reported lines\n"));
-            user.push_str(&delimit(file, &numbered_around(text, from, to, CONTEXT_LINES)));
+            user.push_str(&delimit(
+                file,
+                &numbered_around(text, from, to, CONTEXT_LINES),
+            ));
         }
     }
     if let Some(why) = feedback {
@@ -81,9 +84,10 @@ pub async fn attempt(
             "required": ["path", "old", "new"]}}
     }, "required": ["done", "summary"]});
     let mut tools = FixTools::new(worktree);
-    let result =
-        agent::tool_loop_with(client, spec, &mut tools, FIX_SYSTEM, &user, schema, limits, stats)
-            .await;
+    let result = agent::tool_loop_with(
+        client, spec, &mut tools, FIX_SYSTEM, &user, schema, limits, stats,
+    )
+    .await;
     let mut out = AgentOutcome::default();
     match result {
         Ok(done) => {
@@ -105,11 +109,19 @@ pub async fn attempt(
         Err(e) => out.failure = Some(format!("the model call failed: {e}")),
     }
     if out.failure.is_none() && tools.applied == 0 {
-        let refusals: Vec<&String> = tools.log.iter().filter(|l| l.contains("→ refused")).collect();
+        let refusals: Vec<&String> = tools
+            .log
+            .iter()
+            .filter(|l| l.contains("→ refused"))
+            .collect();
         if !refusals.is_empty() {
             out.failure = Some(format!(
                 "every edit was refused ({})",
-                refusals.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                refusals
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
     }

@@ -70,8 +70,8 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
         reason: e.to_string(),
     };
     std::fs::create_dir_all(&home).map_err(|e| setup(&home, e))?;
-    let mut worktree =
-        Worktree::materialize(&job.pack, wt_dir.clone(), job.bounds).map_err(|e| setup(&wt_dir, e))?;
+    let mut worktree = Worktree::materialize(&job.pack, wt_dir.clone(), job.bounds)
+        .map_err(|e| setup(&wt_dir, e))?;
     let by_id: BTreeMap<String, &FixTarget> = job
         .targets
         .iter()
@@ -137,7 +137,10 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
                 let Some(target) = by_id.get(&finding).copied() else {
                     continue;
                 };
-                progress(format!("{finding}: attempt {attempt} — {}", target.finding.title));
+                progress(format!(
+                    "{finding}: attempt {attempt} — {}",
+                    target.finding.title
+                ));
                 let outcome = agent::attempt(
                     &job.fixer.client,
                     &job.fixer.spec,
@@ -150,7 +153,17 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
                 .await;
                 let changes = worktree.changes();
                 let base_failing = baseline.as_ref().map(|b| &b.failing);
-                let oracles = judge(&job, target, &worktree, &home, &changes, &outcome, base_failing, &mut stats).await;
+                let oracles = judge(
+                    &job,
+                    target,
+                    &worktree,
+                    &home,
+                    &changes,
+                    &outcome,
+                    base_failing,
+                    &mut stats,
+                )
+                .await;
                 last_oracles.insert(finding.clone(), oracles.clone());
                 queue.extend(machine.step(Event::Judged {
                     finding,
@@ -185,11 +198,16 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
                 reason,
             } => {
                 worktree.rollback().map_err(|e| setup(&wt_dir, e))?;
-                progress(format!("{finding}: attempt {attempt} discarded ({})", class.kind));
+                progress(format!(
+                    "{finding}: attempt {attempt} discarded ({})",
+                    class.kind
+                ));
                 let entry = entries.get_mut(&finding).expect("a selected finding");
                 entry.attempts.push(AttemptEntry {
                     attempt,
-                    oracles: last_oracles.remove(&finding).expect("judged before discarded"),
+                    oracles: last_oracles
+                        .remove(&finding)
+                        .expect("judged before discarded"),
                     kept: false,
                     failure: Some(class),
                     reason,
@@ -251,7 +269,10 @@ async fn judge(
             lines: changes
                 .iter()
                 .map(|c| {
-                    quorum_core::fixing::edit::changed_lines(c.before.as_deref().unwrap_or(""), &c.after)
+                    quorum_core::fixing::edit::changed_lines(
+                        c.before.as_deref().unwrap_or(""),
+                        &c.after,
+                    )
                 })
                 .sum(),
         }
@@ -266,18 +287,21 @@ async fn judge(
         return oracles;
     }
     if let Some(tests) = &job.tests {
-        oracles.tests = Some(match oracles::run_tests(tests, worktree.root(), home).await {
-            Ok(run) => run,
-            Err(e) => TestRun {
-                passed: false,
-                failing: [quorum_core::fixing::fix_loop::UNNAMED_FAILURE.to_string()].into(),
-                summary: format!("the test command could not be started: {e}"),
+        oracles.tests = Some(
+            match oracles::run_tests(tests, worktree.root(), home).await {
+                Ok(run) => run,
+                Err(e) => TestRun {
+                    passed: false,
+                    failing: [quorum_core::fixing::fix_loop::UNNAMED_FAILURE.to_string()].into(),
+                    summary: format!("the test command could not be started: {e}"),
+                },
             },
-        });
+        );
     }
-    let broke_tests = oracles.tests.as_ref().is_some_and(|t| {
-        base_failing.is_none_or(|base| !t.failing.is_subset(base))
-    });
+    let broke_tests = oracles
+        .tests
+        .as_ref()
+        .is_some_and(|t| base_failing.is_none_or(|base| !t.failing.is_subset(base)));
     if broke_tests {
         return oracles;
     }
@@ -294,7 +318,16 @@ async fn judge(
     if let Some(verifier) = &job.verifier {
         let diff = patch::unified(changes);
         oracles.verifier = Some(
-            match oracles::verify(&verifier.client, &verifier.spec, target, changes, &diff, stats).await {
+            match oracles::verify(
+                &verifier.client,
+                &verifier.spec,
+                target,
+                changes,
+                &diff,
+                stats,
+            )
+            .await
+            {
                 Ok(v) => v,
                 // A verifier that cannot answer never keeps a fix.
                 Err(e) => quorum_core::fixing::fix_loop::VerifierCheck {

@@ -73,7 +73,8 @@ pub async fn run_tests(tests: &TestCommand, dir: &Path, home: &Path) -> std::io:
 fn counts(leads: &[Lead]) -> BTreeMap<(String, String, String), usize> {
     let mut out = BTreeMap::new();
     for l in leads {
-        *out.entry((l.tool.clone(), l.rule.clone(), l.file.clone())).or_insert(0) += 1;
+        *out.entry((l.tool.clone(), l.rule.clone(), l.file.clone()))
+            .or_insert(0) += 1;
     }
     out
 }
@@ -96,7 +97,10 @@ pub async fn analyzer_check(
     let after = ContextPack::from_files(
         "/after".into(),
         None,
-        changes.iter().map(|c| (c.path.clone(), c.after.clone())).collect(),
+        changes
+            .iter()
+            .map(|c| (c.path.clone(), c.after.clone()))
+            .collect(),
     );
     let after_leads = setup.run(&after).await;
     if !after_leads.runs.iter().any(|r| r.ran) {
@@ -115,7 +119,8 @@ pub async fn analyzer_check(
         .iter()
         .filter(|(k, n)| **n > b.get(*k).copied().unwrap_or(0))
         .filter(|(k, _)| {
-            target.analyzer_rule.as_ref() != Some(&(k.0.clone(), k.1.clone())) || k.2 != finding_file
+            target.analyzer_rule.as_ref() != Some(&(k.0.clone(), k.1.clone()))
+                || k.2 != finding_file
         })
         .map(|((tool, rule, file), _)| format!("{tool}/{rule} in {file}"))
         .collect();
@@ -150,7 +155,10 @@ pub fn finding_text(t: &FixTarget) -> String {
         s.push_str(&format!("reported by analyzer {tool}, rule {rule}\n"));
     }
     if !f.evidence.trim().is_empty() {
-        s.push_str(&format!("evidence (the lines as reported):\n{}\n", f.evidence));
+        s.push_str(&format!(
+            "evidence (the lines as reported):\n{}\n",
+            f.evidence
+        ));
     }
     s
 }
@@ -181,13 +189,25 @@ pub async fn verify(
     for c in changes {
         let first = crate::patch::first_changed_line(c.before.as_deref().unwrap_or(""), &c.after);
         user.push_str(&format!("\n## {} after the change\n", c.path));
-        user.push_str(&delimit(&c.path, &numbered_around(&c.after, first, first, 15)));
+        user.push_str(&delimit(
+            &c.path,
+            &numbered_around(&c.after, first, first, 15),
+        ));
     }
     user.push_str("\nIs the reported defect still present? Answer with the JSON object only.");
     let schema = json!({"type": "object", "properties": {
         "still_holds": {"type": "boolean"}, "reason": {"type": "string"}},
         "required": ["still_holds", "reason"]});
-    let (parsed, _) = agent::json_call(client, spec, VERIFIER_SYSTEM, &user, schema, Expect::Object, stats).await?;
+    let (parsed, _) = agent::json_call(
+        client,
+        spec,
+        VERIFIER_SYSTEM,
+        &user,
+        schema,
+        Expect::Object,
+        stats,
+    )
+    .await?;
     let v = match parsed {
         Parsed::Object(v) => v,
         Parsed::Objects(mut v) => v.pop().unwrap_or(Value::Null),
@@ -222,20 +242,33 @@ mod tests {
         let names = failing_tests(out);
         assert_eq!(
             names,
-            ["tests::adds", "tests/test_app.py::test_login", "test_x (tests.test_mod.T)", "TestParse"]
-                .into_iter()
-                .map(String::from)
-                .collect()
+            [
+                "tests::adds",
+                "tests/test_app.py::test_login",
+                "test_x (tests.test_mod.T)",
+                "TestParse"
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect()
         );
     }
 
     #[test]
     fn a_failing_run_without_names_still_fails() {
-        let run = CommandRun { exit: Some(1), timed_out: false, output: "boom\n".into() };
+        let run = CommandRun {
+            exit: Some(1),
+            timed_out: false,
+            output: "boom\n".into(),
+        };
         let t = test_run(&run);
         assert!(!t.passed);
         assert!(t.failing.contains(UNNAMED_FAILURE));
-        let ok = CommandRun { exit: Some(0), timed_out: false, output: "FAILED x\n".into() };
+        let ok = CommandRun {
+            exit: Some(0),
+            timed_out: false,
+            output: "FAILED x\n".into(),
+        };
         assert!(test_run(&ok).failing.is_empty());
     }
 }

@@ -21,7 +21,10 @@ pub fn unified(changes: &[FileChange]) -> String {
             .header(&old_name, &format!("b/{}", c.path))
             .to_string();
         if c.before.is_none() {
-            out.push_str(&format!("diff --git a/{0} b/{0}\nnew file mode 100644\n", c.path));
+            out.push_str(&format!(
+                "diff --git a/{0} b/{0}\nnew file mode 100644\n",
+                c.path
+            ));
         } else {
             out.push_str(&format!("diff --git a/{0} b/{0}\n", c.path));
         }
@@ -66,8 +69,16 @@ mod tests {
     #[test]
     fn a_patch_names_both_sides_and_new_files() {
         let changes = vec![
-            FileChange { path: "src/a.py".into(), before: Some("x = 1\ny = 2\n".into()), after: "x = 1\ny = 3\n".into() },
-            FileChange { path: "src/n.py".into(), before: None, after: "z\n".into() },
+            FileChange {
+                path: "src/a.py".into(),
+                before: Some("x = 1\ny = 2\n".into()),
+                after: "x = 1\ny = 3\n".into(),
+            },
+            FileChange {
+                path: "src/n.py".into(),
+                before: None,
+                after: "z\n".into(),
+            },
         ];
         let p = unified(&changes);
         assert!(p.contains("--- a/src/a.py\n+++ b/src/a.py\n"), "{p}");
@@ -78,8 +89,16 @@ mod tests {
 
     #[test]
     fn squashing_keeps_the_first_before_and_the_last_after() {
-        let one = vec![FileChange { path: "a".into(), before: Some("1\n".into()), after: "2\n".into() }];
-        let two = vec![FileChange { path: "a".into(), before: Some("2\n".into()), after: "3\n".into() }];
+        let one = vec![FileChange {
+            path: "a".into(),
+            before: Some("1\n".into()),
+            after: "2\n".into(),
+        }];
+        let two = vec![FileChange {
+            path: "a".into(),
+            before: Some("2\n".into()),
+            after: "3\n".into(),
+        }];
         let s = squash(&[one, two]);
         assert_eq!(s[0].before.as_deref(), Some("1\n"));
         assert_eq!(s[0].after, "3\n");

@@ -54,7 +54,9 @@ impl Isolation {
         match self {
             Isolation::Bwrap(_) => "sandboxed: bubblewrap, no network".into(),
             Isolation::Unshare(_) => "sandboxed: network namespace (unshare), no network".into(),
-            Isolation::None => "UNSANDBOXED (--unsandboxed): the tests could reach the network".into(),
+            Isolation::None => {
+                "UNSANDBOXED (--unsandboxed): the tests could reach the network".into()
+            }
         }
     }
 }
@@ -93,9 +95,16 @@ impl TestCommand {
         let mut cmd = match &self.isolation {
             Isolation::Bwrap(bwrap) => {
                 let mut c = tokio::process::Command::new(bwrap);
-                c.args(["--unshare-net", "--die-with-parent", "--dev-bind", "/", "/", "--chdir"])
-                    .arg(dir)
-                    .args(["bash", "-c", &script]);
+                c.args([
+                    "--unshare-net",
+                    "--die-with-parent",
+                    "--dev-bind",
+                    "/",
+                    "/",
+                    "--chdir",
+                ])
+                .arg(dir)
+                .args(["bash", "-c", &script]);
                 c
             }
             Isolation::Unshare(unshare) => {
@@ -126,7 +135,9 @@ impl TestCommand {
         if let Some(real_home) = std::env::var_os("HOME") {
             let real_home = PathBuf::from(real_home);
             for (var, default) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
-                let v = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| real_home.join(default));
+                let v = std::env::var_os(var)
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| real_home.join(default));
                 if v.exists() {
                     cmd.env(var, v);
                 }
@@ -208,10 +219,13 @@ mod tests {
     async fn the_environment_is_cleared_and_the_output_capped() {
         let dir = tempfile::tempdir().unwrap();
         std::env::set_var("QUORUM_FIX_SECRET_PROBE", "leaked");
-        let run = command("echo \"[$QUORUM_FIX_SECRET_PROBE]\"; echo err >&2; exit 3", Isolation::None)
-            .run(dir.path(), dir.path())
-            .await
-            .unwrap();
+        let run = command(
+            "echo \"[$QUORUM_FIX_SECRET_PROBE]\"; echo err >&2; exit 3",
+            Isolation::None,
+        )
+        .run(dir.path(), dir.path())
+        .await
+        .unwrap();
         assert_eq!(run.exit, Some(3));
         assert!(run.output.contains("[]"), "{}", run.output);
         assert!(run.output.contains("err"));
@@ -233,11 +247,18 @@ mod tests {
         c.timeout = Duration::from_millis(500);
         let run = c.run(dir.path(), dir.path()).await.unwrap();
         assert!(run.timed_out);
-        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         // The background child was in the group: it is gone (or a zombie being reaped).
         let gone = (0..100).any(|_| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let alive = stat.split_whitespace().nth(2).is_some_and(|state| state != "Z");
+            let alive = stat
+                .split_whitespace()
+                .nth(2)
+                .is_some_and(|state| state != "Z");
             if alive {
                 std::thread::sleep(Duration::from_millis(50));
             }

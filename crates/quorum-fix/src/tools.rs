@@ -113,7 +113,10 @@ impl Toolbox for FixTools<'_> {
                         .filter_map(|n| lines.get(n - 1).map(|l| format!("{n:>5}  {l}\n")))
                         .collect();
                     // What the file says is data, never instructions.
-                    Ok(quorum_core::weaver::delimit(&format!("{path} lines {start}-{end}"), &body))
+                    Ok(quorum_core::weaver::delimit(
+                        &format!("{path} lines {start}-{end}"),
+                        &body,
+                    ))
                 }
                 Err(e) => Err(e.to_string()),
             },

@@ -30,7 +30,11 @@ pub struct Worktree {
 
 impl Worktree {
     /// Write every file of `pack` under `root` (created; must be empty or absent).
-    pub fn materialize(pack: &ContextPack, root: PathBuf, bounds: EditBounds) -> io::Result<Worktree> {
+    pub fn materialize(
+        pack: &ContextPack,
+        root: PathBuf,
+        bounds: EditBounds,
+    ) -> io::Result<Worktree> {
         std::fs::create_dir_all(&root)?;
         let mut files = BTreeMap::new();
         for (path, f) in &pack.files {
@@ -66,7 +70,10 @@ impl Worktree {
     /// Replace the one occurrence of `old` in `path` by `new`.
     pub fn edit(&mut self, path: &str, old: &str, new: &str) -> Result<(), EditError> {
         let p = confine(path)?;
-        let current = self.files.get(&p).ok_or_else(|| EditError::NoSuchFile(p.clone()))?;
+        let current = self
+            .files
+            .get(&p)
+            .ok_or_else(|| EditError::NoSuchFile(p.clone()))?;
         let next = replace_exact(&p, current, old, new)?;
         self.set(p, next)
     }
@@ -145,7 +152,8 @@ impl Worktree {
 /// Write `rel` under `root`, creating directories, refusing symlinked components and never
 /// following a symlink at the file itself (it is replaced).
 pub fn write_confined(root: &Path, rel: &str, text: &str) -> io::Result<()> {
-    let rel = confine(rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+    let rel =
+        confine(rel).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
     let mut dir = root.to_path_buf();
     let parts: Vec<&str> = rel.split('/').collect();
     for part in &parts[..parts.len() - 1] {
@@ -189,7 +197,8 @@ mod tests {
             None,
             vec![("src/a.py".into(), "x = 1\ny = 2\n".into())],
         );
-        let wt = Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
+        let wt =
+            Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
         (dir, wt)
     }
 
@@ -200,7 +209,10 @@ mod tests {
         wt.create("src/new.py", "z = 0\n").unwrap();
         assert_eq!(wt.changes().len(), 2);
         wt.rollback().unwrap();
-        assert_eq!(std::fs::read_to_string(wt.root().join("src/a.py")).unwrap(), "x = 1\ny = 2\n");
+        assert_eq!(
+            std::fs::read_to_string(wt.root().join("src/a.py")).unwrap(),
+            "x = 1\ny = 2\n"
+        );
         assert!(!wt.root().join("src/new.py").exists());
         assert!(wt.changes().is_empty());
         wt.edit("src/a.py", "y = 2", "y = 5").unwrap();
@@ -212,9 +224,15 @@ mod tests {
     #[test]
     fn writes_outside_the_worktree_or_through_a_symlink_are_refused() {
         let (d, mut wt) = tree();
-        assert!(matches!(wt.create("../escape.py", "x"), Err(EditError::OutsideWorktree(_))));
+        assert!(matches!(
+            wt.create("../escape.py", "x"),
+            Err(EditError::OutsideWorktree(_))
+        ));
         assert!(!d.path().join("escape.py").exists());
-        assert!(matches!(wt.create(".env", "K=1"), Err(EditError::SecretFile(_))));
+        assert!(matches!(
+            wt.create(".env", "K=1"),
+            Err(EditError::SecretFile(_))
+        ));
         // A test run left a symlinked directory pointing out of the worktree.
         let outside = d.path().join("outside");
         std::fs::create_dir(&outside).unwrap();
@@ -227,7 +245,10 @@ mod tests {
     fn an_attempt_over_its_bounds_is_refused() {
         let (_d, mut wt) = tree();
         let big: String = (0..100).map(|k| format!("v{k} = {k}\n")).collect();
-        assert!(matches!(wt.create("src/big.py", &big), Err(EditError::OverBound(_))));
+        assert!(matches!(
+            wt.create("src/big.py", &big),
+            Err(EditError::OverBound(_))
+        ));
         assert!(wt.changes().is_empty());
     }
 }

@@ -1,7 +1,7 @@
 //! Writing `quorum fix`'s result into the repository: a branch with one commit per kept fix,
 //! built from objects alone — the user's checkout, index and HEAD are never touched.
 
-use super::{one_line, GitError, Repo};
+use crate::repo::{one_line, GitError, Repo};
 use gix::object::tree::EntryKind;
 
 /// One commit to write: its message and the files it sets (target-relative path, content).

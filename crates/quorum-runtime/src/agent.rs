@@ -299,7 +299,17 @@ pub async fn tool_loop(
         granted: &granted,
         board,
     };
-    tool_loop_with(client, spec, &mut toolbox, system, user, schema, limits, stats).await
+    tool_loop_with(
+        client,
+        spec,
+        &mut toolbox,
+        system,
+        user,
+        schema,
+        limits,
+        stats,
+    )
+    .await
 }
 
 /// [`tool_loop`] over any [`tools::Toolbox`]: the same bounds, turns and answer rules.

@@ -50,23 +50,26 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
     let target = &args.path;
     if !target.is_dir() {
-        bail!("{} is not a directory: pass the directory the review was of", target.display());
+        bail!(
+            "{} is not a directory: pass the directory the review was of",
+            target.display()
+        );
     }
     let root = target
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", target.display()))?;
     let text = std::fs::read_to_string(&args.from)
         .with_context(|| format!("cannot read --from {}", args.from.display()))?;
-    let report: Report = serde_json::from_str(&text).with_context(|| {
-        format!("--from {} is not a quorum report.json", args.from.display())
-    })?;
+    let report: Report = serde_json::from_str(&text)
+        .with_context(|| format!("--from {} is not a quorum report.json", args.from.display()))?;
     let selection = if !args.findings.is_empty() {
         Selection::Ids(args.findings.iter().map(|s| s.trim().to_string()).collect())
     } else {
         let text = args.min_severity.as_deref().unwrap_or("P2");
-        Selection::AtLeast(Severity::parse_lenient(text).with_context(|| {
-            format!("--min-severity {text:?}: use P0, P1, P2 or P3")
-        })?)
+        Selection::AtLeast(
+            Severity::parse_lenient(text)
+                .with_context(|| format!("--min-severity {text:?}: use P0, P1, P2 or P3"))?,
+        )
     };
     let mut targets = select(&report, &selection).map_err(|e| anyhow::anyhow!("{e}"))?;
     if args.max_files == 0 || args.max_lines == 0 {
@@ -133,7 +136,14 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         .model
         .clone()
         .unwrap_or_else(|| settings.default_model.clone());
-    let backends = ready_backends(&configs, &model, &settings.models, false, &node_name(&settings)).await?;
+    let backends = ready_backends(
+        &configs,
+        &model,
+        &settings.models,
+        false,
+        &node_name(&settings),
+    )
+    .await?;
     let fixer = backends
         .select(quorum_core::models::TaskNeeds::new("fix"), None)
         .map_err(|e| incomplete(format!("no model for the fix agent: {e}")))?;
@@ -162,7 +172,11 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
             .filter(|m| !m.trim().is_empty());
         let (chosen, _degraded) = backends
             .select_verifier(explicit.as_deref(), std::slice::from_ref(&fixer.model))
-            .map_err(|e| incomplete(format!("no model for the blind verifier: {e} (or pass --no-verifier)")))?;
+            .map_err(|e| {
+                incomplete(format!(
+                    "no model for the blind verifier: {e} (or pass --no-verifier)"
+                ))
+            })?;
         Some(route(chosen.client, chosen.model, 0.0).0)
     };
     let fixer_model = fixer.model.clone();
@@ -183,7 +197,9 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot create the output directory {}", out_dir.display()))?;
     let out_dir = out_dir.canonicalize()?;
     if out_dir.starts_with(&root) && args.out.is_some() {
-        eprintln!("quorum: note: the output directory is inside the target; it is not part of any fix");
+        eprintln!(
+            "quorum: note: the output directory is inside the target; it is not part of any fix"
+        );
     }
     let work = tempfile::Builder::new()
         .prefix("quorum-fix-")
@@ -264,13 +280,24 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         usage: run.usage,
     };
     let squashed = quorum_fix::patch::squash(
-        &run.kept.iter().map(|k| k.changes.clone()).collect::<Vec<_>>(),
+        &run.kept
+            .iter()
+            .map(|k| k.changes.clone())
+            .collect::<Vec<_>>(),
     );
     let patch_path = out_dir.join("fixes.patch");
     std::fs::write(&patch_path, quorum_fix::patch::unified(&squashed))
         .with_context(|| format!("cannot write {}", patch_path.display()))?;
     if !run.kept.is_empty() {
-        deliver(&root, &pack, &out_dir, &fix_id, &run.kept, &squashed, &mut fix_report)?;
+        deliver(
+            &root,
+            &pack,
+            &out_dir,
+            &fix_id,
+            &run.kept,
+            &squashed,
+            &mut fix_report,
+        )?;
     }
     let json = serde_json::to_string_pretty(&fix_report)?;
     std::fs::write(out_dir.join("fix-report.json"), json + "\n")?;
@@ -356,7 +383,11 @@ fn deliver(
                 .write_branch(head, &branch, &commits)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             for (k, id) in kept.iter().zip(ids) {
-                if let Some(e) = report.fixes.iter_mut().find(|e| e.finding_id == k.finding_id) {
+                if let Some(e) = report
+                    .fixes
+                    .iter_mut()
+                    .find(|e| e.finding_id == k.finding_id)
+                {
                     e.commit = Some(id);
                 }
             }
