@@ -40,6 +40,7 @@ impl Worktree {
         for (path, f) in &pack.files {
             let text = f.content.to_string();
             write_confined(&root, path, &text)?;
+            keep_executable(&pack.root.join(path), &root.join(path))?;
             files.insert(path.clone(), text);
         }
         Ok(Worktree {
@@ -149,6 +150,23 @@ impl Worktree {
     }
 }
 
+/// A script the target marks executable stays executable in the worktree (a test command
+/// may run it directly). The pack carries no modes, so the target's file is asked.
+fn keep_executable(original: &Path, copy: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let executable = std::fs::symlink_metadata(original)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if executable {
+            std::fs::set_permissions(copy, std::fs::Permissions::from_mode(0o755))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (original, copy);
+    Ok(())
+}
+
 /// Write `rel` under `root`, creating directories, refusing symlinked components and never
 /// following a symlink at the file itself (it is replaced).
 pub fn write_confined(root: &Path, rel: &str, text: &str) -> io::Result<()> {
@@ -239,6 +257,40 @@ mod tests {
         std::os::unix::fs::symlink(&outside, wt.root().join("link")).unwrap();
         assert!(wt.create("link/x.py", "x").is_err());
         assert!(!outside.join("x.py").exists());
+    }
+
+    #[test]
+    fn an_executable_script_stays_executable() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("run.sh"), "echo ok\n").unwrap();
+        std::fs::set_permissions(
+            target.join("run.sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::write(target.join("a.py"), "x = 1\n").unwrap();
+        let pack = ContextPack::from_files(
+            target.clone(),
+            None,
+            vec![
+                ("run.sh".into(), "echo ok\n".into()),
+                ("a.py".into(), "x = 1\n".into()),
+            ],
+        );
+        let wt =
+            Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
+        let mode = |p: &str| {
+            std::fs::metadata(wt.root().join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o111
+        };
+        assert_ne!(mode("run.sh"), 0);
+        assert_eq!(mode("a.py"), 0);
     }
 
     #[test]
