@@ -318,6 +318,10 @@ pub struct FixArgs {
     /// Keep the private worktree (under the output directory) for inspection.
     #[arg(long)]
     pub keep_worktree: bool,
+    /// Continue the interrupted fix run whose output directory is --out: kept fixes are
+    /// re-applied from its journal, never redone.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
     #[arg(long)]
     pub quiet: bool,
     #[command(flatten)]

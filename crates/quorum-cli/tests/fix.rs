@@ -620,3 +620,168 @@ async fn a_fix_the_analyzer_still_flags_is_discarded_and_the_next_one_kept() {
         .unwrap()
         .contains("hashlib.sha256(data)"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_loop_a_resumed_run_never_redoes_a_kept_fix() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    let report_path = reviewed(&target, work.path()).await;
+    let report = read_json(&report_path);
+    let weak = id_of(&report, "Weak hash for integrity");
+    let timing = id_of(&report, "Token compared in non-constant time");
+    // Every run of the tests leaves a line here (an absolute path: the environment is cleared).
+    let runs = work.path().join("test-runs");
+    let test_cmd = format!("echo run >> {}; bash tests.sh", runs.display());
+    let test_runs = || {
+        std::fs::read_to_string(&runs)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+
+    let hash_fix = |s: Script| {
+        s.rule(
+            Rule::new("fix-hash-edit")
+                .when_system([FIXER])
+                .when_all(["Weak hash for integrity"])
+                .turn(0)
+                .reply(Reply::tool("edit_file", json!({"path": "app.py", "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}))),
+        )
+        .rule(
+            Rule::new("fix-hash-done")
+                .when_system([FIXER])
+                .when_all(["Weak hash for integrity"])
+                .reply(Reply::json(&json!({"done": true, "summary": "sha256"}))),
+        )
+        .rule(
+            Rule::new("blind-verifier")
+                .when_system([BLIND])
+                .reply(Reply::json(&json!({"still_holds": false, "reason": "fixed"}))),
+        )
+    };
+    // The first run: the hash fix is kept, then the timing fix's agent is never answered.
+    let first = ScriptedServer::start(
+        hash_fix(Script::new().models([MODEL])).rule(
+            Rule::new("timing-held")
+                .when_system([FIXER])
+                .when_all(["Token compared in non-constant time"])
+                .reply(Reply::hang()),
+        ),
+    )
+    .await
+    .unwrap();
+    let mut seen = first.subscribe();
+    let out = work.path().join("fix-out");
+    let args = |backend: &str| -> Vec<String> {
+        [
+            "fix",
+            target.to_str().unwrap(),
+            "--from",
+            report_path.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--test-cmd",
+            &test_cmd,
+            "--unsandboxed",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let backend = format!("ollama={}", first.ollama_url());
+    let first_args = args(&backend);
+    let first_args: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let mut child = command(&first_args, work.path()).spawn().unwrap();
+    loop {
+        let r = tokio::time::timeout(HUNG, seen.recv())
+            .await
+            .expect("the timing attempt is asked")
+            .unwrap();
+        if r.system.contains(FIXER) && r.text.contains("Token compared in non-constant time") {
+            break;
+        }
+    }
+    child.kill().await.unwrap();
+    // The base and the kept hash fix each ran the tests once.
+    assert_eq!(test_runs(), 2);
+
+    // Without --resume the interrupted run is named, not overwritten.
+    let o = quorum(&first_args, work.path()).await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        stderr(&o).contains("continue it with --resume"),
+        "{}",
+        stderr(&o)
+    );
+
+    // The resumed run: only the timing finding is asked again, and this time it is fixed.
+    let second = ScriptedServer::start(
+        hash_fix(Script::new().models([MODEL]))
+            .rule(
+                Rule::new("timing-edit")
+                    .when_system([FIXER])
+                    .when_all(["Token compared in non-constant time"])
+                    .turn(0)
+                    .reply(Reply::tool("edit_file", json!({"path": "app.py",
+                        "old": "return token == expected", "new": "return hmac.compare_digest(token, expected)"}))),
+            )
+            .rule(
+                Rule::new("timing-done")
+                    .when_system([FIXER])
+                    .reply(Reply::json(&json!({"done": true, "summary": "compare_digest"}))),
+            ),
+    )
+    .await
+    .unwrap();
+    let backend = format!("ollama={}", second.ollama_url());
+    let mut resume_args = args(&backend);
+    resume_args.push("--resume".into());
+    let resume_args: Vec<&str> = resume_args.iter().map(String::as_str).collect();
+    let o = quorum(&resume_args, work.path()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        stderr(&o).contains("resumed: 1 fix(es) kept before the interruption"),
+        "{}",
+        stderr(&o)
+    );
+    let asked: Vec<RecordedRequest> = second
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains(FIXER))
+        .collect();
+    assert!(!asked.is_empty());
+    assert!(
+        asked
+            .iter()
+            .all(|r| !r.text.contains("Weak hash for integrity")),
+        "the kept fix was redone"
+    );
+    // The base's tests were recorded: only the timing fix ran them again.
+    assert_eq!(test_runs(), 3);
+    let fr = read_json(&out.join("fix-report.json"));
+    assert!(
+        fr["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["status"] == "kept"),
+        "{fr}"
+    );
+    // Both fixes on the branch, in the order they were kept, the second on top of the first.
+    let branch = fr["branch"].as_str().unwrap();
+    let log = git_out(&target, &["log", "--format=%s", "-2", branch]);
+    assert_eq!(log, format!("quorum fix {timing}: Token compared in non-constant time\nquorum fix {weak}: Weak hash for integrity"));
+    let fixed = git_out(&target, &["show", &format!("{branch}:app.py")]);
+    assert!(
+        fixed.contains("hashlib.sha256(data)") && fixed.contains("hmac.compare_digest"),
+        "{fixed}"
+    );
+}

@@ -2,6 +2,7 @@
 //! tests, each attempt's agent and oracles, keeping or undoing its change.
 
 use crate::agent;
+use crate::journal::{Fact, Journal, StoredChange};
 use crate::oracles;
 use crate::patch;
 use crate::sandbox::TestCommand;
@@ -60,8 +61,138 @@ pub struct FixRun {
     pub usage: FixUsage,
 }
 
-/// Carry a fix run out. `progress` gets one line per step worth telling the user.
-pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun, FixError> {
+/// The state of a run as its commands are carried out (live or replayed).
+struct Ledger {
+    entries: BTreeMap<String, FixEntry>,
+    kept: Vec<KeptFix>,
+    last_oracles: BTreeMap<String, Oracles>,
+    stop: StopReason,
+}
+
+impl Ledger {
+    fn new(targets: &[FixTarget]) -> Ledger {
+        Ledger {
+            entries: targets
+                .iter()
+                .map(|t| {
+                    (
+                        t.finding.id.clone(),
+                        FixEntry {
+                            finding_id: t.finding.id.clone(),
+                            title: t.finding.title.clone(),
+                            file: t.finding.file.clone().unwrap_or_default(),
+                            status: FixStatus::Unfixed,
+                            unfixed_because: None,
+                            commit: None,
+                            files: Vec::new(),
+                            attempts: Vec::new(),
+                        },
+                    )
+                })
+                .collect(),
+            kept: Vec::new(),
+            last_oracles: BTreeMap::new(),
+            stop: StopReason::Settled,
+        }
+    }
+
+    fn entry(&mut self, finding: &str) -> &mut FixEntry {
+        self.entries
+            .entry(finding.to_string())
+            .or_insert_with(|| FixEntry {
+                finding_id: finding.to_string(),
+                title: String::new(),
+                file: String::new(),
+                status: FixStatus::Unfixed,
+                unfixed_because: None,
+                commit: None,
+                files: Vec::new(),
+                attempts: Vec::new(),
+            })
+    }
+
+    fn kept(&mut self, finding: String, attempt: u32, changes: Vec<FileChange>) -> String {
+        let oracles = self.last_oracles.remove(&finding).unwrap_or(Oracles {
+            edit: EditOutcome::NoChange,
+            tests: None,
+            analyzer: None,
+            verifier: None,
+        });
+        let entry = self.entry(&finding);
+        entry.status = FixStatus::Kept;
+        entry.files = changes.iter().map(|c| c.path.clone()).collect();
+        entry.attempts.push(AttemptEntry {
+            attempt,
+            oracles,
+            kept: true,
+            failure: None,
+            reason: String::new(),
+        });
+        let line = format!("{finding}: kept ({})", entry.files.join(", "));
+        let (title, oracles) = (entry.title.clone(), entry.passed_oracles());
+        self.kept.push(KeptFix {
+            finding_id: finding,
+            title,
+            changes,
+            oracles,
+        });
+        line
+    }
+
+    fn discarded(
+        &mut self,
+        finding: &str,
+        attempt: u32,
+        class: quorum_core::fixing::fix_loop::FailureClass,
+        reason: String,
+    ) -> String {
+        let oracles = self.last_oracles.remove(finding).unwrap_or(Oracles {
+            edit: EditOutcome::NoChange,
+            tests: None,
+            analyzer: None,
+            verifier: None,
+        });
+        let line = format!("{finding}: attempt {attempt} discarded ({})", class.kind);
+        self.entry(finding).attempts.push(AttemptEntry {
+            attempt,
+            oracles,
+            kept: false,
+            failure: Some(class),
+            reason,
+        });
+        line
+    }
+
+    fn given_up(&mut self, finding: &str, why: Unfixed) -> String {
+        self.entry(finding).unfixed_because = Some(why);
+        format!(
+            "{finding}: left unfixed ({})",
+            match why {
+                Unfixed::CircularFix => "circular fix: the same failure three times",
+                Unfixed::Oscillating => "oscillating",
+                Unfixed::Backstop => "the attempt backstop was reached",
+            }
+        )
+    }
+}
+
+fn journal_err(journal: &Journal, e: std::io::Error) -> FixError {
+    FixError::Journal {
+        path: journal.path().display().to_string(),
+        reason: e.to_string(),
+    }
+}
+
+/// Carry a fix run out, recording every fact in `journal` before acting on it. `replay` holds
+/// the facts of an interrupted run of the same job (empty for a new run): its kept fixes are
+/// re-applied, not redone, and the loop goes on from the attempt that was in flight.
+/// `progress` gets one line per step worth telling the user.
+pub async fn run(
+    job: FixJob,
+    journal: &mut Journal,
+    replay: Vec<Fact>,
+    mut progress: impl FnMut(String),
+) -> Result<FixRun, FixError> {
     let started = Instant::now();
     let wt_dir = job.work_dir.join("worktree");
     let home = job.work_dir.join("home");
@@ -77,56 +208,110 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
         .iter()
         .map(|t| (t.finding.id.clone(), t))
         .collect();
-    let mut entries: BTreeMap<String, FixEntry> = job
-        .targets
-        .iter()
-        .map(|t| {
-            (
-                t.finding.id.clone(),
-                FixEntry {
-                    finding_id: t.finding.id.clone(),
-                    title: t.finding.title.clone(),
-                    file: t.finding.file.clone().unwrap_or_default(),
-                    status: FixStatus::Unfixed,
-                    unfixed_because: None,
-                    commit: None,
-                    files: Vec::new(),
-                    attempts: Vec::new(),
-                },
-            )
-        })
-        .collect();
+    let mut ledger = Ledger::new(&job.targets);
     let mut machine = FixLoop::new(
         job.targets.iter().map(|t| t.finding.id.clone()).collect(),
         FixLimits::for_findings(job.targets.len()),
     );
     let mut stats = CallStats::default();
-    let baseline = match &job.tests {
-        Some(tests) => {
-            progress(format!("running the tests on the base: {}", tests.command));
-            let run = oracles::run_tests(tests, worktree.root(), &home)
-                .await
-                .map_err(|e| FixError::TestCommand(e.to_string()))?;
-            if run.passed {
-                progress("the base passes its tests".into());
-            } else {
-                progress(format!(
-                    "the base already fails {} (not blamed on any fix)",
-                    run.failing.iter().cloned().collect::<Vec<_>>().join(", ")
-                ));
+
+    // Replay: the recorded events through the loop; its commands settle the ledger, kept fixes
+    // come back from their recorded changes, and the last attempt asked for (if its result was
+    // never recorded) is the one to ask again.
+    let mut baseline_recorded = false;
+    let mut pending: Option<Command> = None;
+    let mut last_changes: BTreeMap<String, Vec<FileChange>> = BTreeMap::new();
+    let replayed = replay
+        .iter()
+        .filter(|f| matches!(f, Fact::Event { .. }))
+        .count();
+    for fact in replay {
+        let Fact::Event { event, changes } = fact else {
+            continue;
+        };
+        match &event {
+            Event::Baseline { .. } => baseline_recorded = true,
+            Event::Judged {
+                finding, oracles, ..
+            } => {
+                ledger.last_oracles.insert(finding.clone(), oracles.clone());
+                last_changes.insert(
+                    finding.clone(),
+                    changes.iter().map(FileChange::from).collect(),
+                );
             }
-            Some(run)
         }
-        None => None,
-    };
-    let mut queue: VecDeque<Command> = machine
-        .step(Event::Baseline {
-            tests: baseline.clone(),
-        })
-        .into();
-    let mut kept = Vec::new();
-    let mut last_oracles: BTreeMap<String, Oracles> = BTreeMap::new();
-    let mut stop = StopReason::Settled;
+        for command in machine.step(event) {
+            match command {
+                Command::Attempt { .. } => pending = Some(command),
+                Command::Keep { finding, attempt } => {
+                    pending = None;
+                    let changes = last_changes.remove(&finding).unwrap_or_default();
+                    worktree
+                        .apply_recorded(&changes)
+                        .map_err(|e| setup(&wt_dir, e))?;
+                    ledger.kept(finding, attempt, changes);
+                }
+                Command::Discard {
+                    finding,
+                    attempt,
+                    class,
+                    reason,
+                } => {
+                    pending = None;
+                    ledger.discarded(&finding, attempt, class, reason);
+                }
+                Command::GiveUp { finding, why } => {
+                    ledger.given_up(&finding, why);
+                }
+                Command::Finish { stop } => {
+                    pending = None;
+                    ledger.stop = stop;
+                }
+            }
+        }
+    }
+    if replayed > 0 {
+        progress(format!(
+            "resumed: {} fix(es) kept before the interruption are re-applied, not redone",
+            ledger.kept.len()
+        ));
+    }
+
+    let mut queue: VecDeque<Command> = VecDeque::new();
+    match baseline_recorded {
+        // The base's tests were recorded; a finished loop has nothing pending.
+        true => queue.extend(pending),
+        false => {
+            let tests = match &job.tests {
+                Some(tests) => {
+                    progress(format!("running the tests on the base: {}", tests.command));
+                    let run = oracles::run_tests(tests, worktree.root(), &home)
+                        .await
+                        .map_err(|e| FixError::TestCommand(e.to_string()))?;
+                    if run.passed {
+                        progress("the base passes its tests".into());
+                    } else {
+                        progress(format!(
+                            "the base already fails {} (not blamed on any fix)",
+                            run.failing.iter().cloned().collect::<Vec<_>>().join(", ")
+                        ));
+                    }
+                    Some(run)
+                }
+                None => None,
+            };
+            let event = Event::Baseline { tests };
+            journal
+                .append(&Fact::Event {
+                    event: event.clone(),
+                    changes: Vec::new(),
+                })
+                .map_err(|e| journal_err(journal, e))?;
+            queue.extend(machine.step(event));
+        }
+    }
+    let base_failing = machine.baseline().map(|t| t.failing.clone());
     while let Some(command) = queue.pop_front() {
         match command {
             Command::Attempt {
@@ -152,7 +337,6 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
                 )
                 .await;
                 let changes = worktree.changes();
-                let base_failing = baseline.as_ref().map(|b| &b.failing);
                 let oracles = judge(
                     &job,
                     target,
@@ -160,36 +344,28 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
                     &home,
                     &changes,
                     &outcome,
-                    base_failing,
+                    base_failing.as_ref(),
                     &mut stats,
                 )
                 .await;
-                last_oracles.insert(finding.clone(), oracles.clone());
-                queue.extend(machine.step(Event::Judged {
+                ledger.last_oracles.insert(finding.clone(), oracles.clone());
+                let event = Event::Judged {
                     finding,
                     attempt,
                     oracles,
-                }));
+                };
+                journal
+                    .append(&Fact::Event {
+                        event: event.clone(),
+                        changes: changes.iter().map(StoredChange::from).collect(),
+                    })
+                    .map_err(|e| journal_err(journal, e))?;
+                queue.extend(machine.step(event));
             }
             Command::Keep { finding, attempt } => {
+                // The changes were recorded with the attempt's result.
                 let changes = worktree.keep();
-                let entry = entries.get_mut(&finding).expect("a selected finding");
-                entry.status = FixStatus::Kept;
-                entry.files = changes.iter().map(|c| c.path.clone()).collect();
-                entry.attempts.push(AttemptEntry {
-                    attempt,
-                    oracles: last_oracles.remove(&finding).expect("judged before kept"),
-                    kept: true,
-                    failure: None,
-                    reason: String::new(),
-                });
-                progress(format!("{finding}: kept ({})", entry.files.join(", ")));
-                kept.push(KeptFix {
-                    finding_id: finding,
-                    title: entry.title.clone(),
-                    changes,
-                    oracles: entry.passed_oracles(),
-                });
+                progress(ledger.kept(finding, attempt, changes));
             }
             Command::Discard {
                 finding,
@@ -198,42 +374,24 @@ pub async fn run(job: FixJob, mut progress: impl FnMut(String)) -> Result<FixRun
                 reason,
             } => {
                 worktree.rollback().map_err(|e| setup(&wt_dir, e))?;
-                progress(format!(
-                    "{finding}: attempt {attempt} discarded ({})",
-                    class.kind
-                ));
-                let entry = entries.get_mut(&finding).expect("a selected finding");
-                entry.attempts.push(AttemptEntry {
-                    attempt,
-                    oracles: last_oracles
-                        .remove(&finding)
-                        .expect("judged before discarded"),
-                    kept: false,
-                    failure: Some(class),
-                    reason,
-                });
+                progress(ledger.discarded(&finding, attempt, class, reason));
             }
-            Command::GiveUp { finding, why } => {
-                let entry = entries.get_mut(&finding).expect("a selected finding");
-                entry.unfixed_because = Some(why);
-                progress(format!(
-                    "{finding}: left unfixed ({})",
-                    match why {
-                        Unfixed::CircularFix => "circular fix: the same failure three times",
-                        Unfixed::Oscillating => "oscillating",
-                        Unfixed::Backstop => "the attempt backstop was reached",
-                    }
-                ));
-            }
-            Command::Finish { stop: s } => stop = s,
+            Command::GiveUp { finding, why } => progress(ledger.given_up(&finding, why)),
+            Command::Finish { stop } => ledger.stop = stop,
         }
     }
+    journal
+        .append(&Fact::Finished)
+        .map_err(|e| journal_err(journal, e))?;
     let order: Vec<String> = job.targets.iter().map(|t| t.finding.id.clone()).collect();
     Ok(FixRun {
-        stop,
-        entries: order.iter().filter_map(|id| entries.remove(id)).collect(),
-        kept,
-        baseline,
+        stop: ledger.stop,
+        entries: order
+            .iter()
+            .filter_map(|id| ledger.entries.remove(id))
+            .collect(),
+        kept: ledger.kept,
+        baseline: machine.baseline().cloned(),
         usage: FixUsage {
             attempts: machine.total_attempts(),
             llm_calls: stats.llm_calls,

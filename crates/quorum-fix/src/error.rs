@@ -5,6 +5,8 @@
 pub enum FixError {
     #[error("cannot prepare the worktree in {dir}: {reason}")]
     Worktree { dir: String, reason: String },
+    #[error("cannot record the run's facts in {path}: {reason}")]
+    Journal { path: String, reason: String },
     #[error("cannot run the test command: {0}")]
     TestCommand(String),
 }

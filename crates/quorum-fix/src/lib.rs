@@ -5,7 +5,8 @@
 //! agent per attempt whose only write tools are confined to it ([`tools`]), and the
 //! independent oracles ([`oracles`]) — the project's tests under a network-less
 //! [`sandbox`], the analyzers re-run on the changed files, and a blind verifier that sees the
-//! diff but not the fixer's words. [`driver::run`] ties them together.
+//! diff but not the fixer's words. [`driver::run`] ties them together, recording every fact
+//! in a [`journal::Journal`] before acting on it, so a killed run resumes where it stopped.
 //!
 //! Architecture invariant: nothing here writes outside the worktree and the directory the
 //! caller names for it. The target itself is only ever read (through its `ContextPack`); the
@@ -14,6 +15,7 @@
 pub mod agent;
 pub mod driver;
 pub mod error;
+pub mod journal;
 pub mod oracles;
 pub mod patch;
 pub mod sandbox;

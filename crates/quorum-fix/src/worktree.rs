@@ -129,6 +129,18 @@ impl Worktree {
         out
     }
 
+    /// Re-apply a kept fix recorded by an earlier run (a resume): its files take their
+    /// recorded text, which becomes the base of the next attempt. No bounds apply: the fix was
+    /// checked when it was kept.
+    pub fn apply_recorded(&mut self, changes: &[FileChange]) -> io::Result<()> {
+        for c in changes {
+            write_confined(&self.root, &c.path, &c.after)?;
+            self.files.insert(c.path.clone(), c.after.clone());
+        }
+        self.attempt.clear();
+        Ok(())
+    }
+
     /// Undo the attempt, in memory and on disk.
     pub fn rollback(&mut self) -> io::Result<()> {
         for (path, before) in std::mem::take(&mut self.attempt) {

@@ -12,6 +12,7 @@ use quorum_core::fixing::select::{select, Selection};
 use quorum_core::report::Report;
 use quorum_core::review::finding::Severity;
 use quorum_core::weaver::ContextBudget;
+use quorum_fix::journal::{Fact, Journal, JOURNAL_FILE};
 use quorum_fix::sandbox::{Isolation, TestCommand};
 use quorum_fix::worktree::FileChange;
 use quorum_fix::{FixJob, KeptFix, ModelRoute};
@@ -28,6 +29,17 @@ fn new_fix_id() -> String {
     let now = chrono::Utc::now().format("%Y%m%d-%H%M%S");
     let rand = uuid::Uuid::new_v4().simple().to_string();
     format!("fix-{now}-{}", &rand[..6])
+}
+
+/// A digest of what the snapshot holds (every path and content hash): a resume must start
+/// from the same base as the run it continues.
+fn pack_digest(pack: &quorum_core::pack::ContextPack) -> String {
+    let listing: String = pack
+        .files
+        .values()
+        .map(|f| format!("{}\0{}\n", f.path, f.hash))
+        .collect();
+    quorum_core::reuse::content_digest(&listing)
 }
 
 /// The test command a project's files suggest.
@@ -62,7 +74,53 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         .with_context(|| format!("cannot read --from {}", args.from.display()))?;
     let report: Report = serde_json::from_str(&text)
         .with_context(|| format!("--from {} is not a quorum report.json", args.from.display()))?;
-    let selection = if !args.findings.is_empty() {
+    // The output directory, and an interrupted run's journal in it.
+    let out_dir = args.out.clone().unwrap_or_default();
+    let journal_path = out_dir.join(JOURNAL_FILE);
+    let replay = if args.out.is_some() && journal_path.exists() {
+        let facts = Journal::read(&journal_path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let Some(Fact::Started {
+            fix_id,
+            target,
+            findings,
+            ..
+        }) = facts.first().cloned()
+        else {
+            bail!(
+                "{} is not a fix journal: pass another --out",
+                journal_path.display()
+            );
+        };
+        if facts.iter().any(|f| matches!(f, Fact::Finished)) {
+            bail!(
+                "the fix run {fix_id} in {} has finished; pass another --out for a new one",
+                out_dir.display()
+            );
+        }
+        if !args.resume {
+            bail!("{} holds the interrupted fix run {fix_id}: continue it with --resume, or pass another --out", out_dir.display());
+        }
+        if target != root.display().to_string() {
+            bail!(
+                "the fix run {fix_id} in {} was of {target}, not {}",
+                out_dir.display(),
+                root.display()
+            );
+        }
+        Some((fix_id, findings, facts))
+    } else {
+        if args.resume {
+            bail!(
+                "--resume: {} holds no fix run ({} is missing)",
+                out_dir.display(),
+                JOURNAL_FILE
+            );
+        }
+        None
+    };
+    let selection = if let Some((_, findings, _)) = &replay {
+        Selection::Ids(findings.clone())
+    } else if !args.findings.is_empty() {
         Selection::Ids(args.findings.iter().map(|s| s.trim().to_string()).collect())
     } else {
         let text = args.min_severity.as_deref().unwrap_or("P2");
@@ -95,6 +153,18 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     };
 
     let (pack, _scope) = crate::target::snapshot(&root, &settings, None, None)?;
+    let base_digest = pack_digest(&pack);
+    if let Some((fix_id, _, facts)) = &replay {
+        let recorded = facts.iter().find_map(|f| match f {
+            Fact::Started { base, .. } => Some(base.clone()),
+            _ => None,
+        });
+        if recorded.as_deref() != Some(base_digest.as_str()) {
+            bail!(
+                "the target changed since the fix run {fix_id} started, so its kept fixes cannot be re-applied; start a new run with another --out"
+            );
+        }
+    }
     targets.retain(|t| {
         let file = t.finding.file.as_deref().unwrap_or("");
         let present = pack.get(file).is_some();
@@ -188,7 +258,10 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     } else {
         settings.analyzers.setup(data.root())?
     };
-    let fix_id = new_fix_id();
+    let (fix_id, replay) = match replay {
+        Some((fix_id, _, facts)) => (fix_id, facts),
+        None => (new_fix_id(), Vec::new()),
+    };
     let out_dir = args
         .out
         .clone()
@@ -248,7 +321,20 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
             max_changed_lines: args.max_lines,
         },
     };
-    let run = quorum_fix::run(job, |line| {
+    let mut journal = Journal::open(&out_dir.join(JOURNAL_FILE))
+        .with_context(|| format!("cannot write the fix journal in {}", out_dir.display()))?;
+    if replay.is_empty() {
+        journal
+            .append(&Fact::Started {
+                fix_id: fix_id.clone(),
+                target: root.display().to_string(),
+                source_report: args.from.display().to_string(),
+                findings: targets.iter().map(|t| t.finding.id.clone()).collect(),
+                base: base_digest.clone(),
+            })
+            .with_context(|| format!("cannot write the fix journal in {}", out_dir.display()))?;
+    }
+    let run = quorum_fix::run(job, &mut journal, replay, |line| {
         if !quiet {
             eprintln!("quorum: {line}");
         }

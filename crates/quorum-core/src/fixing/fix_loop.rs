@@ -204,6 +204,7 @@ pub struct FixLoop {
     order: Vec<String>,
     limits: FixLimits,
     baseline: Option<BTreeSet<String>>,
+    baseline_run: Option<TestRun>,
     started: bool,
     states: BTreeMap<String, FindingState>,
     kept: BTreeSet<String>,
@@ -232,6 +233,7 @@ impl FixLoop {
             order,
             limits,
             baseline: None,
+            baseline_run: None,
             started: false,
             kept: BTreeSet::new(),
             given_up: BTreeMap::new(),
@@ -253,6 +255,11 @@ impl FixLoop {
 
     pub fn given_up(&self) -> &BTreeMap<String, Unfixed> {
         &self.given_up
+    }
+
+    /// The base's test run, once recorded (`None`: not yet, or no test command).
+    pub fn baseline(&self) -> Option<&TestRun> {
+        self.baseline_run.as_ref()
     }
 
     pub fn total_attempts(&self) -> u32 {
@@ -279,7 +286,8 @@ impl FixLoop {
                     return Vec::new();
                 }
                 self.started = true;
-                self.baseline = tests.map(|t| t.failing);
+                self.baseline = tests.as_ref().map(|t| t.failing.clone());
+                self.baseline_run = tests;
                 self.next()
             }
             Event::Judged {
