@@ -66,6 +66,8 @@ struct Ledger {
     entries: BTreeMap<String, FixEntry>,
     kept: Vec<KeptFix>,
     last_oracles: BTreeMap<String, Oracles>,
+    /// The last attempt's tool calls and final answer, by finding, for the report.
+    last_agent: BTreeMap<String, (Vec<String>, String)>,
     stop: StopReason,
 }
 
@@ -92,6 +94,7 @@ impl Ledger {
                 .collect(),
             kept: Vec::new(),
             last_oracles: BTreeMap::new(),
+            last_agent: BTreeMap::new(),
             stop: StopReason::Settled,
         }
     }
@@ -118,6 +121,7 @@ impl Ledger {
             analyzer: None,
             verifier: None,
         });
+        let (tool_calls, fixer_said) = self.last_agent.remove(&finding).unwrap_or_default();
         let entry = self.entry(&finding);
         entry.status = FixStatus::Kept;
         entry.files = changes.iter().map(|c| c.path.clone()).collect();
@@ -127,6 +131,8 @@ impl Ledger {
             kept: true,
             failure: None,
             reason: String::new(),
+            tool_calls,
+            fixer_said,
         });
         let line = format!("{finding}: kept ({})", entry.files.join(", "));
         let (title, oracles) = (entry.title.clone(), entry.passed_oracles());
@@ -153,12 +159,15 @@ impl Ledger {
             verifier: None,
         });
         let line = format!("{finding}: attempt {attempt} discarded ({})", class.kind);
+        let (tool_calls, fixer_said) = self.last_agent.remove(finding).unwrap_or_default();
         self.entry(finding).attempts.push(AttemptEntry {
             attempt,
             oracles,
             kept: false,
             failure: Some(class),
             reason,
+            tool_calls,
+            fixer_said,
         });
         line
     }
@@ -349,6 +358,10 @@ pub async fn run(
                 )
                 .await;
                 ledger.last_oracles.insert(finding.clone(), oracles.clone());
+                ledger.last_agent.insert(
+                    finding.clone(),
+                    (outcome.calls.clone(), outcome.said.clone()),
+                );
                 let event = Event::Judged {
                     finding,
                     attempt,

@@ -3,6 +3,7 @@
 //! VCS directory, no secrets file); a refused call is an error the model can read.
 
 use crate::worktree::Worktree;
+use quorum_core::fixing::edit::EditError;
 use quorum_llm::ToolSpec;
 use quorum_runtime::tools::{ToolResult, Toolbox};
 use serde_json::{json, Value};
@@ -44,6 +45,29 @@ impl<'a> FixTools<'a> {
         }
         refused
     }
+}
+
+/// `text` without the `   12  ` line-number prefix `file_read` and the prompt put on every
+/// line; `None` unless every non-empty line has one.
+fn unnumbered(text: &str) -> Option<String> {
+    static PREFIX: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = PREFIX.get_or_init(|| regex::Regex::new(r"^\s*\d+  ").expect("valid pattern"));
+    let lines: Vec<&str> = text.split('\n').collect();
+    if !lines
+        .iter()
+        .filter(|l| !l.is_empty())
+        .all(|l| re.is_match(l))
+        || text.trim().is_empty()
+    {
+        return None;
+    }
+    Some(
+        lines
+            .iter()
+            .map(|l| re.replace(l, "").into_owned())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
 fn arg<'v>(args: &'v Value, key: &str) -> Option<&'v str> {
@@ -121,11 +145,19 @@ impl Toolbox for FixTools<'_> {
                 Err(e) => Err(e.to_string()),
             },
             "edit_file" => match (arg(args, "old"), arg(args, "new")) {
-                (Some(old), Some(new)) => self
-                    .worktree
-                    .edit(path, old, new)
-                    .map(|()| format!("edited {path}"))
-                    .map_err(|e| e.to_string()),
+                (Some(old), Some(new)) => {
+                    let mut r = self.worktree.edit(path, old, new);
+                    // Small models copy the numbered lines they were shown, numbers included.
+                    if matches!(r, Err(EditError::NotFound { .. })) {
+                        if let (Some(old), Some(new)) =
+                            (unnumbered(old), unnumbered(new).or(Some(new.to_string())))
+                        {
+                            r = self.worktree.edit(path, &old, &new);
+                        }
+                    }
+                    r.map(|()| format!("edited {path}"))
+                        .map_err(|e| e.to_string())
+                }
                 _ => Err("edit_file needs path, old and new".into()),
             },
             "write_file" => match arg(args, "content") {
@@ -155,6 +187,32 @@ impl Toolbox for FixTools<'_> {
     }
 
     fn answer_name(&self) -> &str {
-        "JSON answer {\"done\": true, \"summary\": \"...\"}"
+        "JSON object {\"edits\": [...], \"summary\": \"...\"}"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorum_core::fixing::edit::EditBounds;
+    use quorum_core::pack::ContextPack;
+
+    #[test]
+    fn an_edit_copied_with_its_line_numbers_still_applies() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = ContextPack::from_files(
+            "/t".into(),
+            None,
+            vec![("a.py".into(), "x = 1\ny = md5(v)\n".into())],
+        );
+        let mut wt =
+            Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
+        let mut tools = FixTools::new(&mut wt);
+        let r = tools.execute(
+            "edit_file",
+            &json!({"path": "a.py", "old": "    2  y = md5(v)", "new": "    2  y = sha256(v)"}),
+        );
+        assert!(!r.is_error, "{}", r.content);
+        assert_eq!(wt.read("a.py").unwrap(), "x = 1\ny = sha256(v)\n");
     }
 }

@@ -427,7 +427,9 @@ impl FixLoop {
             EditOutcome::NoChange => {
                 return Some((
                     class(FailureKind::NoChange, String::new()),
-                    "the previous attempt changed nothing; make the smallest edit that removes the defect"
+                    "the previous answer changed nothing: describing a change does not make it. \
+                     Answer with edits — each with the file's path, the exact old text copied \
+                     from the file and the new text"
                         .into(),
                 ))
             }

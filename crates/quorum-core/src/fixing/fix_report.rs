@@ -81,6 +81,12 @@ pub struct AttemptEntry {
     pub failure: Option<FailureClass>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// The fix agent's tool calls (`edit_file app.py → ok`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<String>,
+    /// The start of the fix agent's final answer.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub fixer_said: String,
 }
 
 impl FixEntry {
