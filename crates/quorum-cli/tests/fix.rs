@@ -250,6 +250,9 @@ async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given
         finding.contains("app.py") && finding.contains("lines: 5-5"),
         "{finding}"
     );
+    // ... why the review's verifiers confirmed it (report.json's verification ledger) ...
+    let because = delimited(&first.text, "verifier reasons").expect("the verifier's reason");
+    assert_eq!(because, "- the cited lines show it\n");
     let lines = delimited(&first.text, "app.py").expect("the file's lines, delimited");
     assert!(
         lines.contains("    5      return hashlib.md5(data).hexdigest()"),

@@ -17,7 +17,7 @@ mod sarif;
 mod schema;
 pub mod since;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 pub use formats::{report_format, report_format_names, ReportFormat, REPORT_FORMATS};
 pub use schema::{

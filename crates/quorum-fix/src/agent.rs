@@ -32,6 +32,17 @@ pub fn fix_prompt(target: &FixTarget, worktree: &Worktree, feedback: Option<&str
     let f = &target.finding;
     let mut user = String::from("## The defect to fix\n");
     user.push_str(&delimit("finding", &finding_text(target)));
+    if !target.confirmed_because.is_empty() {
+        user.push_str("\n## Why the review's verifiers confirmed it\n");
+        user.push_str(&delimit(
+            "verifier reasons",
+            &target
+                .confirmed_because
+                .iter()
+                .map(|r| format!("- {r}\n"))
+                .collect::<String>(),
+        ));
+    }
     if !f.suggested_fix.trim().is_empty() {
         user.push_str("\n## The reviewer's suggestion (you may do better)\n");
         user.push_str(&delimit("suggestion", &f.suggested_fix));
