@@ -277,12 +277,18 @@ pub struct FixArgs {
     /// The directory the review was of.
     pub path: PathBuf,
     /// The review's report.json.
-    #[arg(long, value_name = "REPORT.json")]
-    pub from: PathBuf,
+    #[arg(long, value_name = "REPORT.json", required_unless_present = "flow")]
+    pub from: Option<PathBuf>,
+    /// Review PATH with FLOW (a flow with an `improve:` block, such as self-improve), fix what
+    /// it confirmed, and review the fixed tree again, in cycles until a cycle keeps fewer
+    /// fixes than the flow's `min_kept` (or its `cycles` ran).
+    #[arg(long, value_name = "FLOW", conflicts_with_all = ["from", "findings", "resume"])]
+    pub flow: Option<String>,
     /// Fix these findings (ids from the report, comma-separated), whatever their verdict.
     #[arg(long, value_delimiter = ',', conflicts_with = "min_severity")]
     pub findings: Vec<String>,
-    /// Fix the confirmed findings at or above this severity: P0|P1|P2|P3 (default P2).
+    /// Fix the confirmed findings at or above this severity: P0|P1|P2|P3 (default P2, or the
+    /// flow's `improve.min_severity`).
     #[arg(long)]
     pub min_severity: Option<String>,
     /// The project's test command, run sandboxed on the base and after every fix ("auto":
@@ -309,12 +315,12 @@ pub struct FixArgs {
     /// Do not re-run the analyzers on fixed files.
     #[arg(long)]
     pub no_analyzers: bool,
-    /// Most files one fix may change.
-    #[arg(long, default_value_t = 3)]
-    pub max_files: usize,
-    /// Most lines one fix may change.
-    #[arg(long, default_value_t = 60)]
-    pub max_lines: u32,
+    /// Most files one fix may change (default 3, or the flow's `improve.max_files`).
+    #[arg(long)]
+    pub max_files: Option<usize>,
+    /// Most lines one fix may change (default 60, or the flow's `improve.max_lines`).
+    #[arg(long)]
+    pub max_lines: Option<u32>,
     /// Keep the private worktree (under the output directory) for inspection.
     #[arg(long)]
     pub keep_worktree: bool,
@@ -401,6 +407,9 @@ pub struct BackendArgs {
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct ReviewArgs {
+    /// Set by `quorum fix --flow`, which runs a flow's review cycles itself.
+    #[arg(skip)]
+    pub improving: bool,
     /// The directory to review.
     pub path: PathBuf,
     #[command(flatten)]

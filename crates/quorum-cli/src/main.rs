@@ -39,7 +39,10 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         } => commands::bench::quality(args).await,
         Command::Pack(args) => commands::pack::pack(&args),
         Command::Resume(args) => commands::resume::resume(args).await,
-        Command::Fix(args) => commands::fix::fix(args).await,
+        Command::Fix(args) => match args.flow.clone() {
+            Some(flow) => commands::improve::improve(args, &flow).await,
+            None => commands::fix::fix(args).await,
+        },
         Command::Trace { command, common } => commands::trace::trace(command, &common),
         Command::Node(args) => commands::node::node(args).await,
         Command::Mcp(args) => commands::mcp::serve(args).await,

@@ -788,3 +788,233 @@ async fn killed_mid_loop_a_resumed_run_never_redoes_a_kept_fix() {
         "{fixed}"
     );
 }
+
+/// `quorum fix PATH --flow self-improve`: review, fix, review the fixed tree, in cycles. The
+/// scripted specialist answers from what the file holds, so each cycle's review sees the
+/// fixes of the cycles before it: cycle 1 finds the weak hash, cycle 2 (on the hashed tree)
+/// the timing comparison, cycle 3 nothing — the run ends with both fixes on one branch. A flow
+/// whose threshold the first cycle misses stops after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn self_improvement_cycles_build_on_the_fixes_before_them_until_nothing_is_left() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let sentinel = "You are security_sentinel";
+    let hash = finding(
+        "Weak hash for integrity",
+        "P1",
+        0.9,
+        "app.py",
+        5,
+        "return hashlib.md5(data).hexdigest()",
+    );
+    let timing = finding(
+        "Token compared in non-constant time",
+        "P1",
+        0.9,
+        "app.py",
+        9,
+        "return token == expected",
+    );
+    let script = || {
+        Script::new()
+            .models([MODEL])
+            .rule(scout_rule())
+            .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(
+                &json!({"tasks": [{"id": "t1", "persona": "security_sentinel", "files": ["app.py"],
+                        "mandate": "Check the hashing and the token comparison."}]}),
+            )))
+            // The specialist reads the file, then reports what the tree still holds.
+            .rule(
+                Rule::new("read")
+                    .when_system([sentinel])
+                    .turn(0)
+                    .reply(Reply::tool("file_read", json!({"path": "app.py"}))),
+            )
+            .rule(
+                Rule::new("clean")
+                    .when_system([sentinel])
+                    .when_all([
+                        "return hashlib.sha256(data).hexdigest()",
+                        "return hmac.compare_digest(token, expected)",
+                    ])
+                    .reply(Reply::json(&json!({"findings": []}))),
+            )
+            .rule(
+                Rule::new("timing")
+                    .when_system([sentinel])
+                    .when_all(["return hashlib.sha256(data).hexdigest()"])
+                    .reply(Reply::json(&json!({"findings": [timing.clone()]}))),
+            )
+            .rule(
+                Rule::new("hash")
+                    .when_system([sentinel])
+                    .reply(Reply::json(&json!({"findings": [hash.clone()]}))),
+            )
+            .rule(verifier_confirms())
+            .rule(synthesizer_rule())
+            .rule(
+                Rule::new("fix-hash")
+                    .when_system([FIXER])
+                    .when_all(["Weak hash for integrity"])
+                    .reply(Reply::json(&json!({"edits": [{"path": "app.py",
+                        "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}],
+                        "summary": "sha256"}))),
+            )
+            .rule(
+                Rule::new("fix-timing")
+                    .when_system([FIXER])
+                    .when_all(["Token compared in non-constant time"])
+                    .reply(Reply::json(&json!({"edits": [
+                        {"path": "app.py", "old": "import hashlib\n", "new": "import hashlib\nimport hmac\n"},
+                        {"path": "app.py", "old": "return token == expected",
+                         "new": "return hmac.compare_digest(token, expected)"}],
+                        "summary": "constant time"}))),
+            )
+            .rule(
+                Rule::new("blind-verifier")
+                    .when_system([BLIND])
+                    .reply(Reply::json(&json!({"still_holds": false, "reason": "gone"}))),
+            )
+    };
+    let server = ScriptedServer::start(script()).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("improve-out");
+    let run = |flow: String, out: std::path::PathBuf| {
+        let backend = backend.clone();
+        let target = target.clone();
+        let cwd = work.path().to_path_buf();
+        async move {
+            quorum(
+                &[
+                    "fix",
+                    target.to_str().unwrap(),
+                    "--flow",
+                    &flow,
+                    "--backend",
+                    &backend,
+                    "--model",
+                    MODEL,
+                    "--out",
+                    out.to_str().unwrap(),
+                    "--test-cmd",
+                    "bash tests.sh",
+                    "--unsandboxed",
+                ],
+                &cwd,
+            )
+            .await
+        }
+    };
+    let o = run("self-improve".into(), out.clone()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    let fr = read_json(&out.join("fix-report.json"));
+    let cycles = fr["cycles"].as_array().unwrap();
+    assert_eq!(cycles.len(), 3, "{fr}");
+    assert_eq!(
+        cycles
+            .iter()
+            .map(|c| c["kept"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![1, 1, 0]
+    );
+    assert_eq!(fr["cycles_stop"], "nothing_to_fix");
+    let fixes = fr["fixes"].as_array().unwrap();
+    assert_eq!(
+        fixes
+            .iter()
+            .map(|f| (
+                f["cycle"].as_u64().unwrap(),
+                f["title"].as_str().unwrap(),
+                f["status"].as_str().unwrap()
+            ))
+            .collect::<Vec<_>>(),
+        vec![
+            (1, "Weak hash for integrity", "kept"),
+            (2, "Token compared in non-constant time", "kept")
+        ]
+    );
+    // Each cycle's review is kept, and the second was of the tree with the first fix.
+    assert!(out.join("cycle-1/review/report.json").is_file());
+    let second = read_json(&out.join("cycle-2/review/report.json"));
+    assert_eq!(
+        second["findings"][0]["title"],
+        "Token compared in non-constant time"
+    );
+    let reqs = server.requests();
+    let timing_fix = fixer_requests(&reqs)
+        .into_iter()
+        .find(|r| r.text.contains("Token compared in non-constant time"))
+        .expect("the timing finding was fixed");
+    let lines = delimited(&timing_fix.text, "app.py").expect("the file's lines");
+    assert!(lines.contains("hashlib.sha256(data)"), "{lines}");
+
+    // One branch, one commit per kept fix in cycle order; the checkout is untouched.
+    let branch = fr["branch"].as_str().unwrap().to_string();
+    assert_eq!(git_out(&target, &["rev-parse", "HEAD"]), head_before);
+    assert_eq!(git_out(&target, &["status", "--porcelain"]), "");
+    let log = git_out(
+        &target,
+        &["log", "--format=%s", &format!("{head_before}..{branch}")],
+    );
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        vec![
+            "quorum fix c2/F001: Token compared in non-constant time",
+            "quorum fix c1/F001: Weak hash for integrity"
+        ],
+        "{log}"
+    );
+    let fixed = git_out(&target, &["show", &format!("{branch}:app.py")]);
+    assert!(
+        fixed.contains("hashlib.sha256(data)")
+            && fixed.contains("hmac.compare_digest(token, expected)"),
+        "{fixed}"
+    );
+    let patch = std::fs::read_to_string(out.join("fixes.patch")).unwrap();
+    assert!(
+        patch.contains("+import hmac")
+            && patch.contains("+    return hashlib.sha256(data).hexdigest()"),
+        "{patch}"
+    );
+    let md = std::fs::read_to_string(out.join("fix-report.md")).unwrap();
+    assert!(
+        md.contains("3 review-and-fix cycle(s)") && md.contains("c2/F001"),
+        "{md}"
+    );
+
+    // A flow that asks two kept fixes of a cycle stops after the first.
+    let flow = std::fs::read_to_string(repo_root().join("flows/self-improve.yaml"))
+        .unwrap()
+        .replace("min_kept: 1 ", "min_kept: 2 ");
+    assert!(flow.contains("min_kept: 2"));
+    let strict = work.path().join("strict.yaml");
+    std::fs::write(&strict, flow).unwrap();
+    let out2 = work.path().join("strict-out");
+    let o = run(strict.display().to_string(), out2.clone()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let fr = read_json(&out2.join("fix-report.json"));
+    assert_eq!(fr["cycles"].as_array().unwrap().len(), 1, "{fr}");
+    assert_eq!(fr["cycles_stop"], "below_threshold");
+
+    // A review cannot run the flow by itself: it says how to run it.
+    let o = quorum(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--flow",
+            "self-improve",
+            "--backend",
+            &backend,
+        ],
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(stderr(&o).contains("--flow self-improve"), "{}", stderr(&o));
+}

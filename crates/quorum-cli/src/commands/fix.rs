@@ -8,7 +8,8 @@ use crate::setup::{backend_configs, data_dir, load_settings, node_name, ready_ba
 use anyhow::{bail, Context, Result};
 use quorum_core::fixing::edit::EditBounds;
 use quorum_core::fixing::fix_report::{FixReport, FIX_REPORT_SCHEMA_VERSION};
-use quorum_core::fixing::select::{select, Selection};
+use quorum_core::fixing::select::{select, FixTarget, Selection};
+use quorum_core::pack::ContextPack;
 use quorum_core::report::Report;
 use quorum_core::review::finding::Severity;
 use quorum_core::weaver::ContextBudget;
@@ -24,8 +25,11 @@ use std::time::Duration;
 const MAX_OUTPUT_TOKENS: u32 = 2048;
 /// Context window assumed when the server does not say.
 const DEFAULT_WINDOW: u32 = 8192;
+/// Most files, and changed lines, one fix may touch unless the flags or the flow say otherwise.
+const DEFAULT_MAX_FILES: usize = 3;
+const DEFAULT_MAX_LINES: u32 = 60;
 
-fn new_fix_id() -> String {
+pub(crate) fn new_fix_id() -> String {
     let now = chrono::Utc::now().format("%Y%m%d-%H%M%S");
     let rand = uuid::Uuid::new_v4().simple().to_string();
     format!("fix-{now}-{}", &rand[..6])
@@ -33,7 +37,7 @@ fn new_fix_id() -> String {
 
 /// A digest of what the snapshot holds (every path and content hash): a resume must start
 /// from the same base as the run it continues.
-fn pack_digest(pack: &quorum_core::pack::ContextPack) -> String {
+fn pack_digest(pack: &ContextPack) -> String {
     let listing: String = pack
         .files
         .values()
@@ -58,7 +62,189 @@ pub fn detect_test_command(root: &Path) -> Option<&'static str> {
     }
 }
 
+/// The test command (the user's, `auto`'s, or `[fix] test`'s) and the sandbox it runs in: the
+/// test oracle runs the project's own code, so only a command the user gave or configured, and
+/// never unsandboxed unless asked.
+pub(crate) async fn test_oracle(
+    args: &FixArgs,
+    root: &Path,
+) -> Result<(Option<String>, Option<Isolation>)> {
+    let repo_config = crate::target::repo_config_on_disk(root)?;
+    let test_cmd = match args.test_cmd.as_deref().map(str::trim) {
+        Some("auto") => Some(detect_test_command(root).map(String::from).with_context(|| {
+            format!("--test-cmd auto: no Cargo.toml, go.mod, package.json or pyproject.toml in {}; pass the command", root.display())
+        })?),
+        Some("") => bail!("--test-cmd is empty: pass the project's test command"),
+        Some(c) => Some(c.to_string()),
+        None => repo_config.as_ref().and_then(|c| c.fix_test.clone()),
+    };
+    let isolation = match &test_cmd {
+        None => None,
+        Some(_) if args.unsandboxed => Some(Isolation::None),
+        Some(_) => Some(Isolation::detect().await.context(
+            "cannot sandbox the test command: neither bubblewrap (bwrap) nor user namespaces (unshare -rn) work on this machine; install bubblewrap, or pass --unsandboxed to let the tests reach the network",
+        )?),
+    };
+
+    Ok((test_cmd, isolation))
+}
+
+/// The fix agent's model and the blind verifier's (another family where one is served).
+pub(crate) struct FixModels {
+    pub fixer: ModelRoute,
+    pub fixer_model: String,
+    pub window: u32,
+    pub verifier: Option<ModelRoute>,
+}
+
+pub(crate) async fn fix_models(
+    args: &FixArgs,
+    settings: &crate::settings::Settings,
+) -> Result<FixModels> {
+    let configs = backend_configs(&args.backend, settings)?;
+    if configs.is_empty() {
+        bail!("no backend configured: pass --backend ollama=http://127.0.0.1:11434 (or openai=URL/v1), or add [[backends]] to the config");
+    }
+    let model = args
+        .backend
+        .model
+        .clone()
+        .unwrap_or_else(|| settings.default_model.clone());
+    let backends = ready_backends(
+        &configs,
+        &model,
+        &settings.models,
+        false,
+        &node_name(settings),
+    )
+    .await?;
+    let fixer = backends
+        .select(quorum_core::models::TaskNeeds::new("fix"), None)
+        .map_err(|e| incomplete(format!("no model for the fix agent: {e}")))?;
+    let route = |client: quorum_llm::LlmClient, model: String, temperature: f32| {
+        let window = client.context_window(&model).unwrap_or(DEFAULT_WINDOW);
+        (
+            ModelRoute {
+                client,
+                spec: CallSpec {
+                    model,
+                    max_tokens: MAX_OUTPUT_TOKENS,
+                    temperature,
+                    num_ctx: None,
+                },
+            },
+            window,
+        )
+    };
+    let verifier = if args.no_verifier {
+        None
+    } else {
+        let explicit = args
+            .verifier_model
+            .clone()
+            .or_else(|| Some(settings.verifier_model.clone()))
+            .filter(|m| !m.trim().is_empty());
+        let (chosen, _degraded) = backends
+            .select_verifier(explicit.as_deref(), std::slice::from_ref(&fixer.model))
+            .map_err(|e| {
+                incomplete(format!(
+                    "no model for the blind verifier: {e} (or pass --no-verifier)"
+                ))
+            })?;
+        Some(route(chosen.client, chosen.model, 0.0).0)
+    };
+    let fixer_model = fixer.model.clone();
+    let (fixer, window) = route(fixer.client, fixer.model, 0.2);
+
+    Ok(FixModels {
+        fixer,
+        fixer_model,
+        window,
+        verifier,
+    })
+}
+
+/// How a fix run's tests will run, for its first line.
+pub(crate) fn tests_line(
+    root: &Path,
+    test_cmd: Option<&str>,
+    isolation: Option<&Isolation>,
+) -> String {
+    match (test_cmd, isolation) {
+        (Some(c), Some(i)) => format!("`{c}` ({})", i.describe()),
+        _ => match detect_test_command(root) {
+            Some(d) => format!("none (pass --test-cmd auto to run `{d}`)"),
+            None => "none (pass --test-cmd CMD)".into(),
+        },
+    }
+}
+
+/// The test oracle's command as the sandbox runs it.
+pub(crate) fn test_command(
+    test_cmd: &Option<String>,
+    isolation: &Option<Isolation>,
+    timeout_secs: u64,
+) -> Option<TestCommand> {
+    test_cmd.clone().map(|command| TestCommand {
+        command,
+        isolation: isolation.clone().unwrap_or(Isolation::None),
+        timeout: Duration::from_secs(timeout_secs.max(1)),
+        max_output: 64 * 1024,
+    })
+}
+
+/// A fix's bounds: the flags, else the flow's `improve` block, else 3 files and 60 lines.
+pub(crate) fn bounds(
+    args: &FixArgs,
+    flow: Option<&quorum_core::flows::flow::Improve>,
+) -> EditBounds {
+    EditBounds {
+        max_files: args
+            .max_files
+            .or(flow.map(|f| f.max_files))
+            .unwrap_or(DEFAULT_MAX_FILES),
+        max_changed_lines: args
+            .max_lines
+            .or(flow.map(|f| f.max_lines))
+            .unwrap_or(DEFAULT_MAX_LINES),
+    }
+}
+
+/// One fix run's job.
+pub(crate) fn fix_job(
+    models: &FixModels,
+    targets: Vec<FixTarget>,
+    pack: ContextPack,
+    work_dir: PathBuf,
+    tests: Option<TestCommand>,
+    analyzers: Option<quorum_runtime::analyzers::AnalyzerSetup>,
+    bounds: EditBounds,
+) -> FixJob {
+    FixJob {
+        targets,
+        pack,
+        work_dir,
+        fixer: models.fixer.clone(),
+        loop_limits: LoopLimits {
+            max_iterations: 8,
+            budget: ContextBudget {
+                context_tokens: models.window,
+                output_tokens: MAX_OUTPUT_TOKENS,
+            },
+            max_tool_calls_per_turn: 4,
+            max_tool_result_tokens: 2_000,
+        },
+        verifier: models.verifier.clone(),
+        tests,
+        analyzers,
+        bounds,
+    }
+}
+
 pub async fn fix(args: FixArgs) -> Result<ExitCode> {
+    let Some(from) = args.from.clone() else {
+        bail!("quorum fix needs --from REPORT.json (the review to fix), or --flow FLOW to review and fix in cycles");
+    };
     let settings = load_settings(args.backend.common.config.as_deref())?;
     let target = &args.path;
     if !target.is_dir() {
@@ -70,10 +256,10 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     let root = target
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", target.display()))?;
-    let text = std::fs::read_to_string(&args.from)
-        .with_context(|| format!("cannot read --from {}", args.from.display()))?;
+    let text = std::fs::read_to_string(&from)
+        .with_context(|| format!("cannot read --from {}", from.display()))?;
     let report: Report = serde_json::from_str(&text)
-        .with_context(|| format!("--from {} is not a quorum report.json", args.from.display()))?;
+        .with_context(|| format!("--from {} is not a quorum report.json", from.display()))?;
     // The output directory, and an interrupted run's journal in it.
     let out_dir = args.out.clone().unwrap_or_default();
     let journal_path = out_dir.join(JOURNAL_FILE);
@@ -130,27 +316,11 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         )
     };
     let mut targets = select(&report, &selection).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if args.max_files == 0 || args.max_lines == 0 {
+    if args.max_files == Some(0) || args.max_lines == Some(0) {
         bail!("--max-files and --max-lines must be at least 1");
     }
 
-    // The test oracle runs the project's own code: only a command the user gave or configured.
-    let repo_config = crate::target::repo_config_on_disk(&root)?;
-    let test_cmd = match args.test_cmd.as_deref().map(str::trim) {
-        Some("auto") => Some(detect_test_command(&root).map(String::from).with_context(|| {
-            format!("--test-cmd auto: no Cargo.toml, go.mod, package.json or pyproject.toml in {}; pass the command", root.display())
-        })?),
-        Some("") => bail!("--test-cmd is empty: pass the project's test command"),
-        Some(c) => Some(c.to_string()),
-        None => repo_config.as_ref().and_then(|c| c.fix_test.clone()),
-    };
-    let isolation = match &test_cmd {
-        None => None,
-        Some(_) if args.unsandboxed => Some(Isolation::None),
-        Some(_) => Some(Isolation::detect().await.context(
-            "cannot sandbox the test command: neither bubblewrap (bwrap) nor user namespaces (unshare -rn) work on this machine; install bubblewrap, or pass --unsandboxed to let the tests reach the network",
-        )?),
-    };
+    let (test_cmd, isolation) = test_oracle(&args, &root).await?;
 
     let (pack, _scope) = crate::target::snapshot(&root, &settings, None, None)?;
     let base_digest = pack_digest(&pack);
@@ -179,7 +349,7 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     if targets.is_empty() {
         println!(
             "quorum: nothing to fix: {} has no {} finding whose file is in the target (pass --findings ID,... to pick others)",
-            args.from.display(),
+            from.display(),
             match &selection {
                 Selection::AtLeast(s) => format!("confirmed {s:?}-or-higher"),
                 Selection::Ids(_) => "selected".into(),
@@ -197,60 +367,7 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         }
     }
 
-    let configs = backend_configs(&args.backend, &settings)?;
-    if configs.is_empty() {
-        bail!("no backend configured: pass --backend ollama=http://127.0.0.1:11434 (or openai=URL/v1), or add [[backends]] to the config");
-    }
-    let model = args
-        .backend
-        .model
-        .clone()
-        .unwrap_or_else(|| settings.default_model.clone());
-    let backends = ready_backends(
-        &configs,
-        &model,
-        &settings.models,
-        false,
-        &node_name(&settings),
-    )
-    .await?;
-    let fixer = backends
-        .select(quorum_core::models::TaskNeeds::new("fix"), None)
-        .map_err(|e| incomplete(format!("no model for the fix agent: {e}")))?;
-    let route = |client: quorum_llm::LlmClient, model: String, temperature: f32| {
-        let window = client.context_window(&model).unwrap_or(DEFAULT_WINDOW);
-        (
-            ModelRoute {
-                client,
-                spec: CallSpec {
-                    model,
-                    max_tokens: MAX_OUTPUT_TOKENS,
-                    temperature,
-                    num_ctx: None,
-                },
-            },
-            window,
-        )
-    };
-    let verifier = if args.no_verifier {
-        None
-    } else {
-        let explicit = args
-            .verifier_model
-            .clone()
-            .or_else(|| Some(settings.verifier_model.clone()))
-            .filter(|m| !m.trim().is_empty());
-        let (chosen, _degraded) = backends
-            .select_verifier(explicit.as_deref(), std::slice::from_ref(&fixer.model))
-            .map_err(|e| {
-                incomplete(format!(
-                    "no model for the blind verifier: {e} (or pass --no-verifier)"
-                ))
-            })?;
-        Some(route(chosen.client, chosen.model, 0.0).0)
-    };
-    let fixer_model = fixer.model.clone();
-    let (fixer, window) = route(fixer.client, fixer.model, 0.2);
+    let models = fix_models(&args, &settings).await?;
 
     let data = data_dir(&args.backend.common, &settings);
     let analyzers = if args.no_analyzers {
@@ -278,49 +395,25 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         .prefix("quorum-fix-")
         .tempdir()
         .context("cannot create a temporary directory for the worktree")?;
-    let tests = test_cmd.clone().map(|command| TestCommand {
-        command,
-        isolation: isolation.clone().unwrap_or(Isolation::None),
-        timeout: Duration::from_secs(args.test_timeout.max(1)),
-        max_output: 64 * 1024,
-    });
     let quiet = args.quiet;
     if !quiet {
         eprintln!(
-            "quorum: fixing {} finding(s) from {} with {fixer_model}; tests: {}",
+            "quorum: fixing {} finding(s) from {} with {}; tests: {}",
             targets.len(),
-            args.from.display(),
-            match (&test_cmd, &isolation) {
-                (Some(c), Some(i)) => format!("`{c}` ({})", i.describe()),
-                _ => match detect_test_command(&root) {
-                    Some(d) => format!("none (pass --test-cmd auto to run `{d}`)"),
-                    None => "none (pass --test-cmd CMD)".into(),
-                },
-            }
+            from.display(),
+            models.fixer_model,
+            tests_line(&root, test_cmd.as_deref(), isolation.as_ref())
         );
     }
-    let job = FixJob {
-        targets: targets.clone(),
-        pack: pack.clone(),
-        work_dir: work.path().to_path_buf(),
-        fixer,
-        loop_limits: LoopLimits {
-            max_iterations: 8,
-            budget: ContextBudget {
-                context_tokens: window,
-                output_tokens: MAX_OUTPUT_TOKENS,
-            },
-            max_tool_calls_per_turn: 4,
-            max_tool_result_tokens: 2_000,
-        },
-        verifier,
-        tests,
+    let job = fix_job(
+        &models,
+        targets.clone(),
+        pack.clone(),
+        work.path().to_path_buf(),
+        test_command(&test_cmd, &isolation, args.test_timeout),
         analyzers,
-        bounds: EditBounds {
-            max_files: args.max_files,
-            max_changed_lines: args.max_lines,
-        },
-    };
+        bounds(&args, None),
+    );
     let mut journal = Journal::open(&out_dir.join(JOURNAL_FILE))
         .with_context(|| format!("cannot write the fix journal in {}", out_dir.display()))?;
     if replay.is_empty() {
@@ -328,7 +421,7 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
             .append(&Fact::Started {
                 fix_id: fix_id.clone(),
                 target: root.display().to_string(),
-                source_report: args.from.display().to_string(),
+                source_report: from.display().to_string(),
                 findings: targets.iter().map(|t| t.finding.id.clone()).collect(),
                 base: base_digest.clone(),
             })
@@ -345,7 +438,7 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     let mut fix_report = FixReport {
         schema_version: FIX_REPORT_SCHEMA_VERSION,
         fix_id: fix_id.clone(),
-        source_report: args.from.display().to_string(),
+        source_report: from.display().to_string(),
         source_flow_id: report.flow_id.clone(),
         target: root.display().to_string(),
         base_commit: None,
@@ -364,30 +457,10 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         stop: run.stop,
         fixes: run.entries,
         usage: run.usage,
+        cycles: Vec::new(),
+        cycles_stop: None,
     };
-    let squashed = quorum_fix::patch::squash(
-        &run.kept
-            .iter()
-            .map(|k| k.changes.clone())
-            .collect::<Vec<_>>(),
-    );
-    let patch_path = out_dir.join("fixes.patch");
-    std::fs::write(&patch_path, quorum_fix::patch::unified(&squashed))
-        .with_context(|| format!("cannot write {}", patch_path.display()))?;
-    if !run.kept.is_empty() {
-        deliver(
-            &root,
-            &pack,
-            &out_dir,
-            &fix_id,
-            &run.kept,
-            &squashed,
-            &mut fix_report,
-        )?;
-    }
-    let json = serde_json::to_string_pretty(&fix_report)?;
-    std::fs::write(out_dir.join("fix-report.json"), json + "\n")?;
-    std::fs::write(out_dir.join("fix-report.md"), fix_report.to_markdown())?;
+    write_outputs(&root, &pack, &out_dir, &run.kept, &mut fix_report)?;
     if args.keep_worktree {
         let kept_at = out_dir.join("worktree");
         let _ = std::fs::rename(work.path().join("worktree"), &kept_at);
@@ -411,11 +484,35 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     })
 }
 
+/// Write `fixes.patch`, deliver the kept fixes (a branch or a patched copy of `pack`'s
+/// target), and write `fix-report.json` and `fix-report.md`.
+pub(crate) fn write_outputs(
+    root: &Path,
+    pack: &ContextPack,
+    out_dir: &Path,
+    kept: &[KeptFix],
+    report: &mut FixReport,
+) -> Result<()> {
+    let squashed =
+        quorum_fix::patch::squash(&kept.iter().map(|k| k.changes.clone()).collect::<Vec<_>>());
+    let patch_path = out_dir.join("fixes.patch");
+    std::fs::write(&patch_path, quorum_fix::patch::unified(&squashed))
+        .with_context(|| format!("cannot write {}", patch_path.display()))?;
+    if !kept.is_empty() {
+        let fix_id = report.fix_id.clone();
+        deliver(root, pack, out_dir, &fix_id, kept, &squashed, report)?;
+    }
+    let json = serde_json::to_string_pretty(&report)?;
+    std::fs::write(out_dir.join("fix-report.json"), json + "\n")?;
+    std::fs::write(out_dir.join("fix-report.md"), report.to_markdown())?;
+    Ok(())
+}
+
 /// Deliver the kept fixes: a branch when the target is a clean git checkout of the touched
 /// files, else a patched copy of the target.
 fn deliver(
     root: &Path,
-    pack: &quorum_core::pack::ContextPack,
+    pack: &ContextPack,
     out_dir: &Path,
     fix_id: &str,
     kept: &[KeptFix],
@@ -469,11 +566,7 @@ fn deliver(
                 .write_branch(head, &branch, &commits)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             for (k, id) in kept.iter().zip(ids) {
-                if let Some(e) = report
-                    .fixes
-                    .iter_mut()
-                    .find(|e| e.finding_id == k.finding_id)
-                {
+                if let Some(e) = report.fixes.iter_mut().find(|e| e.label() == k.finding_id) {
                     e.commit = Some(id);
                 }
             }

@@ -236,6 +236,7 @@ impl QuorumMcp {
             backend.model = Some(m);
         }
         let args = ReviewArgs {
+            improving: false,
             path: PathBuf::from(&p.path),
             backend,
             flow: p.flow,

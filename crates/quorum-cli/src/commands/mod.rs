@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cluster;
 pub mod fix;
 pub mod flows;
+pub mod improve;
 pub mod mcp;
 pub mod models;
 pub mod node;

@@ -99,6 +99,14 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
         .with_context(|| format!("cannot read flow {}", flow_path.display()))?;
     let mut flow =
         Flow::parse(&flow_yaml, &flow_path).map_err(|e| anyhow::anyhow!("invalid flow: {e}"))?;
+    if flow.improve.is_some() && !args.improving {
+        bail!(
+            "flow {} reviews and then fixes what it found, in cycles: run it with `quorum fix {} --flow {}` (with --test-cmd auto, the project's tests judge each fix)",
+            flow.name,
+            target.display(),
+            flow_name
+        );
+    }
     verification.apply(&mut flow.parameters);
     let coverage = settings.coverage_mode(args.coverage.as_deref())?;
     if let Some(mode) = coverage {

@@ -35,6 +35,41 @@ pub struct FixReport {
     pub stop: StopReason,
     pub fixes: Vec<FixEntry>,
     pub usage: FixUsage,
+    /// The review-and-fix cycles of a self-improvement run (`quorum fix --flow`), in order;
+    /// empty for a fix run from one report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cycles: Vec<CycleEntry>,
+    /// Why a self-improvement run ran no further cycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycles_stop: Option<CyclesStop>,
+}
+
+/// One review-and-fix cycle of a self-improvement run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CycleEntry {
+    pub cycle: u32,
+    /// The cycle's review (its report.json) and flow id.
+    pub review: String,
+    pub review_flow_id: String,
+    /// Confirmed findings at or above the flow's severity in that review.
+    pub found: usize,
+    /// Of those, the ones fixed in this cycle.
+    pub kept: usize,
+    /// Why the cycle's fix loop stopped (absent: there was nothing to fix).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopReason>,
+}
+
+/// Why a self-improvement run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CyclesStop {
+    /// The last review found nothing left to fix.
+    NothingToFix,
+    /// The last cycle kept fewer fixes than the flow's `min_kept`.
+    BelowThreshold,
+    /// The flow's `cycles` ran.
+    MaxCycles,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -60,6 +95,9 @@ pub struct FixEntry {
     pub title: String,
     pub file: String,
     pub status: FixStatus,
+    /// The self-improvement cycle it was found and worked on in (absent: a single run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycle: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfixed_because: Option<Unfixed>,
     /// The kept fix's commit on the branch.
@@ -90,6 +128,15 @@ pub struct AttemptEntry {
 }
 
 impl FixEntry {
+    /// The finding's id, with its cycle in a self-improvement run (`c2/F001`): each cycle's
+    /// review numbers its findings afresh.
+    pub fn label(&self) -> String {
+        match self.cycle {
+            Some(c) => format!("c{c}/{}", self.finding_id),
+            None => self.finding_id.clone(),
+        }
+    }
+
     /// The oracles the kept attempt passed, for its commit message.
     pub fn passed_oracles(&self) -> Vec<&'static str> {
         let Some(a) = self.attempts.iter().find(|a| a.kept) else {
@@ -133,6 +180,23 @@ impl FixReport {
             self.usage.attempts,
             stop_text(self.stop)
         );
+        if !self.cycles.is_empty() {
+            let _ = writeln!(
+                md,
+                "{} review-and-fix cycle(s); ended: {}.\n",
+                self.cycles.len(),
+                self.cycles_stop.map(cycles_stop_text).unwrap_or("-")
+            );
+            md.push_str("| cycle | review | confirmed to fix | kept |\n|---|---|---|---|\n");
+            for c in &self.cycles {
+                let _ = writeln!(
+                    md,
+                    "| {} | `{}` | {} | {} |",
+                    c.cycle, c.review, c.found, c.kept
+                );
+            }
+            md.push('\n');
+        }
         if let Some(b) = &self.branch {
             let _ = writeln!(
                 md,
@@ -166,7 +230,7 @@ impl FixReport {
             let _ = writeln!(
                 md,
                 "| {} | {} | {} | {} |",
-                f.finding_id,
+                f.label(),
                 f.title.replace('|', "\\|"),
                 status,
                 f.attempts.len()
@@ -176,7 +240,7 @@ impl FixReport {
             if f.attempts.is_empty() {
                 continue;
             }
-            let _ = writeln!(md, "\n## {} — {}\n", f.finding_id, f.title);
+            let _ = writeln!(md, "\n## {} — {}\n", f.label(), f.title);
             for a in &f.attempts {
                 let verdict = if a.kept {
                     "kept".to_string()
@@ -206,6 +270,14 @@ fn stop_text(s: StopReason) -> &'static str {
         StopReason::Settled => "every finding fixed or given up",
         StopReason::Oscillating => "oscillating (the loop returned to an earlier state)",
         StopReason::Backstop => "the attempt backstop was reached",
+    }
+}
+
+fn cycles_stop_text(s: CyclesStop) -> &'static str {
+    match s {
+        CyclesStop::NothingToFix => "the last review found nothing left to fix",
+        CyclesStop::BelowThreshold => "the last cycle kept fewer fixes than the flow's min_kept",
+        CyclesStop::MaxCycles => "the flow's cycles ran",
     }
 }
 

@@ -26,8 +26,8 @@ mod stage;
 pub use definition::Flow;
 pub use params::{CoverageMode, FlowParams, Overrides, MAX_VERIFIERS};
 pub use rules::{
-    Consistency, Dimension, DirectoryCoverage, Exhaustive, FreshEyes, FullCoverage, Probes, Select,
-    Selection, Signals, SynthesisMode, TeamMemberRule, TeamRules, DEFAULT_SELECT_INSTRUCTIONS,
-    FILE_KINDS,
+    Consistency, Dimension, DirectoryCoverage, Exhaustive, FreshEyes, FullCoverage, Improve,
+    Probes, Select, Selection, Signals, SynthesisMode, TeamMemberRule, TeamRules,
+    DEFAULT_SELECT_INSTRUCTIONS, FILE_KINDS,
 };
 pub use stage::{Role, Stage};

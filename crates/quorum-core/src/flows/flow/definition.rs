@@ -4,7 +4,7 @@
 
 use super::{
     Consistency, CoverageMode, Dimension, DirectoryCoverage, Exhaustive, FlowParams, FreshEyes,
-    FullCoverage, Probes, Role, Selection, Stage, SynthesisMode, TeamRules,
+    FullCoverage, Improve, Probes, Role, Selection, Stage, SynthesisMode, TeamRules,
 };
 use crate::catalog::Catalog;
 use crate::error::FlowError;
@@ -54,6 +54,9 @@ pub struct Flow {
     /// order, and only what enough passes found kept (absent: one pass).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency: Option<Consistency>,
+    /// Review-and-fix cycles (`quorum fix --flow`; absent: a review flow only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub improve: Option<Improve>,
     /// Where the flow came from (not part of the YAML).
     #[serde(skip)]
     pub source: PathBuf,

@@ -421,6 +421,32 @@ impl Flow {
                 ));
             }
         }
+        if let Some(i) = &self.improve {
+            if !(1..=10).contains(&i.cycles) {
+                return Err(invalid(path, "improve.cycles", "must be between 1 and 10"));
+            }
+            if i.min_kept == 0 {
+                return Err(invalid(
+                    path,
+                    "improve.min_kept",
+                    "must be at least 1 (a cycle that keeps no fix always ends the run)",
+                ));
+            }
+            if crate::review::finding::Severity::parse_lenient(&i.min_severity).is_none() {
+                return Err(invalid(
+                    path,
+                    "improve.min_severity",
+                    "must be P0, P1, P2 or P3",
+                ));
+            }
+            if i.max_files == 0 || i.max_lines == 0 {
+                return Err(invalid(
+                    path,
+                    "improve.max_files",
+                    "max_files and max_lines must be at least 1",
+                ));
+            }
+        }
         if let Some(c) = &self.consistency {
             if !(2..=9).contains(&c.passes) {
                 return Err(invalid(
@@ -791,6 +817,33 @@ stages:
             (p.parameters.verifiers, p.parameters.verify_threshold),
             (3, crate::review::vote::Threshold::Majority)
         );
+    }
+
+    #[test]
+    fn improve_takes_bounded_cycles_a_threshold_and_a_severity() {
+        let with = |body: &str| format!("{GOOD}improve: {body}\n");
+        let i = parse(&with("{cycles: 3}")).unwrap().improve.unwrap();
+        assert_eq!(
+            (
+                i.cycles,
+                i.min_kept,
+                i.min_severity.as_str(),
+                i.max_files,
+                i.max_lines
+            ),
+            (3, 1, "P2", 3, 60)
+        );
+        for bad in [
+            "{cycles: 0}",
+            "{cycles: 11}",
+            "{cycles: 2, min_kept: 0}",
+            "{cycles: 2, min_severity: urgent}",
+            "{cycles: 2, max_lines: 0}",
+        ] {
+            let e = parse(&with(bad)).unwrap_err();
+            assert!(e.to_string().contains("improve."), "{bad}: {e}");
+        }
+        assert!(parse(&with("{cycles: 2, threshold: 1}")).is_err());
     }
 
     #[test]

@@ -167,6 +167,46 @@ impl Consistency {
     }
 }
 
+/// Self-improvement (`improve:`): the flow is run by `quorum fix PATH --flow NAME`, in cycles —
+/// review the tree, fix what the review confirmed in a private worktree (each fix kept only when
+/// the oracles accept it), review the fixed tree again — until a cycle keeps fewer than
+/// `min_kept` fixes or `cycles` cycles have run. Seed 000 §7: each cycle builds on the previous
+/// cycle's verified fixes, and the delta threshold stops it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Improve {
+    /// Most review-and-fix cycles (1-10).
+    pub cycles: u32,
+    /// A cycle that keeps fewer fixes than this is the last (at least 1).
+    #[serde(default = "one_fix")]
+    pub min_kept: u32,
+    /// Fix the confirmed findings at or above this severity (P0-P3; default P2).
+    #[serde(default = "improve_severity")]
+    pub min_severity: String,
+    /// Most files one fix may change.
+    #[serde(default = "improve_files")]
+    pub max_files: usize,
+    /// Most lines one fix may change.
+    #[serde(default = "improve_lines")]
+    pub max_lines: u32,
+}
+
+fn one_fix() -> u32 {
+    1
+}
+
+fn improve_severity() -> String {
+    "P2".into()
+}
+
+fn improve_files() -> usize {
+    3
+}
+
+fn improve_lines() -> u32 {
+    60
+}
+
 /// Two-tier selection of the personas a planner may choose from (seed 002 §4.2): a
 /// deterministic prefilter on the pack's signals, then a short interest poll of each survivor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
