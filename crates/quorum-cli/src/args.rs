@@ -282,7 +282,7 @@ pub struct FixArgs {
     /// Review PATH with FLOW (a flow with an `improve:` block, such as self-improve), fix what
     /// it confirmed, and review the fixed tree again, in cycles until a cycle keeps fewer
     /// fixes than the flow's `min_kept` (or its `cycles` ran).
-    #[arg(long, value_name = "FLOW", conflicts_with_all = ["from", "findings", "resume"])]
+    #[arg(long, value_name = "FLOW", conflicts_with_all = ["from", "findings"])]
     pub flow: Option<String>,
     /// Fix these findings (ids from the report, comma-separated), whatever their verdict.
     #[arg(long, value_delimiter = ',', conflicts_with = "min_severity")]
@@ -324,8 +324,8 @@ pub struct FixArgs {
     /// Keep the private worktree (under the output directory) for inspection.
     #[arg(long)]
     pub keep_worktree: bool,
-    /// Continue the interrupted fix run whose output directory is --out: kept fixes are
-    /// re-applied from its journal, never redone.
+    /// Continue the interrupted fix run (or, with --flow, self-improvement run) whose output
+    /// directory is --out: kept fixes are re-applied from its records, never redone.
     #[arg(long, requires = "out")]
     pub resume: bool,
     #[arg(long)]

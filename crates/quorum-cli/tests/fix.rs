@@ -803,85 +803,7 @@ async fn self_improvement_cycles_build_on_the_fixes_before_them_until_nothing_is
     git(&target, &["add", "."]);
     git(&target, &["commit", "-qm", "base"]);
     let head_before = git_out(&target, &["rev-parse", "HEAD"]);
-    let sentinel = "You are security_sentinel";
-    let hash = finding(
-        "Weak hash for integrity",
-        "P1",
-        0.9,
-        "app.py",
-        5,
-        "return hashlib.md5(data).hexdigest()",
-    );
-    let timing = finding(
-        "Token compared in non-constant time",
-        "P1",
-        0.9,
-        "app.py",
-        9,
-        "return token == expected",
-    );
-    let script = || {
-        Script::new()
-            .models([MODEL])
-            .rule(scout_rule())
-            .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(
-                &json!({"tasks": [{"id": "t1", "persona": "security_sentinel", "files": ["app.py"],
-                        "mandate": "Check the hashing and the token comparison."}]}),
-            )))
-            // The specialist reads the file, then reports what the tree still holds.
-            .rule(
-                Rule::new("read")
-                    .when_system([sentinel])
-                    .turn(0)
-                    .reply(Reply::tool("file_read", json!({"path": "app.py"}))),
-            )
-            .rule(
-                Rule::new("clean")
-                    .when_system([sentinel])
-                    .when_all([
-                        "return hashlib.sha256(data).hexdigest()",
-                        "return hmac.compare_digest(token, expected)",
-                    ])
-                    .reply(Reply::json(&json!({"findings": []}))),
-            )
-            .rule(
-                Rule::new("timing")
-                    .when_system([sentinel])
-                    .when_all(["return hashlib.sha256(data).hexdigest()"])
-                    .reply(Reply::json(&json!({"findings": [timing.clone()]}))),
-            )
-            .rule(
-                Rule::new("hash")
-                    .when_system([sentinel])
-                    .reply(Reply::json(&json!({"findings": [hash.clone()]}))),
-            )
-            .rule(verifier_confirms())
-            .rule(synthesizer_rule())
-            .rule(
-                Rule::new("fix-hash")
-                    .when_system([FIXER])
-                    .when_all(["Weak hash for integrity"])
-                    .reply(Reply::json(&json!({"edits": [{"path": "app.py",
-                        "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}],
-                        "summary": "sha256"}))),
-            )
-            .rule(
-                Rule::new("fix-timing")
-                    .when_system([FIXER])
-                    .when_all(["Token compared in non-constant time"])
-                    .reply(Reply::json(&json!({"edits": [
-                        {"path": "app.py", "old": "import hashlib\n", "new": "import hashlib\nimport hmac\n"},
-                        {"path": "app.py", "old": "return token == expected",
-                         "new": "return hmac.compare_digest(token, expected)"}],
-                        "summary": "constant time"}))),
-            )
-            .rule(
-                Rule::new("blind-verifier")
-                    .when_system([BLIND])
-                    .reply(Reply::json(&json!({"still_holds": false, "reason": "gone"}))),
-            )
-    };
-    let server = ScriptedServer::start(script()).await.unwrap();
+    let server = ScriptedServer::start(improve_script(false)).await.unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("improve-out");
     let run = |flow: String, out: std::path::PathBuf| {
@@ -1017,4 +939,194 @@ async fn self_improvement_cycles_build_on_the_fixes_before_them_until_nothing_is
     .await;
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(stderr(&o).contains("--flow self-improve"), "{}", stderr(&o));
+}
+
+/// The self-improvement script: the specialist reports what the tree it reads still holds (the
+/// weak hash, then the timing comparison, then nothing), the fixer fixes each, the verifiers
+/// agree. `hold_timing`: the timing fix is never answered (a run to kill).
+fn improve_script(hold_timing: bool) -> Script {
+    let sentinel = "You are security_sentinel";
+    let hash = finding(
+        "Weak hash for integrity",
+        "P1",
+        0.9,
+        "app.py",
+        5,
+        "return hashlib.md5(data).hexdigest()",
+    );
+    let timing = finding(
+        "Token compared in non-constant time",
+        "P1",
+        0.9,
+        "app.py",
+        9,
+        "return token == expected",
+    );
+    Script::new()
+        .models([MODEL])
+        .rule(scout_rule())
+        .rule(Rule::new("planner").when_system(["You are the planner"]).reply(Reply::json(
+            &json!({"tasks": [{"id": "t1", "persona": "security_sentinel", "files": ["app.py"],
+                    "mandate": "Check the hashing and the token comparison."}]}),
+        )))
+        // The specialist reads the file, then reports what the tree still holds.
+        .rule(
+            Rule::new("read")
+                .when_system([sentinel])
+                .turn(0)
+                .reply(Reply::tool("file_read", json!({"path": "app.py"}))),
+        )
+        .rule(
+            Rule::new("clean")
+                .when_system([sentinel])
+                .when_all([
+                    "return hashlib.sha256(data).hexdigest()",
+                    "return hmac.compare_digest(token, expected)",
+                ])
+                .reply(Reply::json(&json!({"findings": []}))),
+        )
+        .rule(
+            Rule::new("timing")
+                .when_system([sentinel])
+                .when_all(["return hashlib.sha256(data).hexdigest()"])
+                .reply(Reply::json(&json!({"findings": [timing.clone()]}))),
+        )
+        .rule(
+            Rule::new("hash")
+                .when_system([sentinel])
+                .reply(Reply::json(&json!({"findings": [hash.clone()]}))),
+        )
+        .rule(verifier_confirms())
+        .rule(synthesizer_rule())
+        .rule(
+            Rule::new("fix-hash")
+                .when_system([FIXER])
+                .when_all(["Weak hash for integrity"])
+                .reply(Reply::json(&json!({"edits": [{"path": "app.py",
+                    "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}],
+                    "summary": "sha256"}))),
+        )
+        .rule(if hold_timing {
+            Rule::new("timing-held")
+                .when_system([FIXER])
+                .when_all(["Token compared in non-constant time"])
+                .reply(Reply::hang())
+        } else {
+            Rule::new("fix-timing")
+                .when_system([FIXER])
+                .when_all(["Token compared in non-constant time"])
+                .reply(Reply::json(&json!({"edits": [
+                    {"path": "app.py", "old": "import hashlib\n", "new": "import hashlib\nimport hmac\n"},
+                    {"path": "app.py", "old": "return token == expected",
+                     "new": "return hmac.compare_digest(token, expected)"}],
+                    "summary": "constant time"})))
+        })
+        .rule(
+            Rule::new("blind-verifier")
+                .when_system([BLIND])
+                .reply(Reply::json(&json!({"still_holds": false, "reason": "gone"}))),
+        )
+}
+
+/// A self-improvement run killed (kill -9) in cycle 2's fix loop resumes with --resume: cycle
+/// 1 (its review and its kept fix) is not redone, cycle 2's finished review is not asked
+/// again, and the branch holds both fixes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_self_improvement_run_resumes_without_redoing_a_cycle() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let out = work.path().join("improve-out");
+    let args = |backend: &str, resume: bool| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "fix",
+            target.to_str().unwrap(),
+            "--flow",
+            "self-improve",
+            "--backend",
+            backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--test-cmd",
+            "bash tests.sh",
+            "--unsandboxed",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if resume {
+            a.push("--resume".into());
+        }
+        a
+    };
+    let first = ScriptedServer::start(improve_script(true)).await.unwrap();
+    let mut seen = first.subscribe();
+    let first_args = args(&format!("ollama={}", first.ollama_url()), false);
+    let first_args: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let mut child = command(&first_args, work.path()).spawn().unwrap();
+    loop {
+        let r = tokio::time::timeout(HUNG, seen.recv())
+            .await
+            .expect("cycle 2's timing fix is asked")
+            .unwrap();
+        if r.system.contains(FIXER) && r.text.contains("Token compared in non-constant time") {
+            break;
+        }
+    }
+    child.kill().await.unwrap();
+    assert!(out.join("cycle-1/cycle.json").is_file());
+    assert!(!out.join("cycle-2/cycle.json").exists());
+
+    // Without --resume the interrupted run is named, not overwritten.
+    let o = quorum(&first_args, work.path()).await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        stderr(&o).contains("continue it with --resume"),
+        "{}",
+        stderr(&o)
+    );
+
+    let second = ScriptedServer::start(improve_script(false)).await.unwrap();
+    let resume_args = args(&format!("ollama={}", second.ollama_url()), true);
+    let resume_args: Vec<&str> = resume_args.iter().map(String::as_str).collect();
+    let o = quorum(&resume_args, work.path()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        stderr(&o)
+            .contains("cycle 1: finished before the interruption (1 fix(es) kept); not redone"),
+        "{}",
+        stderr(&o)
+    );
+    let reqs = second.requests();
+    // Cycle 1 is not redone: its fix is not asked again, and no review reads the md5 tree.
+    assert!(fixer_requests(&reqs)
+        .iter()
+        .all(|r| !r.text.contains("Weak hash for integrity")));
+    let reviews = reqs
+        .iter()
+        .filter(|r| r.system.contains("You are the planner"))
+        .count();
+    assert_eq!(reviews, 1, "only cycle 3's review is new");
+    let fr = read_json(&out.join("fix-report.json"));
+    assert_eq!(fr["cycles"].as_array().unwrap().len(), 3, "{fr}");
+    assert_eq!(fr["cycles_stop"], "nothing_to_fix");
+    let branch = fr["branch"].as_str().unwrap().to_string();
+    let log = git_out(
+        &target,
+        &["log", "--format=%s", &format!("{head_before}..{branch}")],
+    );
+    assert_eq!(log.lines().count(), 2, "{log}");
+    let fixed = git_out(&target, &["show", &format!("{branch}:app.py")]);
+    assert!(
+        fixed.contains("hashlib.sha256(data)") && fixed.contains("hmac.compare_digest"),
+        "{fixed}"
+    );
+    // The cycles' copies of the target are gone once the run has finished.
+    assert!(!out.join("cycle-2/tree").exists());
 }

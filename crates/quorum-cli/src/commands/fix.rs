@@ -37,7 +37,7 @@ pub(crate) fn new_fix_id() -> String {
 
 /// A digest of what the snapshot holds (every path and content hash): a resume must start
 /// from the same base as the run it continues.
-fn pack_digest(pack: &ContextPack) -> String {
+pub(crate) fn pack_digest(pack: &ContextPack) -> String {
     let listing: String = pack
         .files
         .values()
