@@ -321,6 +321,11 @@ pub struct FixArgs {
     /// Most lines one fix may change (default 60, or the flow's `improve.max_lines`).
     #[arg(long)]
     pub max_lines: Option<u32>,
+    /// Fix agents at work at once, each in its own worktree on the fixes kept when it started
+    /// (1-16). The checks still judge one change at a time, on the tree it would be kept
+    /// into: a change whose lines were fixed meanwhile is tried once more on the new code.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub jobs: u32,
     /// Keep the private worktree (under the output directory) for inspection.
     #[arg(long)]
     pub keep_worktree: bool,

@@ -69,7 +69,12 @@ fn review_script() -> Script {
 
 /// Review `target` with the scripted server; the report.json path.
 async fn reviewed(target: &Path, work: &Path) -> std::path::PathBuf {
-    let server = ScriptedServer::start(review_script()).await.unwrap();
+    reviewed_by(target, work, review_script()).await
+}
+
+/// Review `target` with `script`; the report.json path.
+async fn reviewed_by(target: &Path, work: &Path, script: Script) -> std::path::PathBuf {
+    let server = ScriptedServer::start(script).await.unwrap();
     let out = work.join("review");
     let backend = format!("ollama={}", server.ollama_url());
     let o = quorum(
@@ -1129,4 +1134,204 @@ async fn a_killed_self_improvement_run_resumes_without_redoing_a_cycle() {
     );
     // The cycles' copies of the target are gone once the run has finished.
     assert!(!out.join("cycle-2/tree").exists());
+}
+
+/// `--jobs 3`: three fix agents work at once, each on the fixes kept when it started. The hash
+/// fix lands first; the timing fix, made on the unfixed base, merges cleanly onto it (other
+/// lines) and is judged on the merged tree; the digest-length fix changed the hash fix's line,
+/// so it conflicts, is tried once more on the current tree (rebased) and is kept then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_fixes_merge_and_a_conflicting_one_is_rebased_once() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let mut length = finding(
+        "Digest length not bounded",
+        "P1",
+        0.9,
+        "app.py",
+        5,
+        "return hashlib.md5(data).hexdigest()",
+    );
+    length["symbol"] = json!("digest");
+    let review = scripted_review(
+        json!([{"id": "t1", "persona": "security_sentinel", "files": ["app.py"],
+                "mandate": "Check the hashing and the token comparison."}]),
+        &[(
+            "security_sentinel",
+            json!([
+                finding(
+                    "Weak hash for integrity",
+                    "P1",
+                    0.9,
+                    "app.py",
+                    5,
+                    "return hashlib.md5(data).hexdigest()"
+                ),
+                finding(
+                    "Token compared in non-constant time",
+                    "P1",
+                    0.9,
+                    "app.py",
+                    9,
+                    "return token == expected"
+                ),
+                length,
+            ]),
+        )],
+    );
+    let report_path = reviewed_by(&target, work.path(), review).await;
+    assert_eq!(
+        read_json(&report_path)["findings"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+
+    let edits = |edits: Value| Reply::json(&json!({"edits": edits, "summary": "done"}));
+    let script = Script::new()
+        .models([MODEL])
+        .rule(
+            Rule::new("fix-hash")
+                .when_system([FIXER])
+                .when_all(["Weak hash for integrity"])
+                .reply(edits(json!([{"path": "app.py", "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}]))),
+        )
+        // Held until the hash fix is being judged, so both start from the unfixed base.
+        .rule(
+            Rule::new("fix-timing")
+                .when_system([FIXER])
+                .when_all(["Token compared in non-constant time"])
+                .reply(Reply::held(edits(json!([
+                    {"path": "app.py", "old": "import hashlib\n", "new": "import hashlib\nimport hmac\n"},
+                    {"path": "app.py", "old": "return token == expected", "new": "return hmac.compare_digest(token, expected)"}
+                ])))),
+        )
+        .rule(
+            Rule::new("fix-length-rebased")
+                .when_system([FIXER])
+                .when_all(["Digest length not bounded", "no longer applies"])
+                .reply(edits(json!([{"path": "app.py", "old": ".hexdigest()", "new": ".hexdigest()[:32]"}]))),
+        )
+        .rule(
+            Rule::new("fix-length")
+                .when_system([FIXER])
+                .when_all(["Digest length not bounded"])
+                .reply(Reply::held(edits(json!([{"path": "app.py", "old": ".hexdigest()", "new": ".hexdigest()[:32]"}])))),
+        )
+        .rule(
+            Rule::new("blind-verifier")
+                .when_system([BLIND])
+                .reply(Reply::json(&json!({"still_holds": false, "reason": "gone"}))),
+        );
+    let server = ScriptedServer::start(script).await.unwrap();
+    let mut seen = server.subscribe();
+    let out = work.path().join("fix-out");
+    let backend = format!("ollama={}", server.ollama_url());
+    let args = [
+        "fix",
+        target.to_str().unwrap(),
+        "--from",
+        report_path.to_str().unwrap(),
+        "--backend",
+        &backend,
+        "--model",
+        MODEL,
+        "--out",
+        out.to_str().unwrap(),
+        "--test-cmd",
+        "bash tests.sh",
+        "--unsandboxed",
+        "--jobs",
+        "3",
+    ];
+    let child = command(&args, work.path()).spawn().unwrap();
+    // All three agents are asked before any fix is judged: they work at once.
+    let mut asked = std::collections::BTreeSet::new();
+    loop {
+        let r = tokio::time::timeout(HUNG, seen.recv())
+            .await
+            .expect("the agents and the hash fix's verifier are asked")
+            .unwrap();
+        if r.system.contains(FIXER) {
+            for t in ["Weak hash", "Token compared", "Digest length"] {
+                if r.text.contains(t) {
+                    asked.insert(t);
+                }
+            }
+        }
+        if r.system.contains(BLIND) {
+            assert_eq!(
+                asked.len(),
+                3,
+                "the blind verifier came before all three agents: {asked:?}"
+            );
+            break;
+        }
+    }
+    server.release();
+    let o = tokio::time::timeout(HUNG, child.wait_with_output())
+        .await
+        .expect("the fix run ends")
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    let fr = read_json(&out.join("fix-report.json"));
+    let by_title = |t: &str| -> Value {
+        fr["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["title"] == t)
+            .unwrap_or_else(|| panic!("{t} in {fr}"))
+            .clone()
+    };
+    let timing = by_title("Token compared in non-constant time");
+    assert_eq!(timing["status"], "kept", "{timing}");
+    assert_eq!(
+        timing["attempts"].as_array().unwrap().len(),
+        1,
+        "merged cleanly: {timing}"
+    );
+    // Judged on the merged tree: the tests ran with both changes.
+    assert!(timing["attempts"][0]["oracles"]["tests"]["passed"]
+        .as_bool()
+        .unwrap());
+    let length = by_title("Digest length not bounded");
+    assert_eq!(length["status"], "kept", "{length}");
+    assert_eq!(
+        length["attempts"][0]["failure"]["kind"], "conflict",
+        "{length}"
+    );
+    assert_eq!(length["attempts"][1]["kept"], true, "{length}");
+    // The rebased attempt saw the kept hash fix in its lines.
+    let reqs = server.requests();
+    let rebased = fixer_requests(&reqs)
+        .into_iter()
+        .find(|r| {
+            r.text.contains("Digest length not bounded") && r.text.contains("no longer applies")
+        })
+        .expect("the rebased attempt");
+    let lines = delimited(&rebased.text, "app.py").expect("the file's lines");
+    assert!(lines.contains("hashlib.sha256(data)"), "{lines}");
+
+    let branch = fr["branch"].as_str().unwrap().to_string();
+    let log = git_out(
+        &target,
+        &["log", "--format=%s", &format!("{head_before}..{branch}")],
+    );
+    assert_eq!(log.lines().count(), 3, "{log}");
+    let fixed = git_out(&target, &["show", &format!("{branch}:app.py")]);
+    assert!(
+        fixed.contains("return hashlib.sha256(data).hexdigest()[:32]")
+            && fixed.contains("import hmac")
+            && fixed.contains("hmac.compare_digest(token, expected)"),
+        "{fixed}"
+    );
+    assert_eq!(git_out(&target, &["rev-parse", "HEAD"]), head_before);
 }

@@ -1,7 +1,8 @@
 //! Seeded simulation of the fix loop (`quorum_core::fixing::fix_loop`): random findings,
 //! random oracle results (tests that pass, fail, or fail the same way again; analyzer hits;
-//! verifier vetoes; agents that change nothing), results delivered late, twice, or for attempts
-//! never asked. Invariants are checked on every step, and each run is replayed from its
+//! verifier vetoes; agents that change nothing; changes that conflict with fixes kept while
+//! they were made), up to three attempts in flight judged in random order, results delivered
+//! late, twice, or for attempts never asked. Invariants are checked on every step, and each run is replayed from its
 //! recorded events to prove the loop decides from facts alone.
 //!
 //! `cargo test -p quorum-core --test fix_sim` runs 500 seeds; `QUORUM_SIM_SEEDS=N` runs more;
@@ -33,8 +34,11 @@ fn violation(seed: u64, what: String) -> ! {
 }
 
 /// A random oracle result.
-fn random_oracles(rng: &mut Rng, stubborn: bool) -> Oracles {
+fn random_oracles(rng: &mut Rng, stubborn: bool, parallel: bool) -> Oracles {
     let edit = match rng.below(10) {
+        0 if parallel && rng.chance(50) => EditOutcome::Conflict {
+            files: vec!["a.py".into()],
+        },
         0 => EditOutcome::NoChange,
         1 => EditOutcome::Failed {
             reason: "refused".into(),
@@ -89,10 +93,13 @@ fn run(seed: u64) {
     let limits = if rng.chance(30) {
         FixLimits {
             backstop: 1 + rng.below(4) as u32,
+            parallel: 1,
         }
     } else {
         FixLimits::for_findings(n)
-    };
+    }
+    .with_parallel(1 + rng.below(3) as u32);
+    let parallel = limits.parallel > 1;
     let mut m = FixLoop::new(findings.clone(), limits);
     let mut events = Vec::new();
     let mut commands = Vec::new();
@@ -122,8 +129,8 @@ fn run(seed: u64) {
     let mut pending_pass: Option<bool> = None;
     let mut attempts = 0u32;
     let mut finished = false;
+    let mut in_flight: Vec<(String, u32)> = Vec::new();
     for _step in 0..10_000 {
-        let mut next = None;
         for c in &out {
             if finished {
                 violation(seed, format!("a command after the finish: {c:?}"));
@@ -135,8 +142,8 @@ fn run(seed: u64) {
                     if terminal.contains_key(finding) {
                         violation(seed, format!("{finding} attempted after it ended"));
                     }
-                    if next.is_some() {
-                        violation(seed, "two attempts in flight".into());
+                    if in_flight.iter().any(|(f, _)| f == finding) {
+                        violation(seed, format!("{finding} in flight twice"));
                     }
                     attempts += 1;
                     if attempts > limits.backstop {
@@ -145,7 +152,17 @@ fn run(seed: u64) {
                             format!("attempt {attempts} past the backstop {}", limits.backstop),
                         );
                     }
-                    next = Some((finding.clone(), *attempt));
+                    in_flight.push((finding.clone(), *attempt));
+                    if in_flight.len() > limits.parallel as usize {
+                        violation(
+                            seed,
+                            format!(
+                                "{} attempts in flight, over {}",
+                                in_flight.len(),
+                                limits.parallel
+                            ),
+                        );
+                    }
                 }
                 Command::Keep { finding, .. } => {
                     if pending_pass != Some(true) {
@@ -183,6 +200,23 @@ fn run(seed: u64) {
                         .push(class.clone());
                 }
                 Command::GiveUp { finding, why } => {
+                    if *why == Unfixed::Conflicting {
+                        let conflicts = failures[finding]
+                            .iter()
+                            .filter(|c| c.kind == FailureKind::Conflict)
+                            .count();
+                        if conflicts <= CONFLICTS_ALLOWED {
+                            violation(
+                                seed,
+                                format!(
+                                    "{finding} called conflicting after {conflicts} conflict(s)"
+                                ),
+                            );
+                        }
+                    }
+                    if in_flight.iter().any(|(f, _)| f == finding) {
+                        violation(seed, format!("{finding} given up while in flight"));
+                    }
                     if *why == Unfixed::CircularFix {
                         let f = &failures[finding];
                         if f.len() < CIRCULAR_AFTER
@@ -199,6 +233,9 @@ fn run(seed: u64) {
                 }
                 Command::Finish { stop } => {
                     finished = true;
+                    if !in_flight.is_empty() {
+                        violation(seed, format!("finished with {in_flight:?} in flight"));
+                    }
                     if terminal.len() != n {
                         violation(
                             seed,
@@ -217,9 +254,11 @@ fn run(seed: u64) {
         if finished {
             break;
         }
-        let Some((finding, attempt)) = next else {
+        if in_flight.is_empty() {
             violation(seed, "the loop neither attempts nor finishes".into());
-        };
+        }
+        // The attempts in flight finish in any order.
+        let (finding, attempt) = in_flight.remove(rng.below(in_flight.len() as u64) as usize);
         // Noise first: a result for an attempt never asked, and a duplicate of an old one.
         if rng.chance(10) {
             let stray = feed(
@@ -227,7 +266,7 @@ fn run(seed: u64) {
                 Event::Judged {
                     finding: finding.clone(),
                     attempt: attempt + 7,
-                    oracles: random_oracles(&mut rng, false),
+                    oracles: random_oracles(&mut rng, false, parallel),
                 },
                 &mut events,
             );
@@ -235,7 +274,7 @@ fn run(seed: u64) {
                 violation(seed, format!("a stray result changed the loop: {stray:?}"));
             }
         }
-        let oracles = random_oracles(&mut rng, stubborn.contains(&finding));
+        let oracles = random_oracles(&mut rng, stubborn.contains(&finding), parallel);
         // Whether every oracle passed; a test failing on the base does not count against the fix.
         let effective = {
             let tests_ok = oracles

@@ -1,8 +1,10 @@
 //! One fix run on this machine: the pure fix loop's commands carried out in order — the base's
-//! tests, each attempt's agent and oracles, keeping or undoing its change.
+//! tests, each attempt's agent (several at once, each in its own worktree) and oracles (one
+//! change at a time, on the tree it would be kept into), keeping or undoing its change.
 
 use crate::agent;
 use crate::journal::{Fact, Journal, StoredChange};
+use crate::merge::{self, Landed};
 use crate::oracles;
 use crate::patch;
 use crate::sandbox::TestCommand;
@@ -41,6 +43,8 @@ pub struct FixJob {
     pub tests: Option<TestCommand>,
     pub analyzers: Option<AnalyzerSetup>,
     pub bounds: EditBounds,
+    /// Fix agents at work at once (at least 1), each in its own worktree.
+    pub parallel: u32,
 }
 
 /// A kept fix, in the order it was kept.
@@ -182,6 +186,9 @@ impl Ledger {
                 Unfixed::CircularFix => "circular fix: the same failure three times",
                 Unfixed::Oscillating => "oscillating",
                 Unfixed::Backstop => "the attempt backstop was reached",
+                Unfixed::Conflicting => {
+                    "conflicting: its change clashed with fixes kept meanwhile, and again once rebased"
+                }
             }
         )
     }
@@ -194,10 +201,35 @@ fn journal_err(journal: &Journal, e: std::io::Error) -> FixError {
     }
 }
 
+/// An agent's worktree: the base with the kept fixes up to `synced` applied.
+struct Slot {
+    worktree: Worktree,
+    synced: usize,
+}
+
+/// What one agent attempt, run in its own slot, hands back.
+struct AgentDone {
+    slot_index: usize,
+    slot: Slot,
+    finding: String,
+    attempt: u32,
+    outcome: agent::AgentOutcome,
+    changes: Vec<FileChange>,
+    stats: CallStats,
+    /// The slot could not be put back to its base.
+    rollback: std::io::Result<()>,
+}
+
 /// Carry a fix run out, recording every fact in `journal` before acting on it. `replay` holds
 /// the facts of an interrupted run of the same job (empty for a new run): its kept fixes are
-/// re-applied, not redone, and the loop goes on from the attempt that was in flight.
+/// re-applied, not redone, and the loop goes on from the attempts that were in flight.
 /// `progress` gets one line per step worth telling the user.
+///
+/// Up to `job.parallel` agents work at once, each in its own worktree (a slot) holding the
+/// fixes kept when it started. The oracles run one change at a time, in the order the agents
+/// finish, on the main worktree that holds exactly the kept fixes: a change is carried onto it
+/// by a three-way merge ([`crate::merge`]), so every fix is judged on the tree it would be
+/// kept into, and a change whose lines were changed meanwhile is a conflict.
 pub async fn run(
     job: FixJob,
     journal: &mut Journal,
@@ -220,17 +252,18 @@ pub async fn run(
         .map(|t| (t.finding.id.clone(), t))
         .collect();
     let mut ledger = Ledger::new(&job.targets);
+    let parallel = job.parallel.max(1);
     let mut machine = FixLoop::new(
         job.targets.iter().map(|t| t.finding.id.clone()).collect(),
-        FixLimits::for_findings(job.targets.len()),
+        FixLimits::for_findings(job.targets.len()).with_parallel(parallel),
     );
     let mut stats = CallStats::default();
 
     // Replay: the recorded events through the loop; its commands settle the ledger, kept fixes
-    // come back from their recorded changes, and the last attempt asked for (if its result was
-    // never recorded) is the one to ask again.
+    // come back from their recorded changes, and the attempts asked for whose results were
+    // never recorded are the ones to ask again.
     let mut baseline_recorded = false;
-    let mut pending: Option<Command> = None;
+    let mut pending: BTreeMap<String, Command> = BTreeMap::new();
     let mut last_changes: BTreeMap<String, Vec<FileChange>> = BTreeMap::new();
     let replayed = replay
         .iter()
@@ -245,6 +278,7 @@ pub async fn run(
             Event::Judged {
                 finding, oracles, ..
             } => {
+                pending.remove(finding);
                 ledger.last_oracles.insert(finding.clone(), oracles.clone());
                 last_changes.insert(
                     finding.clone(),
@@ -254,9 +288,10 @@ pub async fn run(
         }
         for command in machine.step(event) {
             match command {
-                Command::Attempt { .. } => pending = Some(command),
+                Command::Attempt { ref finding, .. } => {
+                    pending.insert(finding.clone(), command.clone());
+                }
                 Command::Keep { finding, attempt } => {
-                    pending = None;
                     let changes = last_changes.remove(&finding).unwrap_or_default();
                     worktree
                         .apply_recorded(&changes)
@@ -269,14 +304,13 @@ pub async fn run(
                     class,
                     reason,
                 } => {
-                    pending = None;
                     ledger.discarded(&finding, attempt, class, reason);
                 }
                 Command::GiveUp { finding, why } => {
                     ledger.given_up(&finding, why);
                 }
                 Command::Finish { stop } => {
-                    pending = None;
+                    pending.clear();
                     ledger.stop = stop;
                 }
             }
@@ -292,7 +326,7 @@ pub async fn run(
     let mut queue: VecDeque<Command> = VecDeque::new();
     match baseline_recorded {
         // The base's tests were recorded; a finished loop has nothing pending.
-        true => queue.extend(pending),
+        true => queue.extend(pending.into_values()),
         false => {
             let tests = match &job.tests {
                 Some(tests) => {
@@ -323,77 +357,172 @@ pub async fn run(
         }
     }
     let base_failing = machine.baseline().map(|t| t.failing.clone());
-    while let Some(command) = queue.pop_front() {
-        match command {
-            Command::Attempt {
-                finding,
-                attempt,
-                feedback,
-            } => {
-                let Some(target) = by_id.get(&finding).copied() else {
-                    continue;
-                };
-                progress(format!(
-                    "{finding}: attempt {attempt} — {}",
-                    target.finding.title
-                ));
+    // Agent worktrees, made on first use; `busy`: an agent is working in it.
+    let mut slots: Vec<Option<Slot>> = (0..parallel).map(|_| None).collect();
+    let mut busy: Vec<bool> = vec![false; parallel as usize];
+    let mut waiting: VecDeque<(String, u32, Option<String>)> = VecDeque::new();
+    let mut running: tokio::task::JoinSet<AgentDone> = tokio::task::JoinSet::new();
+    loop {
+        // The machine's commands, in order. Keep and discard act on the main worktree, which
+        // holds at most the one change being judged.
+        while let Some(command) = queue.pop_front() {
+            match command {
+                Command::Attempt {
+                    finding,
+                    attempt,
+                    feedback,
+                } => waiting.push_back((finding, attempt, feedback)),
+                Command::Keep { finding, attempt } => {
+                    // The changes were recorded with the attempt's result.
+                    let changes = worktree.keep();
+                    progress(ledger.kept(finding, attempt, changes));
+                }
+                Command::Discard {
+                    finding,
+                    attempt,
+                    class,
+                    reason,
+                } => {
+                    worktree.rollback().map_err(|e| setup(&wt_dir, e))?;
+                    progress(ledger.discarded(&finding, attempt, class, reason));
+                }
+                Command::GiveUp { finding, why } => progress(ledger.given_up(&finding, why)),
+                Command::Finish { stop } => ledger.stop = stop,
+            }
+        }
+        // Start what waits on the free slots, each brought up to the fixes kept so far.
+        while !waiting.is_empty() {
+            let Some(index) = busy.iter().position(|b| !b) else {
+                break;
+            };
+            let (finding, attempt, feedback) = waiting.pop_front().expect("not empty");
+            let Some(target) = by_id.get(&finding).map(|t| (*t).clone()) else {
+                continue;
+            };
+            let mut slot = match slots[index].take() {
+                Some(slot) => slot,
+                None => {
+                    let dir = job.work_dir.join(format!("agent-{index}"));
+                    let _ = std::fs::remove_dir_all(&dir);
+                    Slot {
+                        worktree: Worktree::materialize(&job.pack, dir.clone(), job.bounds)
+                            .map_err(|e| setup(&dir, e))?,
+                        synced: 0,
+                    }
+                }
+            };
+            for kept in &ledger.kept[slot.synced..] {
+                slot.worktree
+                    .apply_recorded(&kept.changes)
+                    .map_err(|e| setup(&wt_dir, e))?;
+            }
+            slot.synced = ledger.kept.len();
+            progress(format!(
+                "{finding}: attempt {attempt} — {}",
+                target.finding.title
+            ));
+            busy[index] = true;
+            let fixer = job.fixer.clone();
+            let limits = job.loop_limits;
+            running.spawn(async move {
+                let mut stats = CallStats::default();
                 let outcome = agent::attempt(
-                    &job.fixer.client,
-                    &job.fixer.spec,
-                    job.loop_limits,
-                    target,
-                    &mut worktree,
+                    &fixer.client,
+                    &fixer.spec,
+                    limits,
+                    &target,
+                    &mut slot.worktree,
                     feedback.as_deref(),
                     &mut stats,
                 )
                 .await;
-                let changes = worktree.changes();
-                let oracles = judge(
+                let changes = slot.worktree.changes();
+                let rollback = slot.worktree.rollback();
+                AgentDone {
+                    slot_index: index,
+                    slot,
+                    finding,
+                    attempt,
+                    outcome,
+                    changes,
+                    stats,
+                    rollback,
+                }
+            });
+        }
+        // The next agent to finish, judged on the main worktree.
+        let Some(done) = running.join_next().await else {
+            break;
+        };
+        let done = done.map_err(|e| FixError::Worktree {
+            dir: job.work_dir.display().to_string(),
+            reason: format!("a fix agent stopped: {e}"),
+        })?;
+        done.rollback
+            .map_err(|e| setup(&done.slot.worktree.root().to_path_buf(), e))?;
+        stats.llm_calls += done.stats.llm_calls;
+        stats.tokens_in += done.stats.tokens_in;
+        stats.tokens_out += done.stats.tokens_out;
+        busy[done.slot_index] = false;
+        slots[done.slot_index] = Some(done.slot);
+        let Some(target) = by_id.get(&done.finding).copied() else {
+            continue;
+        };
+        let usable = done.outcome.failure.is_none() && !done.changes.is_empty();
+        let (applied, conflict) = if usable {
+            match merge::onto(worktree.files(), &done.changes) {
+                Landed::Clean(changes) => {
+                    worktree
+                        .apply_as_attempt(&changes)
+                        .map_err(|e| setup(&wt_dir, e))?;
+                    (changes, None)
+                }
+                Landed::Conflict(files) => (Vec::new(), Some(files)),
+            }
+        } else {
+            (done.changes.clone(), None)
+        };
+        let oracles = match conflict {
+            Some(files) => Oracles {
+                edit: EditOutcome::Conflict { files },
+                tests: None,
+                analyzer: None,
+                verifier: None,
+            },
+            None => {
+                judge(
                     &job,
                     target,
                     &worktree,
                     &home,
-                    &changes,
-                    &outcome,
+                    &applied,
+                    &done.outcome,
                     base_failing.as_ref(),
                     &mut stats,
                 )
-                .await;
-                ledger.last_oracles.insert(finding.clone(), oracles.clone());
-                ledger.last_agent.insert(
-                    finding.clone(),
-                    (outcome.calls.clone(), outcome.said.clone()),
-                );
-                let event = Event::Judged {
-                    finding,
-                    attempt,
-                    oracles,
-                };
-                journal
-                    .append(&Fact::Event {
-                        event: event.clone(),
-                        changes: changes.iter().map(StoredChange::from).collect(),
-                    })
-                    .map_err(|e| journal_err(journal, e))?;
-                queue.extend(machine.step(event));
+                .await
             }
-            Command::Keep { finding, attempt } => {
-                // The changes were recorded with the attempt's result.
-                let changes = worktree.keep();
-                progress(ledger.kept(finding, attempt, changes));
-            }
-            Command::Discard {
-                finding,
-                attempt,
-                class,
-                reason,
-            } => {
-                worktree.rollback().map_err(|e| setup(&wt_dir, e))?;
-                progress(ledger.discarded(&finding, attempt, class, reason));
-            }
-            Command::GiveUp { finding, why } => progress(ledger.given_up(&finding, why)),
-            Command::Finish { stop } => ledger.stop = stop,
-        }
+        };
+        ledger
+            .last_oracles
+            .insert(done.finding.clone(), oracles.clone());
+        ledger.last_agent.insert(
+            done.finding.clone(),
+            (done.outcome.calls.clone(), done.outcome.said.clone()),
+        );
+        let event = Event::Judged {
+            finding: done.finding,
+            attempt: done.attempt,
+            oracles,
+        };
+        let recorded = if usable { applied } else { Vec::new() };
+        journal
+            .append(&Fact::Event {
+                event: event.clone(),
+                changes: recorded.iter().map(StoredChange::from).collect(),
+            })
+            .map_err(|e| journal_err(journal, e))?;
+        queue.extend(machine.step(event));
     }
     journal
         .append(&Fact::Finished)

@@ -16,6 +16,7 @@ pub mod agent;
 pub mod driver;
 pub mod error;
 pub mod journal;
+pub mod merge;
 pub mod oracles;
 pub mod patch;
 pub mod sandbox;

@@ -141,6 +141,19 @@ impl Worktree {
         Ok(())
     }
 
+    /// Make `changes` — made in another worktree and carried onto this one — the current
+    /// attempt, tracked like an agent's own edits so it is kept or rolled back the same way.
+    /// No bounds apply: they were checked where the change was made.
+    pub fn apply_as_attempt(&mut self, changes: &[FileChange]) -> io::Result<()> {
+        for c in changes {
+            let before = self.files.get(&c.path).cloned();
+            write_confined(&self.root, &c.path, &c.after)?;
+            self.attempt.entry(c.path.clone()).or_insert(before);
+            self.files.insert(c.path.clone(), c.after.clone());
+        }
+        Ok(())
+    }
+
     /// Undo the attempt, in memory and on disk.
     pub fn rollback(&mut self) -> io::Result<()> {
         for (path, before) in std::mem::take(&mut self.attempt) {

@@ -210,15 +210,22 @@ pub(crate) fn bounds(
     }
 }
 
+/// How every fix run of one command runs: its checks, bounds and agents at once.
+#[derive(Clone)]
+pub(crate) struct RunShape {
+    pub tests: Option<TestCommand>,
+    pub analyzers: Option<quorum_runtime::analyzers::AnalyzerSetup>,
+    pub bounds: EditBounds,
+    pub parallel: u32,
+}
+
 /// One fix run's job.
 pub(crate) fn fix_job(
     models: &FixModels,
     targets: Vec<FixTarget>,
     pack: ContextPack,
     work_dir: PathBuf,
-    tests: Option<TestCommand>,
-    analyzers: Option<quorum_runtime::analyzers::AnalyzerSetup>,
-    bounds: EditBounds,
+    shape: RunShape,
 ) -> FixJob {
     FixJob {
         targets,
@@ -235,9 +242,10 @@ pub(crate) fn fix_job(
             max_tool_result_tokens: 2_000,
         },
         verifier: models.verifier.clone(),
-        tests,
-        analyzers,
-        bounds,
+        tests: shape.tests,
+        analyzers: shape.analyzers,
+        bounds: shape.bounds,
+        parallel: shape.parallel,
     }
 }
 
@@ -410,9 +418,12 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         targets.clone(),
         pack.clone(),
         work.path().to_path_buf(),
-        test_command(&test_cmd, &isolation, args.test_timeout),
-        analyzers,
-        bounds(&args, None),
+        RunShape {
+            tests: test_command(&test_cmd, &isolation, args.test_timeout),
+            analyzers,
+            bounds: bounds(&args, None),
+            parallel: args.jobs,
+        },
     );
     let mut journal = Journal::open(&out_dir.join(JOURNAL_FILE))
         .with_context(|| format!("cannot write the fix journal in {}", out_dir.display()))?;

@@ -5,7 +5,7 @@
 //! fixes of every cycle end up on one branch (or one patched copy) of the target, in order.
 
 use super::fix::{
-    bounds, fix_job, fix_models, test_command, test_oracle, tests_line, write_outputs,
+    bounds, fix_job, fix_models, test_command, test_oracle, tests_line, write_outputs, RunShape,
 };
 use crate::args::{FixArgs, ReviewArgs};
 use crate::exit::{incomplete, ExitCode};
@@ -480,9 +480,12 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
             targets,
             pack.clone(),
             work.path().join(format!("fix-{cycle}")),
-            test_command(&test_cmd, &isolation, args.test_timeout),
-            analyzers.clone(),
-            edit_bounds,
+            RunShape {
+                tests: test_command(&test_cmd, &isolation, args.test_timeout),
+                analyzers: analyzers.clone(),
+                bounds: edit_bounds,
+                parallel: args.jobs,
+            },
         );
         let run = quorum_fix::run(job, &mut journal, replay, |line| {
             say(format!("cycle {cycle}: {line}"))

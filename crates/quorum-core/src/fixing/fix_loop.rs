@@ -10,7 +10,11 @@
 //! - findings are tried in rounds; a round that ends where an earlier round (not the one just
 //!   before) ended — same kept set, same open findings failing the same way — is oscillation,
 //!   and the loop stops;
-//! - a backstop of max(3, 3 × findings) attempts ends any run.
+//! - a backstop of max(3, 3 × findings) attempts ends any run;
+//! - up to `parallel` findings are attempted at once, each on the base with the fixes kept when
+//!   it started; a change that no longer applies to the fixes kept since (the driver's
+//!   three-way merge failed) is a conflict: the finding is tried once more on the current base
+//!   (rebased), and a second conflict reports it unfixed as conflicting.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +36,9 @@ pub enum EditOutcome {
     NoChange,
     /// The agent could not produce a change (its model failed, or every edit was refused).
     Failed { reason: String },
+    /// The change was made on an older base and does not merge with the fixes kept since:
+    /// these files conflict.
+    Conflict { files: Vec<String> },
 }
 
 /// One run of the project's test command.
@@ -90,6 +97,7 @@ pub enum FailureKind {
     AnalyzerStillFires,
     AnalyzerNewHits,
     VerifierHolds,
+    Conflict,
 }
 
 impl fmt::Display for FailureKind {
@@ -102,6 +110,7 @@ impl fmt::Display for FailureKind {
             FailureKind::AnalyzerStillFires => "analyzer_still_fires",
             FailureKind::AnalyzerNewHits => "analyzer_new_hits",
             FailureKind::VerifierHolds => "verifier_holds",
+            FailureKind::Conflict => "conflict",
         })
     }
 }
@@ -116,6 +125,8 @@ pub enum Unfixed {
     Oscillating,
     /// The run's attempt backstop was reached first.
     Backstop,
+    /// Its change conflicted with fixes kept meanwhile, and again once rebased.
+    Conflicting,
 }
 
 /// Why the loop stopped.
@@ -172,18 +183,32 @@ pub enum Command {
     },
 }
 
+/// How many conflicts give a finding up (the first is retried once, rebased).
+pub const CONFLICTS_ALLOWED: usize = 1;
+
 /// The bounds of one run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixLimits {
     /// Attempts in all, over every finding.
     pub backstop: u32,
+    /// Attempts in flight at once (at least 1), each at a different finding.
+    pub parallel: u32,
 }
 
 impl FixLimits {
-    /// The seed's backstop: max(3, 3 × findings).
+    /// The seed's backstop: max(3, 3 × findings), one attempt at a time.
     pub fn for_findings(n: usize) -> FixLimits {
         FixLimits {
             backstop: (3 * n as u32).max(3),
+            parallel: 1,
+        }
+    }
+
+    /// The same bounds with up to `n` attempts in flight.
+    pub fn with_parallel(self, n: u32) -> FixLimits {
+        FixLimits {
+            parallel: n.max(1),
+            ..self
         }
     }
 }
@@ -212,7 +237,8 @@ pub struct FixLoop {
     /// The findings still to be tried in the current round, in order.
     round_queue: Vec<String>,
     rounds: Vec<RoundSignature>,
-    in_flight: Option<(String, u32)>,
+    /// The attempts asked for and not yet judged: finding → attempt.
+    in_flight: BTreeMap<String, u32>,
     total_attempts: u32,
     finished: Option<StopReason>,
 }
@@ -239,7 +265,7 @@ impl FixLoop {
             given_up: BTreeMap::new(),
             round_queue: Vec::new(),
             rounds: Vec::new(),
-            in_flight: None,
+            in_flight: BTreeMap::new(),
             total_attempts: 0,
             finished: None,
         }
@@ -260,6 +286,11 @@ impl FixLoop {
     /// The base's test run, once recorded (`None`: not yet, or no test command).
     pub fn baseline(&self) -> Option<&TestRun> {
         self.baseline_run.as_ref()
+    }
+
+    /// The attempts asked for and not yet judged, by finding.
+    pub fn in_flight(&self) -> &BTreeMap<String, u32> {
+        &self.in_flight
     }
 
     pub fn total_attempts(&self) -> u32 {
@@ -295,10 +326,10 @@ impl FixLoop {
                 attempt,
                 oracles,
             } => {
-                if self.in_flight.as_ref() != Some(&(finding.clone(), attempt)) {
+                if self.in_flight.get(&finding) != Some(&attempt) {
                     return Vec::new();
                 }
-                self.in_flight = None;
+                self.in_flight.remove(&finding);
                 let mut out = Vec::new();
                 match self.classify(&oracles) {
                     None => {
@@ -309,6 +340,13 @@ impl FixLoop {
                         let state = self.states.entry(finding.clone()).or_default();
                         state.failures.push(class.clone());
                         state.last_reason = Some(reason.clone());
+                        let conflicts = state
+                            .failures
+                            .iter()
+                            .filter(|c| c.kind == FailureKind::Conflict)
+                            .count();
+                        let conflicting =
+                            class.kind == FailureKind::Conflict && conflicts > CONFLICTS_ALLOWED;
                         let circular = state.failures.len() >= CIRCULAR_AFTER
                             && state.failures[state.failures.len() - CIRCULAR_AFTER..]
                                 .iter()
@@ -319,12 +357,16 @@ impl FixLoop {
                             class,
                             reason,
                         });
-                        if circular {
-                            self.given_up.insert(finding.clone(), Unfixed::CircularFix);
-                            out.push(Command::GiveUp {
-                                finding,
-                                why: Unfixed::CircularFix,
-                            });
+                        let why = if conflicting {
+                            Some(Unfixed::Conflicting)
+                        } else if circular {
+                            Some(Unfixed::CircularFix)
+                        } else {
+                            None
+                        };
+                        if let Some(why) = why {
+                            self.given_up.insert(finding.clone(), why);
+                            out.push(Command::GiveUp { finding, why });
                         }
                     }
                 }
@@ -340,7 +382,8 @@ impl FixLoop {
             .filter(|f| !self.kept.contains(*f) && !self.given_up.contains_key(*f))
     }
 
-    /// The next attempt, or the finish.
+    /// The next attempts (up to `parallel` in flight), or the finish. A round's end — and so
+    /// the oscillation check and the next round — waits for every attempt of the round.
     fn next(&mut self) -> Vec<Command> {
         let mut out = Vec::new();
         loop {
@@ -353,16 +396,28 @@ impl FixLoop {
                 return self.finish(out, stop);
             }
             if self.total_attempts >= self.limits.backstop {
+                if !self.in_flight.is_empty() {
+                    return out;
+                }
                 return self.give_up_all(out, Unfixed::Backstop, StopReason::Backstop);
             }
-            self.round_queue
-                .retain(|f| !self.kept.contains(f) && !self.given_up.contains_key(f));
+            self.round_queue.retain(|f| {
+                !self.kept.contains(f)
+                    && !self.given_up.contains_key(f)
+                    && !self.in_flight.contains_key(f)
+            });
             if self.round_queue.is_empty() {
+                if !self.in_flight.is_empty() {
+                    return out;
+                }
                 if self.total_attempts > 0 && self.round_ended_where_an_earlier_did() {
                     return self.give_up_all(out, Unfixed::Oscillating, StopReason::Oscillating);
                 }
                 self.round_queue = self.open().cloned().collect();
                 continue;
+            }
+            if self.in_flight.len() >= self.limits.parallel.max(1) as usize {
+                return out;
             }
             let finding = self.round_queue.remove(0);
             let state = self.states.entry(finding.clone()).or_default();
@@ -370,13 +425,12 @@ impl FixLoop {
             let attempt = state.attempts;
             let feedback = state.last_reason.clone();
             self.total_attempts += 1;
-            self.in_flight = Some((finding.clone(), attempt));
+            self.in_flight.insert(finding.clone(), attempt);
             out.push(Command::Attempt {
                 finding,
                 attempt,
                 feedback,
             });
-            return out;
         }
     }
 
@@ -437,6 +491,17 @@ impl FixLoop {
                 return Some((
                     class(FailureKind::EditFailed, String::new()),
                     format!("the previous attempt made no usable edit: {reason}"),
+                ))
+            }
+            EditOutcome::Conflict { files } => {
+                return Some((
+                    class(FailureKind::Conflict, String::new()),
+                    format!(
+                        "the previous change was made while other fixes were being kept, and it \
+                         no longer applies to {}: the lines it changed were changed by them. \
+                         Make the change again on the lines as they are now",
+                        files.join(", ")
+                    ),
                 ))
             }
             EditOutcome::Applied { .. } => {}
@@ -573,7 +638,13 @@ mod tests {
 
     #[test]
     fn the_same_failure_three_times_is_a_circular_fix() {
-        let mut m = FixLoop::new(vec!["F1".into()], FixLimits { backstop: 10 });
+        let mut m = FixLoop::new(
+            vec!["F1".into()],
+            FixLimits {
+                backstop: 10,
+                parallel: 1,
+            },
+        );
         let mut c = m.step(Event::Baseline {
             tests: Some(TestRun::default()),
         });
@@ -599,7 +670,13 @@ mod tests {
 
     #[test]
     fn a_failure_is_fed_back_into_the_next_attempt() {
-        let mut m = FixLoop::new(vec!["F1".into()], FixLimits { backstop: 10 });
+        let mut m = FixLoop::new(
+            vec!["F1".into()],
+            FixLimits {
+                backstop: 10,
+                parallel: 1,
+            },
+        );
         let c = m.step(Event::Baseline {
             tests: Some(TestRun::default()),
         });
@@ -640,7 +717,13 @@ mod tests {
 
     #[test]
     fn the_verifier_and_the_analyzer_each_veto() {
-        let mut m = FixLoop::new(vec!["F1".into()], FixLimits { backstop: 10 });
+        let mut m = FixLoop::new(
+            vec!["F1".into()],
+            FixLimits {
+                backstop: 10,
+                parallel: 1,
+            },
+        );
         let c = m.step(Event::Baseline { tests: None });
         let c = judged(&mut m, attempt_of(&c), oracles(&[], true));
         assert!(
@@ -659,7 +742,13 @@ mod tests {
 
     #[test]
     fn returning_to_an_earlier_state_is_oscillation() {
-        let mut m = FixLoop::new(vec!["F1".into()], FixLimits { backstop: 20 });
+        let mut m = FixLoop::new(
+            vec!["F1".into()],
+            FixLimits {
+                backstop: 20,
+                parallel: 1,
+            },
+        );
         let mut c = m.step(Event::Baseline {
             tests: Some(TestRun::default()),
         });
@@ -684,7 +773,13 @@ mod tests {
 
     #[test]
     fn the_backstop_ends_the_run() {
-        let mut m = FixLoop::new(vec!["F1".into(), "F2".into()], FixLimits { backstop: 3 });
+        let mut m = FixLoop::new(
+            vec!["F1".into(), "F2".into()],
+            FixLimits {
+                backstop: 3,
+                parallel: 1,
+            },
+        );
         let mut c = m.step(Event::Baseline { tests: None });
         for failing in ["a", "b", "c"] {
             c = judged(&mut m, attempt_of(&c), oracles(&[failing], false));
@@ -710,5 +805,69 @@ mod tests {
             judged(&mut m, attempt_of(&c), oracles(&[], false))[0],
             Command::Keep { .. }
         ));
+    }
+
+    fn attempts_of(cmds: &[Command]) -> Vec<(String, u32)> {
+        cmds.iter()
+            .filter_map(|c| match c {
+                Command::Attempt {
+                    finding, attempt, ..
+                } => Some((finding.clone(), *attempt)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn conflict() -> Oracles {
+        Oracles {
+            edit: EditOutcome::Conflict {
+                files: vec!["a.py".into()],
+            },
+            tests: None,
+            analyzer: None,
+            verifier: None,
+        }
+    }
+
+    #[test]
+    fn parallel_attempts_fill_the_slots_and_a_round_waits_for_all_of_them() {
+        let ids = ["F1", "F2", "F3"].map(String::from).to_vec();
+        let mut m = FixLoop::new(ids, FixLimits::for_findings(3).with_parallel(2));
+        let c = m.step(Event::Baseline { tests: None });
+        assert_eq!(
+            attempts_of(&c),
+            vec![("F1".to_string(), 1), ("F2".to_string(), 1)]
+        );
+        // F2 fails first: F3 takes its slot; F2 waits for the next round.
+        let c = judged(&mut m, ("F2".into(), 1), oracles(&["t"], false));
+        assert_eq!(attempts_of(&c), vec![("F3".to_string(), 1)]);
+        let c = judged(&mut m, ("F3".into(), 1), oracles(&[], false));
+        assert!(
+            attempts_of(&c).is_empty(),
+            "the round still has F1 in flight"
+        );
+        let c = judged(&mut m, ("F1".into(), 1), oracles(&[], false));
+        assert_eq!(attempts_of(&c), vec![("F2".to_string(), 2)]);
+        assert_eq!(m.in_flight().len(), 1);
+    }
+
+    #[test]
+    fn a_conflict_is_retried_once_rebased_and_a_second_gives_the_finding_up() {
+        let mut m = FixLoop::new(vec!["F1".into()], FixLimits::for_findings(1));
+        let c = m.step(Event::Baseline { tests: None });
+        let c = judged(&mut m, attempt_of(&c), conflict());
+        let Command::Discard { class, reason, .. } = &c[0] else {
+            panic!("{c:?}");
+        };
+        assert_eq!(class.kind, FailureKind::Conflict);
+        assert!(reason.contains("no longer applies"), "{reason}");
+        let (finding, attempt) = attempt_of(&c);
+        assert_eq!(attempt, 2);
+        let c = judged(&mut m, (finding, attempt), conflict());
+        assert!(c.contains(&Command::GiveUp {
+            finding: "F1".into(),
+            why: Unfixed::Conflicting
+        }));
+        assert_eq!(m.finished(), Some(StopReason::Settled));
     }
 }

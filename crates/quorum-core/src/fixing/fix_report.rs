@@ -286,5 +286,6 @@ fn unfixed_text(u: Unfixed) -> &'static str {
         Unfixed::CircularFix => "circular fix: the same failure three times",
         Unfixed::Oscillating => "oscillating",
         Unfixed::Backstop => "backstop reached",
+        Unfixed::Conflicting => "conflicting: its change clashed with fixes kept meanwhile, twice",
     }
 }
