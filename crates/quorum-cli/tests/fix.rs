@@ -1335,3 +1335,125 @@ async fn parallel_fixes_merge_and_a_conflicting_one_is_rebased_once() {
     );
     assert_eq!(git_out(&target, &["rev-parse", "HEAD"]), head_before);
 }
+
+/// `--jobs 2` killed (kill -9) after one agent's fix was kept while the other agent was still
+/// at work: the resume re-applies the kept fix without asking for it again, and asks the
+/// attempt that was in flight again, on the tree with the kept fix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_parallel_run_asks_again_every_attempt_in_flight() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    let report_path = reviewed(&target, work.path()).await;
+    let weak = id_of(&read_json(&report_path), "Weak hash for integrity");
+    let edits = |edits: Value| Reply::json(&json!({"edits": edits, "summary": "done"}));
+    let timing_edits = json!([
+        {"path": "app.py", "old": "import hashlib\n", "new": "import hashlib\nimport hmac\n"},
+        {"path": "app.py", "old": "return token == expected", "new": "return hmac.compare_digest(token, expected)"}
+    ]);
+    let script = |hold: bool| {
+        let timing = edits(timing_edits.clone());
+        Script::new()
+            .models([MODEL])
+            .rule(
+                Rule::new("fix-hash")
+                    .when_system([FIXER])
+                    .when_all(["Weak hash for integrity"])
+                    .reply(edits(json!([{"path": "app.py", "old": "hashlib.md5(data)", "new": "hashlib.sha256(data)"}]))),
+            )
+            .rule(
+                Rule::new("fix-timing")
+                    .when_system([FIXER])
+                    .when_all(["Token compared in non-constant time"])
+                    .reply(if hold { Reply::hang() } else { timing }),
+            )
+            .rule(
+                Rule::new("blind-verifier")
+                    .when_system([BLIND])
+                    .reply(Reply::json(&json!({"still_holds": false, "reason": "gone"}))),
+            )
+    };
+    let out = work.path().join("fix-out");
+    let args = |backend: &str, resume: bool| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "fix",
+            target.to_str().unwrap(),
+            "--from",
+            report_path.to_str().unwrap(),
+            "--backend",
+            backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--test-cmd",
+            "bash tests.sh",
+            "--unsandboxed",
+            "--jobs",
+            "2",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if resume {
+            a.push("--resume".into());
+        }
+        a
+    };
+    let first = ScriptedServer::start(script(true)).await.unwrap();
+    let first_args = args(&format!("ollama={}", first.ollama_url()), false);
+    let first_args: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let mut child = command(&first_args, work.path()).spawn().unwrap();
+    // The hash fix is kept (its result journalled) while the timing agent hangs.
+    let journal = out.join("fix-journal.jsonl");
+    let deadline = std::time::Instant::now() + HUNG;
+    loop {
+        let text = std::fs::read_to_string(&journal).unwrap_or_default();
+        if text
+            .lines()
+            .any(|l| l.contains("\"Judged\"") && l.contains(&format!("\"{weak}\"")))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hash fix was never judged: {text}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(first.requests().iter().any(
+        |r| r.system.contains(FIXER) && r.text.contains("Token compared in non-constant time")
+    ));
+    child.kill().await.unwrap();
+
+    let second = ScriptedServer::start(script(false)).await.unwrap();
+    let resume_args = args(&format!("ollama={}", second.ollama_url()), true);
+    let resume_args: Vec<&str> = resume_args.iter().map(String::as_str).collect();
+    let o = quorum(&resume_args, work.path()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let reqs = second.requests();
+    assert!(fixer_requests(&reqs)
+        .iter()
+        .all(|r| !r.text.contains("Weak hash for integrity")));
+    let timing = fixer_requests(&reqs)
+        .into_iter()
+        .find(|r| r.text.contains("Token compared in non-constant time"))
+        .expect("the timing attempt is asked again");
+    // Asked again on the tree with the kept fix.
+    let lines = delimited(&timing.text, "app.py").expect("the file's lines");
+    assert!(lines.contains("hashlib.sha256(data)"), "{lines}");
+    let fr = read_json(&out.join("fix-report.json"));
+    assert_eq!(
+        fr["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["status"] == "kept")
+            .count(),
+        2,
+        "{fr}"
+    );
+}
