@@ -944,6 +944,30 @@ async fn self_improvement_cycles_build_on_the_fixes_before_them_until_nothing_is
     .await;
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(stderr(&o).contains("--flow self-improve"), "{}", stderr(&o));
+    // Nor does a node, which has no target to fix: it refuses before any model call.
+    let (mut node, url) = start_node(&server, work.path(), "n1").await;
+    let before = server.requests().len();
+    let o = client(
+        &[
+            "review",
+            target.to_str().unwrap(),
+            "--flow",
+            "self-improve",
+            "--cluster",
+            &url,
+            "--quiet",
+        ],
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        stderr(&o).contains("quorum fix PATH --flow self-improve"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(server.requests().len(), before);
+    node.kill().await.unwrap();
 }
 
 /// The self-improvement script: the specialist reports what the tree it reads still holds (the

@@ -66,6 +66,14 @@ impl NodeService {
                 )
             }
         };
+        // A flow that fixes what it finds changes the target, which only the machine holding it
+        // can do: `quorum fix --flow` runs its cycles there.
+        if flow.improve.is_some() {
+            return Err(ApiError::InvalidArgument(format!(
+                "flow {} reviews and then fixes what it found, which needs the target on the machine that runs it: run `quorum fix PATH --flow {}` on the machine that has the target",
+                flow.name, flow.name
+            )));
+        }
         let pack = Self::build_pack(&req)?;
         let mut scope = quorum_core::scope::ReviewScope {
             spec: Self::spec_of(&flow, &req, &pack)?,
