@@ -60,10 +60,24 @@ fn materialize(dir: &Path, pack: &ContextPack, kept: &[KeptFix]) -> Result<()> {
     Ok(())
 }
 
-/// A finding's identity across cycles: its file and title (each review numbers afresh and
-/// lines move as fixes land).
-fn identity(file: &str, title: &str) -> (String, String) {
-    (file.to_string(), title.trim().to_lowercase())
+/// A finding's identity across cycles: its file, its title and the first line of its evidence
+/// (each review numbers afresh and lines move as fixes land, but a finding given up left its
+/// code as it was, and grounding makes a review quote it as it is). Two findings with one
+/// title in one file stay two.
+type Identity = (String, String, String);
+
+fn identity(file: &str, title: &str, evidence: &str) -> Identity {
+    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let first = evidence
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    (
+        file.to_string(),
+        squash(title).to_lowercase(),
+        squash(first),
+    )
 }
 
 fn add_usage(total: &mut FixUsage, run: &FixUsage) {
@@ -105,6 +119,8 @@ struct CycleRecord {
     kept: Vec<KeptRecord>,
     usage: FixUsage,
     baseline_failing: Vec<String>,
+    /// The findings this cycle gave up, so later cycles do not try them again.
+    given_up: Vec<Identity>,
     /// Why the run ends with this cycle (absent: the next cycle runs).
     ended: Option<CyclesStop>,
 }
@@ -154,19 +170,15 @@ struct Progress {
     entries: Vec<FixEntry>,
     cycles: Vec<CycleEntry>,
     usage: FixUsage,
-    given_up: BTreeSet<(String, String)>,
+    given_up: BTreeSet<Identity>,
     baseline_failing: Option<Vec<String>>,
     last_stop: Option<StopReason>,
 }
 
 impl Progress {
     fn absorb(&mut self, record: &CycleRecord) {
-        for e in &record.fixes {
-            if e.status == FixStatus::Unfixed {
-                self.given_up.insert(identity(&e.file, &e.title));
-            }
-            self.entries.push(e.clone());
-        }
+        self.given_up.extend(record.given_up.iter().cloned());
+        self.entries.extend(record.fixes.iter().cloned());
         for k in &record.kept {
             self.kept.push(KeptFix {
                 finding_id: k.finding_id.clone(),
@@ -421,9 +433,11 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
         if replay.is_empty() {
             targets.retain(|t| {
                 let file = t.finding.file.as_deref().unwrap_or("");
-                let again = progress
-                    .given_up
-                    .contains(&identity(file, &t.finding.title));
+                let again = progress.given_up.contains(&identity(
+                    file,
+                    &t.finding.title,
+                    &t.finding.evidence,
+                ));
                 if again {
                     say(format!(
                         "cycle {cycle}: not trying {} again ({} in {file} was given up in an earlier cycle)",
@@ -450,6 +464,7 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
                 kept: Vec::new(),
                 usage: FixUsage::default(),
                 baseline_failing: Vec::new(),
+                given_up: Vec::new(),
                 ended: Some(CyclesStop::NothingToFix),
             };
             write_durably(&record_path, &serde_json::to_string_pretty(&record)?)?;
@@ -475,6 +490,14 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
                     format!("cannot write the fix journal in {}", cycle_dir.display())
                 })?;
         }
+        let identities: std::collections::BTreeMap<String, Identity> = targets
+            .iter()
+            .map(|t| {
+                let f = &t.finding;
+                let file = f.file.as_deref().unwrap_or("");
+                (f.id.clone(), identity(file, &f.title, &f.evidence))
+            })
+            .collect();
         let job = fix_job(
             &models,
             targets,
@@ -503,8 +526,15 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
         } else {
             None
         };
+        let given_up = run
+            .entries
+            .iter()
+            .filter(|e| e.status == FixStatus::Unfixed)
+            .filter_map(|e| identities.get(&e.finding_id).cloned())
+            .collect();
         let record = CycleRecord {
             entry,
+            given_up,
             fixes: run
                 .entries
                 .into_iter()
@@ -606,11 +636,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_finding_is_the_same_across_cycles_by_file_and_title() {
+    fn a_finding_is_the_same_across_cycles_by_file_title_and_quoted_line() {
+        let md5 = "    return hashlib.md5(data).hexdigest()\n";
         assert_eq!(
-            identity("app.py", "Weak hash "),
-            identity("app.py", "weak hash")
+            identity("app.py", "Weak  hash ", md5),
+            identity(
+                "app.py",
+                "weak hash",
+                "return   hashlib.md5(data).hexdigest()"
+            )
         );
-        assert_ne!(identity("a.py", "x"), identity("b.py", "x"));
+        assert_ne!(identity("a.py", "x", md5), identity("b.py", "x", md5));
+        // One title twice in a file: two findings.
+        assert_ne!(
+            identity("auth.py", "Fast hash", "return sha1(p)"),
+            identity("auth.py", "Fast hash", "return md5(p)")
+        );
     }
 }
