@@ -174,37 +174,6 @@ impl Leads {
     }
 }
 
-/// The order leads become candidates in, for a verification budget (`max_verifications`) that
-/// may not reach them all: the most severe first; within a severity, one lead of each
-/// (tool, rule) in turn, each rule's own in file and line order. A noisy rule (a style check
-/// with a hundred hits) cannot spend the whole budget before another rule is looked at once.
-pub fn verification_order(leads: &[Lead]) -> Vec<&Lead> {
-    use std::collections::{BTreeMap, VecDeque};
-    let mut groups: BTreeMap<(Severity, &str, &str), Vec<&Lead>> = BTreeMap::new();
-    for lead in leads {
-        groups
-            .entry((lead.severity, lead.tool.as_str(), lead.rule.as_str()))
-            .or_default()
-            .push(lead);
-    }
-    let mut by_severity: BTreeMap<Severity, Vec<VecDeque<&Lead>>> = BTreeMap::new();
-    for ((severity, _, _), mut group) in groups {
-        group.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
-        by_severity.entry(severity).or_default().push(group.into());
-    }
-    let mut out = Vec::with_capacity(leads.len());
-    for (_, mut rules) in by_severity {
-        while rules.iter().any(|r| !r.is_empty()) {
-            for rule in rules.iter_mut() {
-                if let Some(lead) = rule.pop_front() {
-                    out.push(lead);
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Analyzer candidates no model checked (over `max_verifications`, the budget spent, the
 /// verifier unavailable) leave the findings for `dropped`: a tool's hit becomes a finding only
 /// once the verifier confirmed it, unlike a specialist's claim, which stays UNVERIFIED and
@@ -491,46 +460,5 @@ mod tests {
         assert!(text.contains("- app.py:1 [ruff E501] line 1 too long"));
         assert!(text.contains("… 5 more leads on these files not shown"));
         assert!(all.on_files(&["other.py".to_string()]).is_empty());
-    }
-
-    #[test]
-    fn the_most_severe_come_first_and_no_rule_spends_the_budget_alone() {
-        let lead = |tool: &str, rule: &str, file: &str, line: u32, severity| Lead {
-            tool: tool.into(),
-            file: file.into(),
-            line,
-            end_line: None,
-            rule: rule.into(),
-            message: String::new(),
-            severity,
-            category: String::new(),
-            confidence: 0.5,
-        };
-        let leads = vec![
-            lead("ruff", "F401", "a.py", 1, Severity::P3),
-            lead("ruff", "F401", "a.py", 2, Severity::P3),
-            lead("ruff", "F401", "b.py", 1, Severity::P3),
-            lead("quorum-rules", "mutable-default", "b.py", 9, Severity::P2),
-            lead("quorum-rules", "mutable-default", "a.py", 5, Severity::P2),
-            lead("bandit", "B324", "c.py", 3, Severity::P1),
-            lead("ruff", "B006", "c.py", 7, Severity::P3),
-        ];
-        let order: Vec<(&str, &str, u32)> = verification_order(&leads)
-            .into_iter()
-            .map(|l| (l.rule.as_str(), l.file.as_str(), l.line))
-            .collect();
-        assert_eq!(
-            order,
-            vec![
-                ("B324", "c.py", 3),
-                ("mutable-default", "a.py", 5),
-                ("mutable-default", "b.py", 9),
-                // P3: B006 and F401 take turns.
-                ("B006", "c.py", 7),
-                ("F401", "a.py", 1),
-                ("F401", "a.py", 2),
-                ("F401", "b.py", 1),
-            ]
-        );
     }
 }

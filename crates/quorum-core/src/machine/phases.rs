@@ -115,8 +115,7 @@ impl ReviewMachine {
     /// The analyzers' leads join the reported findings as candidates, each credited to its
     /// tool (`analyzer:<name>`), so grounding and the verifier judge them like any finding.
     /// They come after the specialists' findings, so the flow's `max_verifications` serves
-    /// the specialists first, and in `verification_order` (most severe first, rules taking
-    /// turns); a specialist reporting the same place corroborates the tool.
+    /// the specialists first; a specialist reporting the same place corroborates the tool.
     /// Derived from the recorded scope, so a resumed review adds exactly the same ones.
     fn add_analyzer_candidates(&mut self) {
         use crate::analyzer::REPORTER_PREFIX;
@@ -130,7 +129,7 @@ impl ReviewMachine {
         {
             return;
         }
-        for lead in crate::analyzer::verification_order(&review.scope.analyzers.leads) {
+        for lead in &review.scope.analyzers.leads {
             self.found.reported.push(Reported {
                 task_id: lead.reporter_name(),
                 reporter: Reporter {
