@@ -15,6 +15,7 @@ pub mod support;
 
 pub use support::*;
 
+pub mod fixing;
 pub mod mcp;
 pub mod voters;
 
