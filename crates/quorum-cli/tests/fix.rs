@@ -17,12 +17,7 @@ use std::path::Path;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_fix_is_kept_on_a_branch_and_a_regression_circles_until_given_up() {
     let work = tempfile::tempdir().unwrap();
-    let target = work.path().join("project");
-    project(&target);
-    git(&target, &["init", "-q"]);
-    git(&target, &["add", "."]);
-    git(&target, &["commit", "-qm", "base"]);
-    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let (target, head_before) = git_project(work.path());
     let report_path = reviewed(&target, work.path()).await;
     let report = read_json(&report_path);
     let weak = id_of(&report, "Weak hash for integrity");
@@ -516,11 +511,7 @@ async fn a_fix_the_analyzer_still_flags_is_discarded_and_the_next_one_kept() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_loop_a_resumed_run_never_redoes_a_kept_fix() {
     let work = tempfile::tempdir().unwrap();
-    let target = work.path().join("project");
-    project(&target);
-    git(&target, &["init", "-q"]);
-    git(&target, &["add", "."]);
-    git(&target, &["commit", "-qm", "base"]);
+    let (target, _) = git_project(work.path());
     let report_path = reviewed(&target, work.path()).await;
     let report = read_json(&report_path);
     let weak = id_of(&report, "Weak hash for integrity");

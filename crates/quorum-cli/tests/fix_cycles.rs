@@ -17,12 +17,7 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn self_improvement_cycles_build_on_the_fixes_before_them_until_nothing_is_left() {
     let work = tempfile::tempdir().unwrap();
-    let target = work.path().join("project");
-    project(&target);
-    git(&target, &["init", "-q"]);
-    git(&target, &["add", "."]);
-    git(&target, &["commit", "-qm", "base"]);
-    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let (target, head_before) = git_project(work.path());
     let server = ScriptedServer::start(improve_script(false)).await.unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("improve-out");
@@ -278,12 +273,7 @@ fn improve_script(hold_timing: bool) -> Script {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_self_improvement_run_resumes_without_redoing_a_cycle() {
     let work = tempfile::tempdir().unwrap();
-    let target = work.path().join("project");
-    project(&target);
-    git(&target, &["init", "-q"]);
-    git(&target, &["add", "."]);
-    git(&target, &["commit", "-qm", "base"]);
-    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let (target, head_before) = git_project(work.path());
     let out = work.path().join("improve-out");
     let args = |backend: &str, resume: bool| -> Vec<String> {
         let mut a: Vec<String> = [

@@ -16,12 +16,7 @@ use serde_json::{json, Value};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parallel_fixes_merge_and_a_conflicting_one_is_rebased_once() {
     let work = tempfile::tempdir().unwrap();
-    let target = work.path().join("project");
-    project(&target);
-    git(&target, &["init", "-q"]);
-    git(&target, &["add", "."]);
-    git(&target, &["commit", "-qm", "base"]);
-    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let (target, head_before) = git_project(work.path());
     let mut length = finding(
         "Digest length not bounded",
         "P1",
@@ -215,11 +210,7 @@ async fn parallel_fixes_merge_and_a_conflicting_one_is_rebased_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_parallel_run_asks_again_every_attempt_in_flight() {
     let work = tempfile::tempdir().unwrap();
-    let target = work.path().join("project");
-    project(&target);
-    git(&target, &["init", "-q"]);
-    git(&target, &["add", "."]);
-    git(&target, &["commit", "-qm", "base"]);
+    let (target, _) = git_project(work.path());
     let report_path = reviewed(&target, work.path()).await;
     let weak = id_of(&read_json(&report_path), "Weak hash for integrity");
     let edits = |edits: Value| Reply::json(&json!({"edits": edits, "summary": "done"}));

@@ -249,21 +249,22 @@ pub(crate) fn fix_job(
     }
 }
 
+/// The target directory, resolved; `what` names it in the error ("pass {what}").
+pub(crate) fn target_root(target: &Path, what: &str) -> Result<PathBuf> {
+    if !target.is_dir() {
+        bail!("{} is not a directory: pass {what}", target.display());
+    }
+    target
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", target.display()))
+}
+
 pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     let Some(from) = args.from.clone() else {
         bail!("quorum fix needs --from REPORT.json (the review to fix), or --flow FLOW to review and fix in cycles");
     };
     let settings = load_settings(args.backend.common.config.as_deref())?;
-    let target = &args.path;
-    if !target.is_dir() {
-        bail!(
-            "{} is not a directory: pass the directory the review was of",
-            target.display()
-        );
-    }
-    let root = target
-        .canonicalize()
-        .with_context(|| format!("cannot resolve {}", target.display()))?;
+    let root = target_root(&args.path, "the directory the review was of")?;
     let text = std::fs::read_to_string(&from)
         .with_context(|| format!("cannot read --from {}", from.display()))?;
     let report: Report = serde_json::from_str(&text)

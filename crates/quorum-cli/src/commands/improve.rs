@@ -200,16 +200,7 @@ impl Progress {
 
 pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
-    let target = &args.path;
-    if !target.is_dir() {
-        bail!(
-            "{} is not a directory: pass the directory to improve",
-            target.display()
-        );
-    }
-    let root = target
-        .canonicalize()
-        .with_context(|| format!("cannot resolve {}", target.display()))?;
+    let root = super::fix::target_root(&args.path, "the directory to improve")?;
     let (flow_path, flow) = improving_flow(flow_name, &settings)?;
     let plan: Improve = flow.improve.clone().expect("checked by improving_flow");
     let min_severity = match args.min_severity.as_deref() {

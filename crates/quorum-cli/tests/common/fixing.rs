@@ -123,3 +123,14 @@ pub fn git_out(dir: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
+
+/// The project as a git repository with one commit, under `work`: its path and HEAD.
+pub fn git_project(work: &Path) -> (std::path::PathBuf, String) {
+    let target = work.join("project");
+    project(&target);
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    let head = git_out(&target, &["rev-parse", "HEAD"]);
+    (target, head)
+}
