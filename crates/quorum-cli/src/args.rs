@@ -34,6 +34,10 @@ pub enum Command {
     /// Fix a review's findings in a private worktree; keep only fixes the tests, the analyzers
     /// and a blind verifier accept (a branch quorum/fix-<id>, fixes.patch, fix-report.md/.json).
     Fix(FixArgs),
+    /// Build toward a spec's acceptance criteria: a fresh builder per increment, each kept
+    /// only when the tests pass and the conformance judge finds more criteria met (a branch
+    /// quorum/build-<id>, build.patch, build-report.md/.json).
+    Build(BuildArgs),
     /// Run a long-lived node: the review service behind the gRPC API.
     Node(NodeArgs),
     /// Serve the Model Context Protocol on stdio: tools to start, follow and read reviews.
@@ -331,6 +335,55 @@ pub struct FixArgs {
     pub keep_worktree: bool,
     /// Continue the interrupted fix run (or, with --flow, self-improvement run) whose output
     /// directory is --out: kept fixes are re-applied from its records, never redone.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
+    #[arg(long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BuildArgs {
+    /// The project to build in (it is never changed: increments land on a branch or a copy).
+    pub path: PathBuf,
+    /// The spec whose acceptance criteria the build works toward: a markdown checklist,
+    /// numbered or identified requirements (REQ-1:), or MUST/SHALL lines.
+    #[arg(long, value_name = "SPEC")]
+    pub spec: PathBuf,
+    /// The project's test command, run sandboxed on the base and after every increment
+    /// ("auto": the one detected from Cargo.toml, pyproject.toml, package.json or go.mod).
+    /// Default: `[fix] test` in .quorum.toml, else no test oracle.
+    #[arg(long, value_name = "CMD")]
+    pub test_cmd: Option<String>,
+    /// Seconds one run of the test command may take before its process group is killed.
+    #[arg(long, default_value_t = 600)]
+    pub test_timeout: u64,
+    /// Run the test command without network isolation when this machine has none.
+    #[arg(long)]
+    pub unsandboxed: bool,
+    /// Output directory (default ./quorum-out/<build-id>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Model for the conformance judge (default: the verifier model, else another family
+    /// than the builder's where one is served).
+    #[arg(long)]
+    pub judge_model: Option<String>,
+    /// Most increments (1-100). Default: learned from earlier runs of specs of this size once
+    /// three are recorded, else max(3, 3 x criteria).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub max_iterations: Option<u32>,
+    /// Most files one increment may change.
+    #[arg(long, default_value_t = 5)]
+    pub max_files: usize,
+    /// Most lines one increment may change.
+    #[arg(long, default_value_t = 200)]
+    pub max_lines: u32,
+    /// Keep the private worktree (under the output directory) for inspection.
+    #[arg(long)]
+    pub keep_worktree: bool,
+    /// Continue the interrupted build whose output directory is --out: kept increments are
+    /// re-applied from its journal, never redone.
     #[arg(long, requires = "out")]
     pub resume: bool,
     #[arg(long)]

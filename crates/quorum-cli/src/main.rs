@@ -43,6 +43,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             Some(flow) => commands::improve::improve(args, &flow).await,
             None => commands::fix::fix(args).await,
         },
+        Command::Build(args) => commands::build::build(args).await,
         Command::Trace { command, common } => commands::trace::trace(command, &common),
         Command::Node(args) => commands::node::node(args).await,
         Command::Mcp(args) => commands::mcp::serve(args).await,

@@ -1,4 +1,4 @@
-//! The fix run's facts, one JSON object per line, each written and synced before the run acts
+//! The fix run's facts (and, with the same file discipline, a build run's), one JSON object per line, each written and synced before the run acts
 //! on it: what the run was started with, every event fed to the fix loop (an attempt's result
 //! with the changes it made), and the finish. A killed run is resumed by replaying them: kept fixes are never
 //! redone, and only the attempt in flight at the kill is asked again.
@@ -86,7 +86,12 @@ impl Journal {
 
     /// Append one fact and sync it to the disk.
     pub fn append(&mut self, fact: &Fact) -> std::io::Result<()> {
-        let mut line = serde_json::to_string(fact).map_err(std::io::Error::other)?;
+        self.append_record(fact)
+    }
+
+    /// Append one record of any journal kind (a build run's facts, too) and sync it.
+    pub fn append_record<T: Serialize>(&mut self, record: &T) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(record).map_err(std::io::Error::other)?;
         line.push('\n');
         self.file.write_all(line.as_bytes())?;
         self.file.sync_data()
@@ -95,12 +100,17 @@ impl Journal {
     /// Every fact of the journal at `path`. A last line cut off by a kill is ignored; any
     /// other unreadable line is an error naming it.
     pub fn read(path: &Path) -> Result<Vec<Fact>, String> {
+        Self::read_records(path)
+    }
+
+    /// Every record of the journal at `path`, read as `T`, with [`Journal::read`]'s rules.
+    pub fn read_records<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let mut facts = Vec::new();
         for (i, line) in lines.iter().enumerate() {
-            match serde_json::from_str::<Fact>(line) {
+            match serde_json::from_str::<T>(line) {
                 Ok(f) => facts.push(f),
                 Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => break,
                 Err(e) => return Err(format!("{} line {}: {e}", path.display(), i + 1)),

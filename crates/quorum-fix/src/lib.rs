@@ -8,11 +8,18 @@
 //! diff but not the fixer's words. [`driver::run`] ties them together, recording every fact
 //! in a [`journal::Journal`] before acting on it, so a killed run resumes where it stopped.
 //!
+//! `quorum build` runs the build loop (`quorum_core::fixing::build_loop::BuildLoop`) on the
+//! same pieces: [`build::run_build`] asks a fresh [`builder`] per increment and gates it with
+//! the tests and the [`conformance_judge`].
+//!
 //! Architecture invariant: nothing here writes outside the worktree and the directory the
 //! caller names for it. The target itself is only ever read (through its `ContextPack`); the
 //! caller decides what to do with kept fixes (a branch, a patch, a patched copy).
 
 pub mod agent;
+pub mod build;
+pub mod builder;
+pub mod conformance_judge;
 pub mod driver;
 pub mod error;
 pub mod journal;
@@ -23,5 +30,6 @@ pub mod sandbox;
 pub mod tools;
 pub mod worktree;
 
+pub use build::{run_build, BuildFact, BuildJob, BuildRun, KeptIncrement};
 pub use driver::{run, FixJob, FixRun, KeptFix, ModelRoute};
 pub use error::FixError;

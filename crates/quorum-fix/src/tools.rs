@@ -31,14 +31,24 @@ impl<'a> FixTools<'a> {
     }
 
     /// Apply edits a model put in its final answer instead of calling the tools (small models
-    /// often do): `{"edits": [{"path", "old", "new"}]}`. Returns the refusals.
+    /// often do): `{"edits": [{"path", "old", "new"}]}`; an empty `old` for a path that does not
+    /// exist creates it. Returns the refusals.
     pub fn apply_answer_edits(&mut self, answer: &Value) -> Vec<String> {
         let mut refused = Vec::new();
         let Some(edits) = answer.get("edits").and_then(Value::as_array) else {
             return refused;
         };
         for e in edits {
-            let r = self.execute("edit_file", e);
+            // An empty `old` for a file that does not exist yet asks for a new file.
+            let creates = arg(e, "old").is_none_or(|o| o.trim().is_empty())
+                && arg(e, "path").is_some_and(|p| self.worktree.read(p).is_err());
+            let r = if creates {
+                let content = arg(e, "new").unwrap_or("");
+                let args = json!({"path": arg(e, "path"), "content": content});
+                self.execute("write_file", &args)
+            } else {
+                self.execute("edit_file", e)
+            };
             if r.is_error {
                 refused.push(r.content);
             }
@@ -214,5 +224,26 @@ mod tests {
         );
         assert!(!r.is_error, "{}", r.content);
         assert_eq!(wt.read("a.py").unwrap(), "x = 1\ny = sha256(v)\n");
+    }
+
+    #[test]
+    fn an_answer_edit_with_an_empty_old_text_creates_a_new_file_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack = ContextPack::from_files(
+            "/t".into(),
+            None,
+            vec![("a.py".into(), "x = 1\n".into())],
+        );
+        let mut wt =
+            Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
+        let mut tools = FixTools::new(&mut wt);
+        let refused = tools.apply_answer_edits(&json!({"edits": [
+            {"path": "b.py", "old": "", "new": "y = 2\n"},
+            {"path": "a.py", "old": "", "new": "overwritten\n"},
+            {"path": "../c.py", "old": "", "new": "outside\n"}]}));
+        assert_eq!(refused.len(), 2, "{refused:?}");
+        assert_eq!(wt.read("b.py").unwrap(), "y = 2\n");
+        assert_eq!(wt.read("a.py").unwrap(), "x = 1\n");
+        assert!(!dir.path().join("c.py").exists());
     }
 }

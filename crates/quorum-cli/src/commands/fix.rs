@@ -66,11 +66,12 @@ pub fn detect_test_command(root: &Path) -> Option<&'static str> {
 /// test oracle runs the project's own code, so only a command the user gave or configured, and
 /// never unsandboxed unless asked.
 pub(crate) async fn test_oracle(
-    args: &FixArgs,
+    test_cmd: Option<&str>,
+    unsandboxed: bool,
     root: &Path,
 ) -> Result<(Option<String>, Option<Isolation>)> {
     let repo_config = crate::target::repo_config_on_disk(root)?;
-    let test_cmd = match args.test_cmd.as_deref().map(str::trim) {
+    let test_cmd = match test_cmd.map(str::trim) {
         Some("auto") => Some(detect_test_command(root).map(String::from).with_context(|| {
             format!("--test-cmd auto: no Cargo.toml, go.mod, package.json or pyproject.toml in {}; pass the command", root.display())
         })?),
@@ -80,7 +81,7 @@ pub(crate) async fn test_oracle(
     };
     let isolation = match &test_cmd {
         None => None,
-        Some(_) if args.unsandboxed => Some(Isolation::None),
+        Some(_) if unsandboxed => Some(Isolation::None),
         Some(_) => Some(Isolation::detect().await.context(
             "cannot sandbox the test command: neither bubblewrap (bwrap) nor user namespaces (unshare -rn) work on this machine; install bubblewrap, or pass --unsandboxed to let the tests reach the network",
         )?),
@@ -329,7 +330,8 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         bail!("--max-files and --max-lines must be at least 1");
     }
 
-    let (test_cmd, isolation) = test_oracle(&args, &root).await?;
+    let (test_cmd, isolation) =
+        test_oracle(args.test_cmd.as_deref(), args.unsandboxed, &root).await?;
 
     let (pack, _scope) = crate::target::snapshot(&root, &settings, None, None)?;
     let base_digest = pack_digest(&pack);
@@ -531,11 +533,74 @@ fn deliver(
     squashed: &[FileChange],
     report: &mut FixReport,
 ) -> Result<()> {
+    let commits: Vec<(String, Vec<FileChange>)> = kept
+        .iter()
+        .map(|k| {
+            (
+                format!(
+                    "quorum fix {}: {}\n\nFinding {} of the review; kept after passing: {}.\n",
+                    k.finding_id,
+                    k.title,
+                    k.finding_id,
+                    if k.oracles.is_empty() {
+                        "no oracle applied".to_string()
+                    } else {
+                        k.oracles.join(", ")
+                    }
+                ),
+                k.changes.clone(),
+            )
+        })
+        .collect();
+    let delivered = deliver_commits(
+        root,
+        pack,
+        out_dir,
+        &format!("quorum/{fix_id}"),
+        commits,
+        squashed,
+        "fixes.patch",
+    )?;
+    for (k, id) in kept.iter().zip(delivered.commits) {
+        if let Some(e) = report.fixes.iter_mut().find(|e| e.label() == k.finding_id) {
+            e.commit = Some(id);
+        }
+    }
+    report.base_commit = delivered.base_commit;
+    report.branch = delivered.branch;
+    report.patched_copy = delivered.patched_copy;
+    Ok(())
+}
+
+/// Where kept changes went.
+#[derive(Debug, Default)]
+pub(crate) struct Delivered {
+    pub base_commit: Option<String>,
+    pub branch: Option<String>,
+    /// The commit of each of the changes, in order (a branch only).
+    pub commits: Vec<String>,
+    pub patched_copy: Option<String>,
+}
+
+/// Deliver kept changes (a commit message and the files of each, in order; `squashed`: all of
+/// them as one change): on `branch` when the target is a git checkout whose touched files are
+/// as HEAD has them, else as a patched copy of the target in `out_dir`. `patch_name` is the
+/// patch file in `out_dir` the user is pointed to when no branch can be written.
+pub(crate) fn deliver_commits(
+    root: &Path,
+    pack: &ContextPack,
+    out_dir: &Path,
+    branch: &str,
+    commits: Vec<(String, Vec<FileChange>)>,
+    squashed: &[FileChange],
+    patch_name: &str,
+) -> Result<Delivered> {
+    let mut delivered = Delivered::default();
     match quorum_git::Repo::discover(root) {
         Ok(repo) => {
             let head = repo.head_commit_id().map_err(|e| anyhow::anyhow!("{e}"))?;
-            report.base_commit = Some(head.to_string());
-            // A fix is committed on HEAD's tree, so the files it touched must be as HEAD has them.
+            delivered.base_commit = Some(head.to_string());
+            // A change is committed on HEAD's tree, so the files it touched must be as HEAD has them.
             let dirty: Vec<&str> = squashed
                 .iter()
                 .filter(|c| {
@@ -548,41 +613,24 @@ fn deliver(
                 eprintln!(
                     "quorum: note: {} differ(s) from HEAD (uncommitted changes), so no branch was written; apply {} instead",
                     dirty.join(", "),
-                    out_dir.join("fixes.patch").display()
+                    out_dir.join(patch_name).display()
                 );
-                return Ok(());
+                return Ok(delivered);
             }
-            let branch = format!("quorum/{fix_id}");
-            let commits: Vec<quorum_git::FixCommit> = kept
-                .iter()
-                .map(|k| quorum_git::FixCommit {
-                    message: format!(
-                        "quorum fix {}: {}\n\nFinding {} of the review; kept after passing: {}.\n",
-                        k.finding_id,
-                        k.title,
-                        k.finding_id,
-                        if k.oracles.is_empty() {
-                            "no oracle applied".to_string()
-                        } else {
-                            k.oracles.join(", ")
-                        }
-                    ),
-                    files: k
-                        .changes
-                        .iter()
-                        .map(|c| (c.path.clone(), c.after.clone().into_bytes()))
+            let commits: Vec<quorum_git::FixCommit> = commits
+                .into_iter()
+                .map(|(message, changes)| quorum_git::FixCommit {
+                    message,
+                    files: changes
+                        .into_iter()
+                        .map(|c| (c.path, c.after.into_bytes()))
                         .collect(),
                 })
                 .collect();
-            let ids = repo
-                .write_branch(head, &branch, &commits)
+            delivered.commits = repo
+                .write_branch(head, branch, &commits)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            for (k, id) in kept.iter().zip(ids) {
-                if let Some(e) = report.fixes.iter_mut().find(|e| e.label() == k.finding_id) {
-                    e.commit = Some(id);
-                }
-            }
-            report.branch = Some(branch);
+            delivered.branch = Some(branch.to_string());
         }
         Err(_) => {
             let copy = out_dir.join("patched");
@@ -594,8 +642,8 @@ fn deliver(
             for c in squashed {
                 quorum_fix::worktree::write_confined(&copy, &c.path, &c.after)?;
             }
-            report.patched_copy = Some(copy.display().to_string());
+            delivered.patched_copy = Some(copy.display().to_string());
         }
     }
-    Ok(())
+    Ok(delivered)
 }

@@ -4,6 +4,7 @@
 //! command imports from `main`, and nothing below imports a command.
 
 pub mod bench;
+pub mod build;
 pub mod cluster;
 pub mod fix;
 pub mod flows;
