@@ -229,11 +229,8 @@ mod tests {
     #[test]
     fn an_answer_edit_with_an_empty_old_text_creates_a_new_file_only() {
         let dir = tempfile::tempdir().unwrap();
-        let pack = ContextPack::from_files(
-            "/t".into(),
-            None,
-            vec![("a.py".into(), "x = 1\n".into())],
-        );
+        let pack =
+            ContextPack::from_files("/t".into(), None, vec![("a.py".into(), "x = 1\n".into())]);
         let mut wt =
             Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
         let mut tools = FixTools::new(&mut wt);
