@@ -348,6 +348,34 @@ async fn a_met_with_fabricated_evidence_is_unmet_and_closes_the_gate() {
     assert_eq!(m["criteria"][0]["status"], "met");
 }
 
+/// A small judge's typical `met`: the criterion's words as its reason and a real but unrelated
+/// line as its quote. Grounded, but the code the criterion names is nowhere in the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_met_whose_criterion_names_code_the_target_lacks_is_unmet() {
+    let work = tempfile::tempdir().unwrap();
+    let named = work.path().join("spec.md");
+    let body = std::fs::read_to_string(spec()).unwrap().replace(
+        "429 responses include a Retry-After header.",
+        "429 responses include a `Retry-After` header.",
+    );
+    std::fs::write(&named, body).unwrap();
+    let server = ScriptedServer::start(script(all_met_judgments()))
+        .await
+        .unwrap();
+    let o = review(&server, work.path(), &named, &[]).await;
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let m = read_json(&work.path().join("out/merge-readiness.json"));
+    let c3 = &m["criteria"][2];
+    assert_eq!(c3["status"], "unmet", "{m}");
+    let reason = c3["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("`Retry`, `After`") && reason.contains("the refusal is a 429 response"),
+        "{reason}"
+    );
+    assert_eq!(m["criteria"][0]["status"], "met");
+    assert_eq!(m["criteria"][1]["status"], "met");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_with_no_criteria_form_is_read_by_one_model_call() {
     let script =

@@ -7,6 +7,7 @@ use quorum_core::flows::flow::Flow;
 use quorum_core::judging::conformance::{
     ground_judgment, Criterion, CriterionStatus, Judgment, Spec,
 };
+use quorum_core::judging::named_code::require_named_code;
 use quorum_core::machine::review::Review;
 use quorum_core::pack::ContextPack;
 use quorum_core::scope::ReviewScope;
@@ -88,12 +89,13 @@ pub async fn judge_tree(
                 out.stats.llm_calls += answer.stage.stats.llm_calls;
                 out.stats.tokens_in += answer.stage.stats.tokens_in;
                 out.stats.tokens_out += answer.stage.stats.tokens_out;
-                out.judgments.extend(
-                    answer
-                        .judgments
-                        .into_iter()
-                        .map(|j| ground_judgment(j, &pack, spec_path.as_deref())),
-                );
+                out.judgments.extend(answer.judgments.into_iter().map(|j| {
+                    let j = ground_judgment(j, &pack, spec_path.as_deref());
+                    match chunk.iter().find(|c| c.id == j.id) {
+                        Some(c) => require_named_code(j, &c.text, &pack, spec_path.as_deref()),
+                        None => j,
+                    }
+                }));
             }
             Err(e) => out.judgments.extend(
                 chunk

@@ -5,6 +5,7 @@
 
 use crate::judging::adjudication::{self, Adjudged, PriorFinding};
 use crate::judging::conformance::{ground_judgment, Judgment};
+use crate::judging::named_code::require_named_code;
 use crate::machine::fact::Fact;
 use crate::machine::job::{AttemptStats, ModelUse, Outcome};
 use crate::machine::progress::Progress;
@@ -113,9 +114,16 @@ impl ReviewMachine {
                 // Grounded here, on the conductor, before the verdict counts.
                 let review = self.review.clone();
                 let spec_path = review.scope.spec.as_ref().and_then(|s| s.pack_path.clone());
+                let criteria = self.conformance.criteria.clone().unwrap_or_default();
                 let judgments: Vec<Judgment> = judgments
                     .into_iter()
                     .map(|j| ground_judgment(j, &review.pack, spec_path.as_deref()))
+                    .map(|j| match criteria.iter().find(|c| c.id == j.id) {
+                        Some(c) => {
+                            require_named_code(j, &c.text, &review.pack, spec_path.as_deref())
+                        }
+                        None => j,
+                    })
                     .collect();
                 self.record(Fact::CriteriaJudged {
                     judgments: judgments.clone(),
