@@ -26,28 +26,35 @@ fn backticked() -> &'static Regex {
     RE.get_or_init(|| Regex::new(r"`([^`\n]{1,120})`").expect("valid pattern"))
 }
 
+/// A requirement that something be absent ("must not call `eval`", "never", "without"): a
+/// condition inside a positive requirement ("defaults to 60 when it is not set") is not one.
 fn negated(text: &str) -> bool {
-    let lower = text.to_lowercase();
-    lower.contains("n't")
+    let lower = text.to_lowercase().replace('’', "'");
+    const PHRASES: [&str; 17] = [
+        "must not",
+        "shall not",
+        "should not",
+        "may not",
+        "must never",
+        "does not",
+        "do not",
+        "is not allowed",
+        "are not allowed",
+        "cannot",
+        "can't",
+        "won't",
+        "mustn't",
+        "shouldn't",
+        "doesn't",
+        "don't",
+        "no longer",
+    ];
+    PHRASES.iter().any(|p| lower.contains(p))
         || lower.split(|c: char| !c.is_alphanumeric()).any(|w| {
-            matches!(
-                w,
-                "not"
-                    | "never"
-                    | "no"
-                    | "without"
-                    | "nor"
-                    | "neither"
-                    | "avoid"
-                    | "avoids"
-                    | "forbid"
-                    | "forbids"
-                    | "forbidden"
-                    | "prohibit"
-                    | "prohibits"
-                    | "prohibited"
-                    | "none"
-            )
+            matches!(w, "never" | "without" | "neither" | "nor")
+                || w.starts_with("forbid")
+                || w.starts_with("prohibit")
+                || w.starts_with("avoid")
         })
 }
 
@@ -134,6 +141,12 @@ mod tests {
         assert!(named_code("The page size is configurable.").is_empty());
         assert!(named_code("The code must not call `eval`.").is_empty());
         assert!(named_code("It never reads RATE_LIMIT.").is_empty());
+        assert!(named_code("The handler does not log API_KEY.").is_empty());
+        // A condition inside a positive requirement is not a negation.
+        assert_eq!(
+            named_code("The limit is read from RATE_LIMIT, and defaults to 60 when it is not set."),
+            ["RATE_LIMIT"]
+        );
     }
 
     fn judged_met() -> Judgment {
