@@ -415,15 +415,10 @@ pub async fn run_build(
             open.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
             open.len()
         ));
-        // A small model at a low temperature repeats its undone change word for word; each
-        // increment undone in a row since the last kept one warms the next builder up.
-        let undone_in_a_row = entries.iter().rev().take_while(|e| !e.kept).count();
-        let mut spec = job.builder.spec.clone();
-        spec.temperature = retry_temperature(spec.temperature, undone_in_a_row);
         let mut stats = CallStats::default();
         let outcome = builder::increment(
             &job.builder.client,
-            &spec,
+            &job.builder.spec,
             job.loop_limits,
             &brief,
             &mut worktree,
@@ -533,11 +528,6 @@ pub async fn run_build(
     })
 }
 
-/// The builder's temperature after `undone` increments undone in a row: +0.3 each, at most 1.
-pub fn retry_temperature(base: f32, undone: usize) -> f32 {
-    (base + 0.3 * undone.min(4) as f32).min(1.0)
-}
-
 fn blank(iteration: u32) -> IterationEntry {
     IterationEntry {
         iteration,
@@ -574,18 +564,5 @@ fn entry_of(
         tokens_in: step.tokens_in,
         tokens_out: step.tokens_out,
         ..blank(iteration)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_undone_increment_in_a_row_warms_the_builder_up_to_one() {
-        assert_eq!(retry_temperature(0.2, 0), 0.2);
-        assert!((retry_temperature(0.2, 1) - 0.5).abs() < 1e-6);
-        assert_eq!(retry_temperature(0.2, 3), 1.0);
-        assert_eq!(retry_temperature(0.2, 99), 1.0);
     }
 }
