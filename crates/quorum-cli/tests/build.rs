@@ -243,6 +243,12 @@ async fn a_build_keeps_what_the_judge_and_tests_accept_and_resumes_after_a_kill(
         .expect("increment 3");
     let why = delimited(&b3.text, "undone increment").expect("the failure, delimited");
     assert!(why.contains("tests::remaining"), "{why}");
+    // ... and shown the undone change itself, which the files it sees no longer hold.
+    let undone = delimited(&b3.text, "undone change").expect("the undone diff, delimited");
+    assert!(
+        undone.contains("-def remaining(used):") && undone.contains("+def left(used):"),
+        "{undone}"
+    );
 
     let report = read_json(&out.join("build-report.json"));
     assert_eq!(report["stop"], "satisfied", "{report}");

@@ -196,6 +196,8 @@ pub async fn run_build(
     let mut pending = Pending::default();
     let mut queue: VecDeque<BuildCommand> = VecDeque::new();
     let mut stop: Option<BuildStop> = None;
+    // The last undone increment's diff, shown to the next builder with why it was undone.
+    let mut last_undone = String::new();
 
     // Settle one command of the loop on the worktree and the ledger; `live`: the changes are
     // in the worktree's attempt (a live run), else they come from the journal.
@@ -248,7 +250,7 @@ pub async fn run_build(
                             reason.lines().next().unwrap_or("")
                         ));
                     }
-                    pending.changes.clear();
+                    last_undone = crate::patch::unified(&std::mem::take(&mut pending.changes));
                     pending.judgments.clear();
                     let mut entry = pending.entry.take().unwrap_or_else(|| blank(iteration));
                     entry.failure = Some(failure);
@@ -408,6 +410,8 @@ pub async fn run_build(
                 .collect(),
             reasons: &reasons,
             feedback: feedback.as_deref(),
+            undone_diff: Some(last_undone.as_str())
+                .filter(|d| feedback.is_some() && !d.trim().is_empty()),
             material_chars: job.material_chars,
         };
         progress(format!(
@@ -499,7 +503,7 @@ pub async fn run_build(
                 outcome.calls,
                 step,
             )),
-            changes: Vec::new(),
+            changes,
             judgments,
         };
         for command in machine.step(event) {

@@ -30,6 +30,23 @@ not making it. Each old text must occur exactly once in its file. You may read m
 file_read, or make the change with the edit_file and write_file tools and then answer \
 {\"edits\": [], \"summary\": \"...\"}.";
 
+/// Most characters of the undone change shown to the next builder.
+const MAX_DIFF_CHARS: usize = 4_000;
+
+fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!(
+        "{}\n[… the rest of the change is not shown]\n",
+        &text[..cut]
+    )
+}
+
 /// What one increment's prompt is made of.
 pub struct IncrementBrief<'a> {
     pub spec_path: &'a str,
@@ -39,6 +56,8 @@ pub struct IncrementBrief<'a> {
     pub reasons: &'a BTreeMap<String, String>,
     /// Why the last increment was reset.
     pub feedback: Option<&'a str>,
+    /// The reset increment's change, as a unified diff (absent when it changed nothing).
+    pub undone_diff: Option<&'a str>,
     /// Characters of file content the prompt may hold.
     pub material_chars: usize,
 }
@@ -69,7 +88,11 @@ pub fn increment_prompt(brief: &IncrementBrief<'_>, worktree: &Worktree) -> Stri
     if let Some(why) = brief.feedback {
         user.push_str("\n## Your previous increment was undone\n");
         user.push_str(&delimit("undone increment", why));
-        user.push_str("Do not repeat it.\n");
+        if let Some(diff) = brief.undone_diff {
+            user.push_str("The undone change (the files are shown below without it):\n");
+            user.push_str(&delimit("undone change", &bounded(diff, MAX_DIFF_CHARS)));
+        }
+        user.push_str("Do not repeat it: make a change that does not fail this way.\n");
     }
     user.push_str("\n## The project's files\n");
     let files = worktree.files();
