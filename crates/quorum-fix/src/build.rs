@@ -397,11 +397,13 @@ pub async fn run_build(
         let by_id: BTreeMap<&str, &Criterion> =
             job.criteria.iter().map(|c| (c.id.as_str(), c)).collect();
         let reasons = verdicts_of(&standing).reasons;
+        let undone_in_a_row = entries.iter().rev().take_while(|e| !e.kept).count();
+        let focus = focus_of(&open, undone_in_a_row);
         let brief = IncrementBrief {
             spec_path: &job.judge.spec.path,
-            open: open
-                .iter()
-                .filter_map(|id| by_id.get(id.as_str()).copied())
+            open: focus
+                .and_then(|id| by_id.get(id.as_str()).copied())
+                .into_iter()
                 .collect(),
             met: job
                 .criteria
@@ -416,7 +418,7 @@ pub async fn run_build(
         };
         progress(format!(
             "increment {iteration}: building toward {} ({} open)",
-            open.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+            focus.map(String::as_str).unwrap_or("-"),
             open.len()
         ));
         let mut stats = CallStats::default();
@@ -532,6 +534,14 @@ pub async fn run_build(
     })
 }
 
+/// The one open criterion an increment works toward: the first, and after each increment
+/// undone in a row the next one round, so a criterion the builder cannot meet does not hold
+/// the others up. A small model asked for several criteria at once tries the hardest and
+/// fails it again and again.
+pub fn focus_of(open: &[String], undone_in_a_row: usize) -> Option<&String> {
+    (!open.is_empty()).then(|| &open[undone_in_a_row % open.len()])
+}
+
 fn blank(iteration: u32) -> IterationEntry {
     IterationEntry {
         iteration,
@@ -568,5 +578,20 @@ fn entry_of(
         tokens_in: step.tokens_in,
         tokens_out: step.tokens_out,
         ..blank(iteration)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_focus_moves_round_the_open_criteria_while_increments_are_undone() {
+        let open: Vec<String> = ["C1", "C3", "C4"].iter().map(|s| s.to_string()).collect();
+        let focus: Vec<&str> = (0..4)
+            .map(|n| focus_of(&open, n).unwrap().as_str())
+            .collect();
+        assert_eq!(focus, ["C1", "C3", "C4", "C1"]);
+        assert_eq!(focus_of(&[], 2), None);
     }
 }
