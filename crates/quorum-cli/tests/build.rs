@@ -258,6 +258,8 @@ async fn a_build_keeps_what_the_judge_and_tests_accept_and_resumes_after_a_kill(
     let its = report["iterations"].as_array().unwrap();
     assert_eq!(its.len(), 3, "{report}");
     assert_eq!(its[0]["kept"], true);
+    let focus: Vec<&str> = its.iter().map(|i| i["focus"].as_str().unwrap()).collect();
+    assert_eq!(focus, ["C1", "C2", "C2"], "one criterion per increment");
     assert_eq!(its[0]["newly_met"], json!(["C1"]));
     assert_eq!(its[1]["kept"], false);
     assert_eq!(its[1]["failure"]["kind"], "tests_failed");

@@ -58,6 +58,9 @@ pub enum BuildFact {
         tool_calls: Vec<String>,
         #[serde(default)]
         usage: StepUsage,
+        /// The criterion the increment worked toward.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        focus: Option<String>,
     },
     Finished,
 }
@@ -273,6 +276,7 @@ pub async fn run_build(
             summary,
             tool_calls,
             usage: step,
+            focus,
         } = fact
         else {
             continue;
@@ -295,15 +299,18 @@ pub async fn run_build(
             } => {
                 queue.clear();
                 pending = Pending {
-                    entry: Some(entry_of(
-                        *iteration,
-                        &changes,
-                        tests,
-                        verdicts.as_ref(),
-                        summary,
-                        tool_calls,
-                        step,
-                    )),
+                    entry: Some(IterationEntry {
+                        focus,
+                        ..entry_of(
+                            *iteration,
+                            &changes,
+                            tests,
+                            verdicts.as_ref(),
+                            summary,
+                            tool_calls,
+                            step,
+                        )
+                    }),
                     changes: changes.iter().map(FileChange::from).collect(),
                     judgments,
                 };
@@ -374,6 +381,7 @@ pub async fn run_build(
                 summary: String::new(),
                 tool_calls: Vec::new(),
                 usage: step,
+                focus: None,
             })
             .map_err(|e| journal_err(journal, e))?;
         baseline = tests;
@@ -399,6 +407,11 @@ pub async fn run_build(
         let reasons = verdicts_of(&standing).reasons;
         let undone_in_a_row = entries.iter().rev().take_while(|e| !e.kept).count();
         let focus = focus_of(&open, undone_in_a_row);
+        // Why the last increment was undone is told to a builder at the same criterion only:
+        // a small model shown another criterion's undone change copies it.
+        let same_focus = entries
+            .last()
+            .is_some_and(|e| !e.kept && e.focus.as_ref() == focus);
         let brief = IncrementBrief {
             spec_path: &job.judge.spec.path,
             open: focus
@@ -411,9 +424,9 @@ pub async fn run_build(
                 .filter(|c| machine.met().contains(&c.id))
                 .collect(),
             reasons: &reasons,
-            feedback: feedback.as_deref(),
+            feedback: same_focus.then_some(feedback.as_deref()).flatten(),
             undone_diff: Some(last_undone.as_str())
-                .filter(|d| feedback.is_some() && !d.trim().is_empty()),
+                .filter(|d| same_focus && feedback.is_some() && !d.trim().is_empty()),
             material_chars: job.material_chars,
         };
         progress(format!(
@@ -493,18 +506,22 @@ pub async fn run_build(
                 summary: summary.clone(),
                 tool_calls: outcome.calls.clone(),
                 usage: step,
+                focus: focus.cloned(),
             })
             .map_err(|e| journal_err(journal, e))?;
         pending = Pending {
-            entry: Some(entry_of(
-                iteration,
-                &changes.iter().map(StoredChange::from).collect::<Vec<_>>(),
-                &tests,
-                verdicts.as_ref(),
-                summary,
-                outcome.calls,
-                step,
-            )),
+            entry: Some(IterationEntry {
+                focus: focus.cloned(),
+                ..entry_of(
+                    iteration,
+                    &changes.iter().map(StoredChange::from).collect::<Vec<_>>(),
+                    &tests,
+                    verdicts.as_ref(),
+                    summary,
+                    outcome.calls,
+                    step,
+                )
+            }),
             changes,
             judgments,
         };
@@ -557,6 +574,7 @@ fn blank(iteration: u32) -> IterationEntry {
         commit: None,
         tokens_in: 0,
         tokens_out: 0,
+        focus: None,
     }
 }
 

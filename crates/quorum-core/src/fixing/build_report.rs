@@ -27,6 +27,9 @@ pub struct BuildCriterion {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IterationEntry {
     pub iteration: u32,
+    /// The criterion it worked toward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub focus: Option<String>,
     pub kept: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub newly_met: Vec<String>,
@@ -145,7 +148,7 @@ impl BuildReport {
                 cell(&c.reason)
             );
         }
-        let _ = writeln!(md, "\n## Increments\n\n| # | kept | met | tests | files | why |\n|---|---|---|---|---|---|");
+        let _ = writeln!(md, "\n## Increments\n\n| # | toward | kept | met | tests | files | why |\n|---|---|---|---|---|---|---|");
         for i in &self.iterations {
             let why = match (&i.failure, i.kept) {
                 (_, true) => format!("met {}", i.newly_met.join(", ")),
@@ -154,8 +157,9 @@ impl BuildReport {
             };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 i.iteration,
+                i.focus.as_deref().unwrap_or(""),
                 if i.kept { "yes" } else { "no" },
                 i.judged_met.map(|n| n.to_string()).unwrap_or_default(),
                 match i.tests_passed {
