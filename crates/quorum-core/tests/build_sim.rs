@@ -266,6 +266,7 @@ impl Model {
     fn circular(&self) -> bool {
         let r = &self.resets_since_keep;
         r.len() >= CIRCULAR_AFTER
+            && r[r.len() - 1].kind != BuildFailureKind::NoProgress
             && r[r.len() - CIRCULAR_AFTER..]
                 .iter()
                 .all(|f| *f == r[r.len() - 1])
@@ -281,7 +282,7 @@ impl Model {
             if self.circular() {
                 return stop(BuildStop::Circular);
             }
-            if self.returns_since_keep >= OSCILLATION_AFTER {
+            if self.returns_since_keep >= OSCILLATION_AFTER.max(self.open().len()) {
                 return stop(BuildStop::Oscillating);
             }
         }
@@ -378,14 +379,14 @@ impl Model {
                             || format!("regressed after the resets {:?}", self.resets_since_keep),
                         )
                     }
-                    BuildStop::Oscillating => {
-                        (!after_reset || self.returns_since_keep < OSCILLATION_AFTER).then(|| {
-                            format!(
-                                "oscillating after {} returns to a seen open set",
-                                self.returns_since_keep
-                            )
-                        })
-                    }
+                    BuildStop::Oscillating => (!after_reset
+                        || self.returns_since_keep < OSCILLATION_AFTER.max(self.open().len()))
+                    .then(|| {
+                        format!(
+                            "oscillating after {} returns to a seen open set",
+                            self.returns_since_keep
+                        )
+                    }),
                 };
                 if let Some(why) = why {
                     self.fail(why);

@@ -11,9 +11,11 @@
 //! - an increment that loses a met criterion is a regression and is reset; two regressions in
 //!   a row stop the loop (`regressed`);
 //! - the same failure three times in a row (the same tests failing, no change, ...) stops it
-//!   (`circular`);
+//!   (`circular`); no progress is not such a failure — going round the same open criteria is
+//!   oscillation's to judge;
 //! - the judge returning, since the last kept increment, to open sets it had already found
-//!   twice is oscillation (`oscillating`): the builder goes round the same gaps;
+//!   twice — and at least once per open criterion — is oscillation (`oscillating`): the
+//!   builder goes round the same gaps;
 //! - every criterion met is `satisfied`; the backstop of iterations ends any run.
 
 use crate::fixing::fix_loop::{EditOutcome, TestRun};
@@ -259,6 +261,13 @@ impl BuildLoop {
         });
     }
 
+    /// Returns to a seen open set, since the last kept increment, that are oscillation: at
+    /// least [`OSCILLATION_AFTER`], and one per open criterion, so a builder that works toward
+    /// one criterion at a time has had a turn at each before the loop gives up on them.
+    pub fn oscillation_after(&self) -> usize {
+        OSCILLATION_AFTER.max(self.open().len())
+    }
+
     /// Record an open set the judge returned; true when it had been seen before.
     fn saw_open_set(&mut self, met: &BTreeSet<String>) -> bool {
         let open: Vec<String> = self
@@ -341,10 +350,12 @@ impl BuildLoop {
                             &self.failures[self.failures.len().saturating_sub(CIRCULAR_AFTER)..];
                         if self.regressions_in_a_row >= REGRESSIONS_AFTER {
                             self.finish(BuildStop::Regressed, &mut out);
-                        } else if tail.len() == CIRCULAR_AFTER && tail.iter().all(|f| *f == tail[0])
+                        } else if tail.len() == CIRCULAR_AFTER
+                            && tail[0].kind != BuildFailureKind::NoProgress
+                            && tail.iter().all(|f| *f == tail[0])
                         {
                             self.finish(BuildStop::Circular, &mut out);
-                        } else if self.returns_since_kept >= OSCILLATION_AFTER {
+                        } else if self.returns_since_kept >= self.oscillation_after() {
                             self.finish(BuildStop::Oscillating, &mut out);
                         } else {
                             self.next(Some(reason), &mut out);
@@ -651,6 +662,26 @@ mod tests {
             matches!(&c[0], BuildCommand::Reset { failure, .. } if failure.kind == BuildFailureKind::NoProgress)
         );
         let c = m.step(increment(2, &[]));
+        assert_eq!(
+            c.last(),
+            Some(&BuildCommand::Finish {
+                stop: BuildStop::Oscillating
+            })
+        );
+    }
+
+    #[test]
+    fn every_open_criterion_gets_a_turn_before_oscillation() {
+        let mut m = BuildLoop::new(ids(&["C1", "C2", "C3", "C4"]), 20);
+        start(&mut m, &[]);
+        for i in 1..4 {
+            let c = m.step(increment(i, &[]));
+            assert!(
+                matches!(c.last(), Some(BuildCommand::Build { .. })),
+                "{c:?}"
+            );
+        }
+        let c = m.step(increment(4, &[]));
         assert_eq!(
             c.last(),
             Some(&BuildCommand::Finish {
