@@ -269,6 +269,8 @@ async fn a_build_keeps_what_the_judge_and_tests_accept_and_resumes_after_a_kill(
     assert_eq!(report["criteria"][0]["met_at"], 1);
     assert_eq!(report["criteria"][1]["met_at"], 3);
     assert_eq!(report["backstop"]["iterations"], 6, "max(3, 3 x 2)");
+    // The resumed run kept the backstop the build started with.
+    assert_eq!(report["backstop"]["source"], "recorded", "{report}");
     // The kept increments are commits on the branch; the checkout is as it was.
     let branch = report["branch"].as_str().unwrap().to_string();
     let log = git_out(

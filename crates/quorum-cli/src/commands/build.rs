@@ -178,7 +178,7 @@ pub async fn build(args: BuildArgs) -> Result<ExitCode> {
     let backstop = match recorded_backstop {
         Some(n) => Backstop {
             iterations: n,
-            source: build_history::BackstopSource::Flag,
+            source: build_history::BackstopSource::Recorded,
         },
         None => choose_backstop(&history, criteria.len(), args.max_iterations),
     };

@@ -56,6 +56,8 @@ pub enum BackstopSource {
     Placeholder { runs_of_this_size: usize },
     /// The point of diminishing returns of earlier runs of this size.
     Learned { runs_of_this_size: usize },
+    /// A resumed run keeps the backstop it started with.
+    Recorded,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +74,10 @@ impl Backstop {
             BackstopSource::Flag => format!("{} (--max-iterations)", self.iterations),
             BackstopSource::Placeholder { runs_of_this_size } => format!(
                 "{} (max(3, 3 × {criteria} criteria); learned once {MIN_RUNS} runs of this size are recorded, {runs_of_this_size} so far)",
+                self.iterations
+            ),
+            BackstopSource::Recorded => format!(
+                "{} (as recorded when the build started)",
                 self.iterations
             ),
             BackstopSource::Learned { runs_of_this_size } => format!(
