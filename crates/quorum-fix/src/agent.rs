@@ -77,6 +77,8 @@ pub struct AgentOutcome {
     pub failure: Option<String>,
     /// The start of its final answer (for the report).
     pub said: String,
+    /// Edits applied to the worktree.
+    pub applied: u32,
 }
 
 /// Run one attempt's agent against the worktree; its edits stay in the worktree's attempt.
@@ -90,15 +92,54 @@ pub async fn attempt(
     stats: &mut CallStats,
 ) -> AgentOutcome {
     let user = fix_prompt(target, worktree, feedback);
-    let schema = json!({"type": "object", "properties": {
+    let mut out = run_edit_agent(client, spec, limits, FIX_SYSTEM, &user, worktree, stats).await;
+    // A fix agent that applied nothing says why: every edit it tried was refused.
+    if out.failure.is_none() && out.applied == 0 {
+        let refusals: Vec<&str> = out
+            .calls
+            .iter()
+            .filter(|l| l.contains("→ refused"))
+            .map(String::as_str)
+            .collect();
+        if !refusals.is_empty() {
+            out.failure = Some(format!("every edit was refused ({})", refusals.join(", ")));
+        }
+    }
+    out
+}
+
+/// The answer both the fixer and the builder give: the edits themselves and a summary.
+fn edits_schema() -> Value {
+    json!({"type": "object", "properties": {
         "edits": {"type": "array", "items": {"type": "object", "properties": {
             "path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
             "required": ["path", "old", "new"]}},
         "summary": {"type": "string"}
-    }, "required": ["edits", "summary"]});
+    }, "required": ["edits", "summary"]})
+}
+
+/// One fresh agent whose only write tools are the worktree's: the tool loop, then the edits its
+/// answer carries applied through the same confined tools. Shared by a fix attempt and a build
+/// increment; the edits stay in the worktree's attempt.
+pub(crate) async fn run_edit_agent(
+    client: &quorum_llm::LlmClient,
+    spec: &CallSpec,
+    limits: LoopLimits,
+    system: &str,
+    user: &str,
+    worktree: &mut Worktree,
+    stats: &mut CallStats,
+) -> AgentOutcome {
     let mut tools = FixTools::new(worktree);
     let result = agent::tool_loop_with(
-        client, spec, &mut tools, FIX_SYSTEM, &user, schema, limits, stats,
+        client,
+        spec,
+        &mut tools,
+        system,
+        user,
+        edits_schema(),
+        limits,
+        stats,
     )
     .await;
     let mut out = AgentOutcome::default();
@@ -122,23 +163,7 @@ pub async fn attempt(
         }
         Err(e) => out.failure = Some(format!("the model call failed: {e}")),
     }
-    if out.failure.is_none() && tools.applied == 0 {
-        let refusals: Vec<&String> = tools
-            .log
-            .iter()
-            .filter(|l| l.contains("→ refused"))
-            .collect();
-        if !refusals.is_empty() {
-            out.failure = Some(format!(
-                "every edit was refused ({})",
-                refusals
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-    }
+    out.applied = tools.applied;
     out.calls = tools.log;
     out
 }

@@ -5,12 +5,10 @@
 //! worktree's.
 
 use crate::agent::AgentOutcome;
-use crate::tools::FixTools;
 use crate::worktree::Worktree;
 use quorum_core::judging::conformance::Criterion;
 use quorum_core::weaver::delimit;
-use quorum_runtime::agent::{self, CallSpec, CallStats, LoopLimits};
-use serde_json::{json, Value};
+use quorum_runtime::agent::{CallSpec, CallStats, LoopLimits};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -145,47 +143,7 @@ pub async fn increment(
     stats: &mut CallStats,
 ) -> AgentOutcome {
     let user = increment_prompt(brief, worktree);
-    let schema = json!({"type": "object", "properties": {
-        "edits": {"type": "array", "items": {"type": "object", "properties": {
-            "path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
-            "required": ["path", "old", "new"]}},
-        "summary": {"type": "string"}
-    }, "required": ["edits", "summary"]});
-    let mut tools = FixTools::new(worktree);
-    let result = agent::tool_loop_with(
-        client,
-        spec,
-        &mut tools,
-        BUILD_SYSTEM,
-        &user,
-        schema,
-        limits,
-        stats,
-    )
-    .await;
-    let mut out = AgentOutcome::default();
-    match result {
-        Ok(done) => {
-            out.said = done.final_text.trim().chars().take(500).collect();
-            let answer = quorum_core::parse::extract_object(&done.final_text)
-                .map(|(v, _)| v)
-                .unwrap_or(Value::Null);
-            let refused = tools.apply_answer_edits(&answer);
-            out.summary = answer
-                .get("summary")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .chars()
-                .take(300)
-                .collect();
-            if tools.applied == 0 && !refused.is_empty() {
-                out.failure = Some(refused.join("; "));
-            }
-        }
-        Err(e) => out.failure = Some(format!("the model call failed: {e}")),
-    }
-    out.calls = tools.log;
-    out
+    crate::agent::run_edit_agent(client, spec, limits, BUILD_SYSTEM, &user, worktree, stats).await
 }
 
 #[cfg(test)]

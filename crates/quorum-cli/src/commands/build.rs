@@ -6,7 +6,8 @@
 
 use crate::args::BuildArgs;
 use crate::commands::fix::{
-    deliver_commits, pack_digest, target_root, test_command, test_oracle, tests_line,
+    check_interrupted, deliver_commits, pack_digest, target_root, test_command, test_oracle,
+    tests_line, Interrupted,
 };
 use crate::exit::{incomplete, ExitCode};
 use crate::setup::{backend_configs, data_dir, load_settings, node_name, ready_backends};
@@ -71,25 +72,17 @@ fn interrupted(args: &BuildArgs, out_dir: &Path, root: &Path) -> Result<Option<V
             path.display()
         );
     };
-    if facts.iter().any(|f| matches!(f, BuildFact::Finished)) {
-        bail!(
-            "the build {build_id} in {} has finished; pass another --out for a new one",
-            out_dir.display()
-        );
-    }
-    if !args.resume {
-        bail!(
-            "{} holds the interrupted build {build_id}: continue it with --resume, or pass another --out",
-            out_dir.display()
-        );
-    }
-    if target != &root.display().to_string() {
-        bail!(
-            "the build {build_id} in {} was of {target}, not {}",
-            out_dir.display(),
-            root.display()
-        );
-    }
+    check_interrupted(
+        &Interrupted {
+            run: "build",
+            id: build_id,
+            target,
+            finished: facts.iter().any(|f| matches!(f, BuildFact::Finished)),
+        },
+        args.resume,
+        out_dir,
+        root,
+    )?;
     Ok(Some(facts))
 }
 

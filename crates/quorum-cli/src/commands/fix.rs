@@ -250,6 +250,49 @@ pub(crate) fn fix_job(
     }
 }
 
+/// An interrupted run's journal found in the output directory: what its first record says.
+pub(crate) struct Interrupted<'a> {
+    /// "fix run" or "build", for the messages.
+    pub run: &'a str,
+    pub id: &'a str,
+    /// The target the run was started on.
+    pub target: &'a str,
+    pub finished: bool,
+}
+
+/// Whether this command may continue the interrupted run in `out_dir`: not finished, asked
+/// for with --resume, and of the same target; otherwise one line saying what to do.
+pub(crate) fn check_interrupted(
+    found: &Interrupted<'_>,
+    resume: bool,
+    out_dir: &Path,
+    root: &Path,
+) -> Result<()> {
+    let Interrupted {
+        run, id, target, ..
+    } = found;
+    if found.finished {
+        bail!(
+            "the {run} {id} in {} has finished; pass another --out for a new one",
+            out_dir.display()
+        );
+    }
+    if !resume {
+        bail!(
+            "{} holds the interrupted {run} {id}: continue it with --resume, or pass another --out",
+            out_dir.display()
+        );
+    }
+    if *target != root.display().to_string() {
+        bail!(
+            "the {run} {id} in {} was of {target}, not {}",
+            out_dir.display(),
+            root.display()
+        );
+    }
+    Ok(())
+}
+
 /// The target directory, resolved; `what` names it in the error ("pass {what}").
 pub(crate) fn target_root(target: &Path, what: &str) -> Result<PathBuf> {
     if !target.is_dir() {
@@ -287,22 +330,17 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
                 journal_path.display()
             );
         };
-        if facts.iter().any(|f| matches!(f, Fact::Finished)) {
-            bail!(
-                "the fix run {fix_id} in {} has finished; pass another --out for a new one",
-                out_dir.display()
-            );
-        }
-        if !args.resume {
-            bail!("{} holds the interrupted fix run {fix_id}: continue it with --resume, or pass another --out", out_dir.display());
-        }
-        if target != root.display().to_string() {
-            bail!(
-                "the fix run {fix_id} in {} was of {target}, not {}",
-                out_dir.display(),
-                root.display()
-            );
-        }
+        check_interrupted(
+            &Interrupted {
+                run: "fix run",
+                id: &fix_id,
+                target: &target,
+                finished: facts.iter().any(|f| matches!(f, Fact::Finished)),
+            },
+            args.resume,
+            &out_dir,
+            &root,
+        )?;
         Some((fix_id, findings, facts))
     } else {
         if args.resume {
