@@ -551,8 +551,13 @@ impl ReviewMachine {
                 }
                 self.start_phase(Phase::Verify);
             }
-            Phase::Verify if self.found.verify.is_some() && all_done => {
-                self.verification_done();
+            Phase::Verify if self.found.verify.is_some() => {
+                // A batch that ended may make room for held analyzer leads.
+                self.release_leads();
+                let verifying = self.phase == Phase::Verify && self.found.verify.is_some();
+                if verifying && self.sched.all_terminal(false) {
+                    self.verification_done();
+                }
             }
             Phase::Conformance if self.conformance.round.is_some() && all_done => {
                 self.conformance_finished();

@@ -10,7 +10,7 @@ use crate::machine::job::AttemptStats;
 use crate::machine::schedule::TaskKey;
 use crate::review::finding::Reported;
 use crate::review::judged::Judged;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A verification round: each reported finding's verdict once known, and the batches still
 /// to judge (by scheduler key), with the grounding notes to keep if a batch cannot run.
@@ -20,6 +20,11 @@ pub struct VerifyRound {
     /// Each reported finding's durable key: (task id, position among that task's findings).
     pub keys: Vec<(String, usize)>,
     pub batches: BTreeMap<TaskKey, Vec<(usize, Reported, Vec<String>)>>,
+    /// Batches of analyzer leads not yet handed to the scheduler: under a wall-time budget
+    /// they are released a few at a time while time is left (`ReviewMachine::release_leads`).
+    pub held: VecDeque<Vec<(usize, Reported, Vec<String>)>>,
+    /// The lead batches released so far, in order.
+    pub lead_keys: Vec<TaskKey>,
     pub model: Option<String>,
     pub degraded: bool,
     pub stats: AttemptStats,
@@ -95,6 +100,19 @@ impl VerifyRound {
         }
     }
 
+    /// The held lead batches will not be released: their findings are UNVERIFIED, saying
+    /// why. Returns how many findings that was.
+    pub fn hold_back(&mut self, why: &str) -> usize {
+        let mut n = 0;
+        for (i, r, notes) in self.held.drain(..).flatten() {
+            if self.judged[i].is_none() {
+                self.judged[i] = Some(unverified(r, notes, why.to_string()));
+                n += 1;
+            }
+        }
+        n
+    }
+
     pub fn progress(&self) -> (usize, usize) {
         (
             self.judged.iter().filter(|j| j.is_some()).count(),
@@ -102,7 +120,8 @@ impl VerifyRound {
         )
     }
 
-    pub fn into_judged(self) -> Vec<Judged> {
+    pub fn into_judged(mut self) -> Vec<Judged> {
+        self.hold_back("not verified");
         let batches = self.batches;
         self.judged
             .into_iter()

@@ -3,18 +3,31 @@
 //! specialist task — so a cluster verifies in parallel — preferring places whose models are of
 //! another family than the finders'.
 
+use crate::analyzer::REPORTER_PREFIX;
 use crate::machine::batches::VerifyRound;
 use crate::machine::fact::Fact;
 use crate::machine::grounded::{ground_one, unverified, Grounded};
 use crate::machine::progress::Progress;
 use crate::machine::protocol::Level;
+use crate::machine::run::TaskRun;
+use crate::machine::schedule::TaskKey;
 use crate::machine::schedule::{Input, Place};
 use crate::machine::state::{Phase, ReviewMachine};
 use crate::models::{family_of, lineage};
 use crate::review::consensus::{self, Ballot, Decision};
+use crate::review::finding::Reported;
 use crate::review::finding::Verdict;
 use crate::review::judged::Judged;
 use crate::task::Pass;
+
+/// The share of a wall-time budget after which no more analyzer leads go to verifiers
+/// (numerator, denominator): the rest is left for the batches in flight and the synthesis.
+const LEAD_TIME_SHARE: (u64, u64) = (4, 5);
+
+/// An analyzer's lead rather than a reviewer's finding.
+fn is_lead(r: &Reported) -> bool {
+    r.reporter.persona.starts_with(REPORTER_PREFIX)
+}
 use std::collections::{BTreeMap, BTreeSet};
 
 impl ReviewMachine {
@@ -137,6 +150,14 @@ impl ReviewMachine {
                 }
             }
         }
+        // Under a wall-time budget the analyzer leads wait their turn (see `release_leads`);
+        // without one they are batched with the rest, as many as the budget allows.
+        let (ready, leads): (Vec<_>, Vec<_>) = if self.lead_deadline_ms().is_some() {
+            ready.into_iter().partition(|(_, r, _)| !is_lead(r))
+        } else {
+            (ready, Vec::new())
+        };
+        round.held = leads.chunks(batch).map(<[_]>::to_vec).collect();
         let mut keys = Vec::new();
         for (key, chunk) in self.stage_batches(&ready, batch, "verifier") {
             self.runs[key].persona = "verifier".into();
@@ -144,21 +165,99 @@ impl ReviewMachine {
             keys.push(key);
         }
         self.found.verify = Some(round);
-        if let Some(places) = self.independent_verifier_places() {
-            // Straight into the scheduler, not through `feed`: a preference starts nothing,
-            // and `feed` would see a verify phase with no batches yet and call it done.
-            for &key in &keys {
-                let input = Input::Prefer {
-                    key,
-                    places: places.clone(),
-                };
-                let started = self.sched.step(self.now, input);
-                debug_assert!(started.is_empty(), "a preference started something");
-            }
-        }
+        self.prefer_independent(&keys);
         self.add_tasks(keys);
-        // Grounding may have decided everything: nothing to wait for.
+        // Grounding may have decided everything but the leads, or everything.
+        self.release_leads();
         self.advance();
+    }
+
+    /// Verification batches prefer places serving another model family than the finders'.
+    fn prefer_independent(&mut self, keys: &[TaskKey]) {
+        let Some(places) = self.independent_verifier_places() else {
+            return;
+        };
+        // Straight into the scheduler, not through `feed`: a preference starts nothing, and
+        // `feed` would see a verify phase with no batches yet and call it done.
+        for &key in keys {
+            let input = Input::Prefer {
+                key,
+                places: places.clone(),
+            };
+            let started = self.sched.step(self.now, input);
+            debug_assert!(started.is_empty(), "a preference started something");
+        }
+    }
+
+    /// When analyzer leads stop being handed to verifiers under a wall-time budget: once this
+    /// share of it is spent, so the batches in flight and the synthesis still fit.
+    fn lead_deadline_ms(&self) -> Option<u64> {
+        let wall = self.review.flow.parameters.max_wall_secs;
+        let started = self.started_ms?;
+        (wall > 0).then(|| {
+            started
+                .saturating_add(wall.saturating_mul(1000) / LEAD_TIME_SHARE.1 * LEAD_TIME_SHARE.0)
+        })
+    }
+
+    /// Under a wall-time budget, analyzer leads are verified as time allows rather than as
+    /// many as `max_verifications` says at once: at most one lead batch per free place is in
+    /// flight, another is handed out as one ends, and once the lead deadline has passed the
+    /// rest stay UNVERIFIED (and, being leads, are dropped as `unconfirmed_lead`) instead of
+    /// running into the budget and ending the whole review partial. Decided from `now` when
+    /// a batch ends, so it needs no timer; a resumed review starts its own budget and takes
+    /// the verdicts its batches recorded.
+    pub(super) fn release_leads(&mut self) {
+        let Some(deadline) = self.lead_deadline_ms() else {
+            return;
+        };
+        if self.halting || self.ending.budget_spent.is_some() || self.phase != Phase::Verify {
+            return;
+        }
+        if self.found.verify.as_ref().is_none_or(|r| r.held.is_empty()) {
+            return;
+        }
+        if self.now >= deadline {
+            let wall = self.review.flow.parameters.max_wall_secs;
+            let why = format!(
+                "grounded; not model-checked: {}% of the flow's wall-time budget ({wall}s) was spent",
+                100 * LEAD_TIME_SHARE.0 / LEAD_TIME_SHARE.1
+            );
+            let left = self.found.verify.as_mut().map_or(0, |r| r.hold_back(&why));
+            self.log(
+                Level::Info,
+                format!("{left} analyzer leads left unverified: {why}"),
+            );
+            return;
+        }
+        let window = self.review.max_concurrent().max(1)
+            + self.peers.iter().map(|p| p.capacity).sum::<usize>();
+        loop {
+            let Some(round) = self.found.verify.as_mut() else {
+                return;
+            };
+            let sched = &self.sched;
+            let in_flight = round
+                .lead_keys
+                .iter()
+                .filter(|k| sched.task(**k).is_some_and(|t| !t.status.is_terminal()))
+                .count();
+            if in_flight >= window {
+                return;
+            }
+            let Some(chunk) = round.held.pop_front() else {
+                return;
+            };
+            let name = format!("verifier-leads-{}", round.lead_keys.len() + 1);
+            let key = self.add_run(TaskRun::stage(&name));
+            self.runs[key].persona = "verifier".into();
+            if let Some(round) = self.found.verify.as_mut() {
+                round.batches.insert(key, chunk);
+                round.lead_keys.push(key);
+            }
+            self.prefer_independent(&[key]);
+            self.add_tasks(vec![key]);
+        }
     }
 
     /// The places serving a model of a family no finder used, when that is some but not all of

@@ -146,6 +146,10 @@ pub(crate) fn the_simulation_reaches_every_phase_and_fault() {
                 Fact::RoundCompleted { .. } => "rounds",
                 Fact::SynthesisCompleted { .. } => "synthesize",
                 Fact::Resumed { .. } => "resumed",
+                // Analyzer leads handed out a batch at a time under a wall-time budget.
+                Fact::AttemptStarted { task_id, .. } if task_id.starts_with("verifier-leads-") => {
+                    "paced leads"
+                }
                 _ => continue,
             });
         }
@@ -160,6 +164,7 @@ pub(crate) fn the_simulation_reaches_every_phase_and_fault() {
         "rounds",
         "synthesize",
         "resumed",
+        "paced leads",
     ] {
         assert!(phases.contains(p), "no seed reached {p}: {phases:?}");
     }
