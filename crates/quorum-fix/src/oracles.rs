@@ -41,6 +41,48 @@ pub fn failing_tests(output: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Most error lines that name the failures of a run no runner named.
+const MAX_SIGNATURES: usize = 16;
+/// Longest error line kept as a name.
+const MAX_SIGNATURE_CHARS: usize = 160;
+
+/// A failing run's errors, when no test runner named its failing tests: its error lines
+/// (`SyntaxError: …`, `*** Error compiling './a.py'...`, `src/a.c:3:1: error: …`,
+/// `error[E0308]: …`), with line and column numbers masked so a fix that shifts lines does not
+/// rename an error it did not cause. Without these, a test command that already fails on the
+/// base (a compile check over a tree with one broken file) could not tell a fix that adds a new
+/// error from one that does not: both would fail "the same".
+pub fn failure_signatures(output: &str) -> BTreeSet<String> {
+    static ERROR_LINE: OnceLock<Regex> = OnceLock::new();
+    static POSITIONS: OnceLock<Regex> = OnceLock::new();
+    let error_line = ERROR_LINE.get_or_init(|| {
+        Regex::new(
+            r"(?i)^(?:\*\*\* )?error\b|\berror(?:\[\w+\])?:|(?-i:\b[A-Z]\w*(?:Error|Exception)\b:)",
+        )
+        .expect("valid pattern")
+    });
+    let positions =
+        POSITIONS.get_or_init(|| Regex::new(r"(?i)(:\d+)+\b|\bline \d+").expect("valid pattern"));
+    let mut out = BTreeSet::new();
+    for line in output.lines().map(str::trim) {
+        if out.len() >= MAX_SIGNATURES {
+            break;
+        }
+        if !error_line.is_match(line) {
+            continue;
+        }
+        let masked = positions.replace_all(line, |c: &regex::Captures<'_>| {
+            if c[0].starts_with(':') {
+                ":N".to_string()
+            } else {
+                "line N".to_string()
+            }
+        });
+        out.insert(masked.chars().take(MAX_SIGNATURE_CHARS).collect());
+    }
+    out
+}
+
 /// A command run as the fix loop reads it.
 pub fn test_run(run: &CommandRun) -> TestRun {
     let passed = run.exit == Some(0);
@@ -49,6 +91,9 @@ pub fn test_run(run: &CommandRun) -> TestRun {
     } else {
         failing_tests(&run.output)
     };
+    if !passed && failing.is_empty() {
+        failing = failure_signatures(&run.output);
+    }
     if !passed && failing.is_empty() {
         failing.insert(UNNAMED_FAILURE.to_string());
     }
@@ -251,6 +296,53 @@ mod tests {
             .into_iter()
             .map(String::from)
             .collect()
+        );
+    }
+
+    #[test]
+    fn a_run_no_runner_names_is_named_by_its_error_lines() {
+        let base =
+            "*** Error compiling './module_08.py'...\n  File \"./module_08.py\", line 60\n    \
+                    async def func(a, a, b=[]):\n                      ^\n\
+                    SyntaxError: duplicate argument 'a' in function definition\n";
+        let run = |output: &str| {
+            test_run(&CommandRun {
+                exit: Some(1),
+                timed_out: false,
+                output: output.into(),
+            })
+        };
+        let before = run(base).failing;
+        assert_eq!(
+            before,
+            [
+                "*** Error compiling './module_08.py'...",
+                "SyntaxError: duplicate argument 'a' in function definition"
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect()
+        );
+        // A fix that breaks another file: its errors are new names.
+        let broken = format!(
+            "*** Error compiling './module_01.py'...\n  File \"./module_01.py\", line 26\n\
+             SyntaxError: invalid syntax. Perhaps you forgot a comma?\n{base}"
+        );
+        let after = run(&broken).failing;
+        let new: Vec<&String> = after.difference(&before).collect();
+        assert_eq!(new.len(), 2, "{new:?}");
+        // Line and column numbers are masked: an error that only moved is the same error.
+        let c = "src/a.c:12:5: error: unknown type name 'foo'\nerror[E0308]: mismatched types\n";
+        let moved =
+            "src/a.c:13:5: error: unknown type name 'foo'\nerror[E0308]: mismatched types\n";
+        assert_eq!(run(c).failing, run(moved).failing);
+        assert!(run(c)
+            .failing
+            .contains("src/a.c:N: error: unknown type name 'foo'"));
+        // Summary lines with counts and times are not errors; nothing else to name.
+        assert_eq!(
+            run("3 failed, 2 passed in 0.41s\n").failing,
+            [UNNAMED_FAILURE.to_string()].into_iter().collect()
         );
     }
 
