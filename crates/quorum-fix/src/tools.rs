@@ -155,6 +155,12 @@ impl Toolbox for FixTools<'_> {
                 Err(e) => Err(e.to_string()),
             },
             "edit_file" => match (arg(args, "old"), arg(args, "new")) {
+                // Small models often copy the old text into new unchanged: said so plainly,
+                // rather than logged as an edit that then changed nothing.
+                (Some(old), Some(new)) if old.trim_end() == new.trim_end() => Err(
+                    "new is the same as old, so nothing would change: put the corrected lines in new"
+                        .into(),
+                ),
                 (Some(old), Some(new)) => {
                     let mut r = self.worktree.edit(path, old, new);
                     // Small models copy the numbered lines they were shown, numbers included.
@@ -242,5 +248,22 @@ mod tests {
         assert_eq!(wt.read("b.py").unwrap(), "y = 2\n");
         assert_eq!(wt.read("a.py").unwrap(), "x = 1\n");
         assert!(!dir.path().join("c.py").exists());
+    }
+
+    #[test]
+    fn an_edit_whose_new_text_is_its_old_text_is_refused_saying_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let pack =
+            ContextPack::from_files("/t".into(), None, vec![("a.py".into(), "x = 1\n".into())]);
+        let mut wt =
+            Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
+        let mut tools = FixTools::new(&mut wt);
+        let refused = tools.apply_answer_edits(
+            &json!({"edits": [{"path": "a.py", "old": "x = 1", "new": "x = 1\n"}]}),
+        );
+        assert_eq!(refused.len(), 1);
+        assert!(refused[0].contains("new is the same as old"), "{refused:?}");
+        assert_eq!(tools.applied, 0);
+        assert_eq!(tools.log, ["edit_file a.py → refused: new is the same as old, so nothing would change: put the corrected lines in new"]);
     }
 }
