@@ -222,7 +222,7 @@ fn leads_are_verified_while_the_wall_budget_allows_and_the_rest_are_dropped_unve
     assert_eq!(d.held.len(), 1, "one lead batch in flight");
     d.confirm_next(10_000);
     assert_eq!(d.held.len(), 1, "the next lead batch follows the first");
-    d.confirm_next(50_000);
+    d.confirm_next(20_000);
     assert_eq!(d.held.len(), 1);
     // This batch ends past the lead deadline: no more leads go out, the review goes on.
     d.confirm_next(81_000);
@@ -246,6 +246,21 @@ fn leads_are_verified_while_the_wall_budget_allows_and_the_rest_are_dropped_unve
         "{}",
         unverified[0].reason
     );
+}
+
+#[test]
+fn no_lead_batch_starts_that_would_end_past_the_deadline() {
+    let mut d = Drive::new(100);
+    // Each batch takes 30 s: at 60 s another would end at 90 s, past the 80 s deadline.
+    d.confirm_next(30_000);
+    d.confirm_next(60_000);
+    assert!(
+        d.held.is_empty(),
+        "a batch was started that could not end in time"
+    );
+    let report = d.report.expect("the review finished");
+    assert_eq!(report.status, ReviewStatus::Completed);
+    assert_eq!(report.findings.len(), 2);
 }
 
 #[test]

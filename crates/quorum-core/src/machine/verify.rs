@@ -202,8 +202,8 @@ impl ReviewMachine {
 
     /// Under a wall-time budget, analyzer leads are verified as time allows rather than as
     /// many as `max_verifications` says at once: at most one lead batch per free place is in
-    /// flight, another is handed out as one ends, and once the lead deadline has passed the
-    /// rest stay UNVERIFIED (and, being leads, are dropped as `unconfirmed_lead`) instead of
+    /// flight, another is handed out as one ends, and once the lead deadline has passed (or
+    /// would, before a batch as long as the longest so far could end) the rest stay UNVERIFIED (and, being leads, are dropped as `unconfirmed_lead`) instead of
     /// running into the budget and ending the whole review partial. Decided from `now` when
     /// a batch ends, so it needs no timer; a resumed review starts its own budget and takes
     /// the verdicts its batches recorded.
@@ -217,10 +217,21 @@ impl ReviewMachine {
         if self.found.verify.as_ref().is_none_or(|r| r.held.is_empty()) {
             return;
         }
-        if self.now >= deadline {
+        // Another batch would take about as long as the longest one so far: none is handed
+        // out that would end past the deadline.
+        let longest = self.found.verify.as_ref().map_or(0, |r| {
+            r.batches
+                .keys()
+                .filter(|k| self.sched.task(**k).is_some_and(|t| t.status.is_terminal()))
+                .map(|k| self.runs[*k].duration_ms)
+                .max()
+                .unwrap_or(0)
+        });
+        if self.now.saturating_add(longest) >= deadline {
             let wall = self.review.flow.parameters.max_wall_secs;
             let why = format!(
-                "grounded; not model-checked: {}% of the flow's wall-time budget ({wall}s) was spent",
+                "grounded; not model-checked: no time left in the flow's wall-time budget \
+                 ({wall}s), of which leads get the first {}%",
                 100 * LEAD_TIME_SHARE.0 / LEAD_TIME_SHARE.1
             );
             let left = self.found.verify.as_mut().map_or(0, |r| r.hold_back(&why));
