@@ -213,16 +213,16 @@ mod tests {
     use quorum_core::fixing::edit::EditBounds;
     use quorum_core::pack::ContextPack;
 
+    /// A worktree of one file `a.py` holding `text`, in `dir`.
+    fn worktree(dir: &tempfile::TempDir, text: &str) -> Worktree {
+        let pack = ContextPack::from_files("/t".into(), None, vec![("a.py".into(), text.into())]);
+        Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap()
+    }
+
     #[test]
     fn an_edit_copied_with_its_line_numbers_still_applies() {
         let dir = tempfile::tempdir().unwrap();
-        let pack = ContextPack::from_files(
-            "/t".into(),
-            None,
-            vec![("a.py".into(), "x = 1\ny = md5(v)\n".into())],
-        );
-        let mut wt =
-            Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
+        let mut wt = worktree(&dir, "x = 1\ny = md5(v)\n");
         let mut tools = FixTools::new(&mut wt);
         let r = tools.execute(
             "edit_file",
@@ -235,10 +235,7 @@ mod tests {
     #[test]
     fn an_answer_edit_with_an_empty_old_text_creates_a_new_file_only() {
         let dir = tempfile::tempdir().unwrap();
-        let pack =
-            ContextPack::from_files("/t".into(), None, vec![("a.py".into(), "x = 1\n".into())]);
-        let mut wt =
-            Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
+        let mut wt = worktree(&dir, "x = 1\n");
         let mut tools = FixTools::new(&mut wt);
         let refused = tools.apply_answer_edits(&json!({"edits": [
             {"path": "b.py", "old": "", "new": "y = 2\n"},
@@ -253,10 +250,7 @@ mod tests {
     #[test]
     fn an_edit_whose_new_text_is_its_old_text_is_refused_saying_so() {
         let dir = tempfile::tempdir().unwrap();
-        let pack =
-            ContextPack::from_files("/t".into(), None, vec![("a.py".into(), "x = 1\n".into())]);
-        let mut wt =
-            Worktree::materialize(&pack, dir.path().join("wt"), EditBounds::default()).unwrap();
+        let mut wt = worktree(&dir, "x = 1\n");
         let mut tools = FixTools::new(&mut wt);
         let refused = tools.apply_answer_edits(
             &json!({"edits": [{"path": "a.py", "old": "x = 1", "new": "x = 1\n"}]}),

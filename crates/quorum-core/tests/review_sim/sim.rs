@@ -174,20 +174,7 @@ impl Sim {
         if rng.chance(30) {
             // Analyzer leads: candidates the verifier judges after the specialists' findings
             // (and, under a wall-time budget, only while time is left).
-            let files: Vec<String> = w.pack.files.keys().cloned().collect();
-            scope.analyzers.leads = (0..3 + rng.below(20))
-                .map(|_| quorum_core::analyzer::Lead {
-                    tool: "bandit".into(),
-                    file: rng.pick(&files).clone(),
-                    line: 1 + rng.below(58) as u32,
-                    end_line: None,
-                    rule: "B307".into(),
-                    message: "use of a risky call".into(),
-                    severity: quorum_core::review::finding::Severity::P2,
-                    category: "security/injection".into(),
-                    confidence: 0.8,
-                })
-                .collect();
+            scope.analyzers.leads = crate::world::leads(&mut rng, &w.pack);
         }
         let review = Arc::new(Review {
             flow_id: format!("sim-{seed}"),

@@ -323,3 +323,21 @@ pub(crate) fn answer(
         },
     }
 }
+
+/// Analyzer leads on random lines of the pack's files, as a tool would report them.
+pub(crate) fn leads(rng: &mut Rng, pack: &ContextPack) -> Vec<quorum_core::analyzer::Lead> {
+    let files: Vec<String> = pack.files.keys().cloned().collect();
+    (0..3 + rng.below(20))
+        .map(|_| quorum_core::analyzer::Lead {
+            tool: "bandit".into(),
+            file: rng.pick(&files).clone(),
+            line: 1 + rng.below(58) as u32,
+            end_line: None,
+            rule: "B307".into(),
+            message: "use of a risky call".into(),
+            severity: quorum_core::review::finding::Severity::P2,
+            category: "security/injection".into(),
+            confidence: 0.8,
+        })
+        .collect()
+}
