@@ -174,6 +174,12 @@ impl Leads {
     }
 }
 
+/// Whether `r` is an analyzer's lead (credited to `analyzer:<tool>`) rather than a reviewer's
+/// finding.
+pub fn is_lead(r: &crate::review::finding::Reported) -> bool {
+    r.reporter.persona.starts_with(REPORTER_PREFIX)
+}
+
 /// Analyzer candidates no model checked (over `max_verifications`, the budget spent, the
 /// verifier unavailable) leave the findings for `dropped`: a tool's hit becomes a finding only
 /// once the verifier confirmed it, unlike a specialist's claim, which stays UNVERIFIED and
@@ -182,9 +188,7 @@ pub fn take_unchecked_leads(judged: Vec<Judged>) -> (Vec<Judged>, Vec<Dropped>) 
     let mut kept = Vec::with_capacity(judged.len());
     let mut dropped = Vec::new();
     for j in judged {
-        if j.verdict == Verdict::Unverified
-            && j.reported.reporter.persona.starts_with(REPORTER_PREFIX)
-        {
+        if j.verdict == Verdict::Unverified && is_lead(&j.reported) {
             dropped.push(Dropped {
                 title: j.reported.finding.title.clone(),
                 file: j.reported.finding.file.clone(),
@@ -206,7 +210,7 @@ pub fn take_unchecked_leads(judged: Vec<Judged>) -> (Vec<Judged>, Vec<Dropped>) 
 /// so when both are judged alike the merged finding keeps the reviewer's words (dedup keeps
 /// the best-verdict, most confident report's text). Hallucinated reports anchor nothing.
 pub fn anchor_to_overlapping(judged: &mut [Judged]) {
-    let is_tool = |j: &Judged| j.reported.reporter.persona.starts_with(REPORTER_PREFIX);
+    let is_tool = |j: &Judged| is_lead(&j.reported);
     type Anchor = (String, u32, u32, Option<String>, f64);
     let anchors: Vec<Anchor> = judged
         .iter()

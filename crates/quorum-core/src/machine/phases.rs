@@ -118,14 +118,9 @@ impl ReviewMachine {
     /// the specialists first; a specialist reporting the same place corroborates the tool.
     /// Derived from the recorded scope, so a resumed review adds exactly the same ones.
     fn add_analyzer_candidates(&mut self) {
-        use crate::analyzer::REPORTER_PREFIX;
         let review = self.review.clone();
         if review.scope.analyzers.leads.is_empty()
-            || self
-                .found
-                .reported
-                .iter()
-                .any(|r| r.reporter.persona.starts_with(REPORTER_PREFIX))
+            || self.found.reported.iter().any(crate::analyzer::is_lead)
         {
             return;
         }

@@ -3,32 +3,25 @@
 //! specialist task — so a cluster verifies in parallel — preferring places whose models are of
 //! another family than the finders'.
 
-use crate::analyzer::REPORTER_PREFIX;
+use crate::analyzer::is_lead;
 use crate::machine::batches::VerifyRound;
 use crate::machine::fact::Fact;
 use crate::machine::grounded::{ground_one, unverified, Grounded};
 use crate::machine::progress::Progress;
 use crate::machine::protocol::Level;
 use crate::machine::run::TaskRun;
-use crate::machine::schedule::TaskKey;
-use crate::machine::schedule::{Input, Place};
+use crate::machine::schedule::{Input, Place, TaskKey};
 use crate::machine::state::{Phase, ReviewMachine};
 use crate::models::{family_of, lineage};
 use crate::review::consensus::{self, Ballot, Decision};
-use crate::review::finding::Reported;
 use crate::review::finding::Verdict;
 use crate::review::judged::Judged;
 use crate::task::Pass;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The share of a wall-time budget after which no more analyzer leads go to verifiers
 /// (numerator, denominator): the rest is left for the batches in flight and the synthesis.
 const LEAD_TIME_SHARE: (u64, u64) = (4, 5);
-
-/// An analyzer's lead rather than a reviewer's finding.
-fn is_lead(r: &Reported) -> bool {
-    r.reporter.persona.starts_with(REPORTER_PREFIX)
-}
-use std::collections::{BTreeMap, BTreeSet};
 
 impl ReviewMachine {
     /// The self-consistency vote (a flow's `consistency:`), before anything is verified: of
@@ -203,8 +196,9 @@ impl ReviewMachine {
     /// Under a wall-time budget, analyzer leads are verified as time allows rather than as
     /// many as `max_verifications` says at once: at most one lead batch per free place is in
     /// flight, another is handed out as one ends, and once the lead deadline has passed (or
-    /// would, before a batch as long as the longest so far could end) the rest stay UNVERIFIED (and, being leads, are dropped as `unconfirmed_lead`) instead of
-    /// running into the budget and ending the whole review partial. Decided from `now` when
+    /// would, before a batch as long as the longest so far could end) the rest stay
+    /// UNVERIFIED (and, being leads, are dropped as `unconfirmed_lead`) instead of running
+    /// into the budget and ending the whole review partial. Decided from `now` when
     /// a batch ends, so it needs no timer; a resumed review starts its own budget and takes
     /// the verdicts its batches recorded.
     pub(super) fn release_leads(&mut self) {
