@@ -246,6 +246,20 @@ impl ApiClient {
         Ok(response.into_inner().voters)
     }
 
+    /// Runs one fix attempt on the node; `missing` in the answer names contents to send.
+    pub async fn fix_attempt(
+        &self,
+        req: pb::FixAttemptRequest,
+    ) -> Result<pb::FixAttemptResponse, ApiError> {
+        let response = self
+            .client
+            .clone()
+            .run_fix_attempt(self.request(req))
+            .await
+            .map_err(|s| self.error(s))?;
+        Ok(response.into_inner())
+    }
+
     fn request<T>(&self, message: T) -> Request<T> {
         let mut request = Request::new(message);
         request

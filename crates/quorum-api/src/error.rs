@@ -23,6 +23,10 @@ pub enum ApiError {
     /// The server could not be reached, or cannot take the request now. gRPC `UNAVAILABLE`.
     #[error("{0}")]
     Unavailable(String),
+    /// The server is at capacity for this kind of work; ask again later. gRPC
+    /// `RESOURCE_EXHAUSTED`.
+    #[error("{0}")]
+    Busy(String),
     /// Anything else: a bug or a failure the caller cannot fix. gRPC `INTERNAL`.
     #[error("{0}")]
     Internal(String),
@@ -37,6 +41,7 @@ impl ApiError {
             ApiError::InvalidArgument(_) => Code::InvalidArgument,
             ApiError::Unauthenticated(_) => Code::Unauthenticated,
             ApiError::Unavailable(_) => Code::Unavailable,
+            ApiError::Busy(_) => Code::ResourceExhausted,
             ApiError::Internal(_) => Code::Internal,
         }
     }
@@ -49,6 +54,7 @@ impl ApiError {
             | ApiError::InvalidArgument(m)
             | ApiError::Unauthenticated(m)
             | ApiError::Unavailable(m)
+            | ApiError::Busy(m)
             | ApiError::Internal(m) => m,
         }
     }
@@ -70,6 +76,7 @@ impl From<Status> for ApiError {
             Code::Unauthenticated => ApiError::Unauthenticated(message),
             // A deadline hit on the way is, to the caller, the server not answering.
             Code::Unavailable | Code::DeadlineExceeded => ApiError::Unavailable(message),
+            Code::ResourceExhausted => ApiError::Busy(message),
             code => ApiError::Internal(format!("{}: {message}", code.description())),
         }
     }

@@ -49,6 +49,16 @@ pub trait ReviewApi: Send + Sync + 'static {
             "this node runs no control plane (start the nodes with --voters)".into(),
         ))
     }
+    /// Runs one fix attempt with this node's model (see `RunFixAttempt` in the proto). A node
+    /// that runs none refuses.
+    async fn fix_attempt(
+        &self,
+        _req: pb::FixAttemptRequest,
+    ) -> Result<pb::FixAttemptResponse, ApiError> {
+        Err(ApiError::Unavailable(
+            "this node runs no fix attempts".into(),
+        ))
+    }
 }
 
 /// The generated service's face over a [`ReviewApi`].
@@ -180,6 +190,25 @@ impl pb::quorum_server::Quorum for QuorumService {
             .await
             .map_err(|e| to_status("change_voters", e))?;
         Ok(Response::new(pb::ChangeVotersResponse { voters }))
+    }
+
+    async fn run_fix_attempt(
+        &self,
+        request: Request<pb::FixAttemptRequest>,
+    ) -> Result<Response<pb::FixAttemptResponse>, Status> {
+        let req = request.into_inner();
+        if req.attempt_json.trim().is_empty() {
+            return Err(to_status(
+                "run_fix_attempt",
+                ApiError::InvalidArgument("attempt_json is empty".into()),
+            ));
+        }
+        let response = self
+            .api
+            .fix_attempt(req)
+            .await
+            .map_err(|e| to_status("run_fix_attempt", e))?;
+        Ok(Response::new(response))
     }
 }
 

@@ -272,6 +272,11 @@ pub struct NodeArgs {
     /// replicated the most (while this node leads the control plane); 0 turns it off.
     #[arg(long, default_value_t = 300)]
     pub voter_grace_secs: u64,
+    /// Let the fix attempts this node runs for `quorum fix --cluster` run the project's test
+    /// command, sandboxed without network (bubblewrap, else a network namespace; refused where
+    /// neither works). Without it this node never runs a target's code: the conductor tests.
+    #[arg(long)]
+    pub fix_tests: bool,
     #[command(flatten)]
     pub backend: BackendArgs,
 }
@@ -325,11 +330,21 @@ pub struct FixArgs {
     /// Most lines one fix may change (default 60, or the flow's `improve.max_lines`).
     #[arg(long)]
     pub max_lines: Option<u32>,
-    /// Fix agents at work at once, each in its own worktree on the fixes kept when it started
-    /// (1-16). The checks still judge one change at a time, on the tree it would be kept
-    /// into: a change whose lines were fixed meanwhile is tried once more on the new code.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
-    pub jobs: u32,
+    /// Fix agents at work at once on this machine, each in its own worktree on the fixes kept
+    /// when it started (0-16; default 1, or 0 with --cluster). The checks still judge one
+    /// change at a time, on the tree it would be kept into: a change whose lines were fixed
+    /// meanwhile is tried once more on the new code.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=16))]
+    pub jobs: Option<u32>,
+    /// Place fix attempts on the cluster's nodes too (a node's API, http(s)://host:port[,…];
+    /// the first that answers lists the others). Each node runs the agent with its own model
+    /// and, when it was started with --fix-tests, the tests on its copy; the checks are
+    /// finished here, on the tree each fix would be kept into.
+    #[arg(long, value_delimiter = ',')]
+    pub cluster: Vec<String>,
+    /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
+    #[arg(long, requires = "cluster")]
+    pub token_file: Option<PathBuf>,
     /// Keep the private worktree (under the output directory) for inspection.
     #[arg(long)]
     pub keep_worktree: bool,

@@ -7,6 +7,7 @@ mod args;
 mod client;
 mod commands;
 mod exit;
+mod fix_cluster;
 mod fixes;
 mod local;
 mod logs;

@@ -67,8 +67,8 @@ pub fn fix_prompt(target: &FixTarget, worktree: &Worktree, feedback: Option<&str
     user
 }
 
-/// What one attempt produced.
-#[derive(Debug, Clone, Default)]
+/// What one attempt produced (it travels back from the node that ran it).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct AgentOutcome {
     pub summary: String,
     /// Tool calls, for the report.

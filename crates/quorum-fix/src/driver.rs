@@ -1,12 +1,15 @@
-//! One fix run on this machine: the pure fix loop's commands carried out in order — the base's
-//! tests, each attempt's agent (several at once, each in its own worktree) and oracles (one
-//! change at a time, on the tree it would be kept into), keeping or undoing its change.
+//! One fix run: the pure fix loop's commands carried out in order — the base's tests, each
+//! attempt's agent (several at once, each in its own worktree, here or on cluster nodes) and
+//! oracles (one change at a time, on the tree it would be kept into), keeping or undoing its
+//! change.
 
 use crate::agent;
 use crate::journal::{Fact, Journal, StoredChange};
 use crate::merge::{self, Landed};
 use crate::oracles;
 use crate::patch;
+use crate::placement::{Place, Placement};
+use crate::remote::{FixWorkers, PlacementError, ShippableTree, ShippedAttempt, ShippedTests};
 use crate::sandbox::TestCommand;
 use crate::worktree::{FileChange, Worktree};
 use crate::FixError;
@@ -21,6 +24,7 @@ use quorum_runtime::agent::{CallSpec, CallStats, LoopLimits};
 use quorum_runtime::analyzers::AnalyzerSetup;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// A model and how to call it.
@@ -43,8 +47,13 @@ pub struct FixJob {
     pub tests: Option<TestCommand>,
     pub analyzers: Option<AnalyzerSetup>,
     pub bounds: EditBounds,
-    /// Fix agents at work at once (at least 1), each in its own worktree.
+    /// Fix agents at work at once on this machine, each in its own worktree (0: only on the
+    /// cluster's nodes, while one can take attempts).
     pub parallel: u32,
+    /// The cluster's nodes that take fix attempts (None: this machine alone).
+    pub remote: Option<Arc<dyn FixWorkers>>,
+    /// The run's id, for the nodes' logs.
+    pub run_id: String,
 }
 
 /// A kept fix, in the order it was kept.
@@ -70,9 +79,19 @@ struct Ledger {
     entries: BTreeMap<String, FixEntry>,
     kept: Vec<KeptFix>,
     last_oracles: BTreeMap<String, Oracles>,
-    /// The last attempt's tool calls and final answer, by finding, for the report.
-    last_agent: BTreeMap<String, (Vec<String>, String)>,
+    /// The last attempt's agent, by finding, for the report.
+    last_agent: BTreeMap<String, AgentNote>,
     stop: StopReason,
+}
+
+/// What the report says of an attempt's agent: its tool calls, the start of its final answer,
+/// the node it ran on and the node whose tests judged it (None: this machine).
+#[derive(Default)]
+struct AgentNote {
+    calls: Vec<String>,
+    said: String,
+    node: Option<String>,
+    tested_on: Option<String>,
 }
 
 impl Ledger {
@@ -127,20 +146,27 @@ impl Ledger {
             analyzer: None,
             verifier: None,
         });
-        let (tool_calls, fixer_said) = self.last_agent.remove(&finding).unwrap_or_default();
+        let note = self.last_agent.remove(&finding).unwrap_or_default();
         let entry = self.entry(&finding);
         entry.status = FixStatus::Kept;
         entry.files = changes.iter().map(|c| c.path.clone()).collect();
+        let on = note
+            .node
+            .as_deref()
+            .map(|n| format!(", made on {n}"))
+            .unwrap_or_default();
         entry.attempts.push(AttemptEntry {
             attempt,
             oracles,
             kept: true,
             failure: None,
             reason: String::new(),
-            tool_calls,
-            fixer_said,
+            tool_calls: note.calls,
+            fixer_said: note.said,
+            node: note.node,
+            tested_on: note.tested_on,
         });
-        let line = format!("{finding}: kept ({})", entry.files.join(", "));
+        let line = format!("{finding}: kept ({}{on})", entry.files.join(", "));
         let (title, oracles) = (entry.title.clone(), entry.passed_oracles());
         self.kept.push(KeptFix {
             finding_id: finding,
@@ -165,15 +191,17 @@ impl Ledger {
             verifier: None,
         });
         let line = format!("{finding}: attempt {attempt} discarded ({})", class.kind);
-        let (tool_calls, fixer_said) = self.last_agent.remove(finding).unwrap_or_default();
+        let note = self.last_agent.remove(finding).unwrap_or_default();
         self.entry(finding).attempts.push(AttemptEntry {
             attempt,
             oracles,
             kept: false,
             failure: Some(class),
             reason,
-            tool_calls,
-            fixer_said,
+            tool_calls: note.calls,
+            fixer_said: note.said,
+            node: note.node,
+            tested_on: note.tested_on,
         });
         line
     }
@@ -207,10 +235,11 @@ struct Slot {
     synced: usize,
 }
 
-/// What one agent attempt, run in its own slot, hands back.
+/// What one agent attempt, run in a slot here or on a node, hands back.
 struct AgentDone {
-    slot_index: usize,
-    slot: Slot,
+    place: Place,
+    /// The local slot, to be used again (None for a node's attempt).
+    slot: Option<Slot>,
     finding: String,
     attempt: u32,
     outcome: agent::AgentOutcome,
@@ -218,6 +247,28 @@ struct AgentDone {
     stats: CallStats,
     /// The slot could not be put back to its base.
     rollback: std::io::Result<()>,
+    /// A node's attempt: what its tests said, on which tree.
+    remote: Option<RemoteDone>,
+}
+
+/// What a node's attempt adds to its result.
+struct RemoteDone {
+    node: String,
+    /// The tests on the node's changed tree (None: not asked, not allowed, or no usable change).
+    tests: Option<TestRun>,
+    tests_not_run: Option<String>,
+    /// How many kept fixes the node's tree held: its tests judged the tree the change would be
+    /// kept into only while that is still the number kept.
+    based_on: usize,
+}
+
+/// An attempt a node could not carry out: placed again, at no cost to the finding.
+struct HandBack {
+    node: String,
+    error: PlacementError,
+    finding: String,
+    attempt: u32,
+    feedback: Option<String>,
 }
 
 /// Carry a fix run out, recording every fact in `journal` before acting on it. `replay` holds
@@ -252,11 +303,15 @@ pub async fn run(
         .map(|t| (t.finding.id.clone(), t))
         .collect();
     let mut ledger = Ledger::new(&job.targets);
-    let parallel = job.parallel.max(1);
+    let nodes = job.remote.as_ref().map(|r| r.nodes()).unwrap_or_default();
+    let mut placement = Placement::new(job.parallel as usize, nodes);
+    let parallel = u32::try_from(placement.capacity()).unwrap_or(u32::MAX);
     let mut machine = FixLoop::new(
         job.targets.iter().map(|t| t.finding.id.clone()).collect(),
         FixLimits::for_findings(job.targets.len()).with_parallel(parallel),
     );
+    // The tree the nodes' attempts start from: the snapshot with the fixes kept so far.
+    let mut tree = ShippableTree::of_pack(&job.pack);
     let mut stats = CallStats::default();
 
     // Replay: the recorded events through the loop; its commands settle the ledger, kept fixes
@@ -296,6 +351,7 @@ pub async fn run(
                     worktree
                         .apply_recorded(&changes)
                         .map_err(|e| setup(&wt_dir, e))?;
+                    tree.apply(&changes);
                     ledger.kept(finding, attempt, changes);
                 }
                 Command::Discard {
@@ -357,11 +413,13 @@ pub async fn run(
         }
     }
     let base_failing = machine.baseline().map(|t| t.failing.clone());
-    // Agent worktrees, made on first use; `busy`: an agent is working in it.
-    let mut slots: Vec<Option<Slot>> = (0..parallel).map(|_| None).collect();
-    let mut busy: Vec<bool> = vec![false; parallel as usize];
+    // Agent worktrees here, made on first use.
+    let mut slots: Vec<Option<Slot>> = (0..placement.local_slots()).map(|_| None).collect();
     let mut waiting: VecDeque<(String, u32, Option<String>)> = VecDeque::new();
-    let mut running: tokio::task::JoinSet<AgentDone> = tokio::task::JoinSet::new();
+    let mut running: tokio::task::JoinSet<Result<AgentDone, HandBack>> =
+        tokio::task::JoinSet::new();
+    // Nodes that said they run no test commands, told once each.
+    let mut told_no_tests: std::collections::BTreeSet<String> = Default::default();
     loop {
         // The machine's commands, in order. Keep and discard act on the main worktree, which
         // holds at most the one change being judged.
@@ -375,6 +433,7 @@ pub async fn run(
                 Command::Keep { finding, attempt } => {
                     // The changes were recorded with the attempt's result.
                     let changes = worktree.keep();
+                    tree.apply(&changes);
                     progress(ledger.kept(finding, attempt, changes));
                 }
                 Command::Discard {
@@ -390,81 +449,183 @@ pub async fn run(
                 Command::Finish { stop } => ledger.stop = stop,
             }
         }
-        // Start what waits on the free slots, each brought up to the fixes kept so far.
+        // Start what waits where there is room: a node, else a slot here brought up to the
+        // fixes kept so far.
         while !waiting.is_empty() {
-            let Some(index) = busy.iter().position(|b| !b) else {
+            let Some(place) = placement.take(Instant::now()) else {
                 break;
             };
             let (finding, attempt, feedback) = waiting.pop_front().expect("not empty");
             let Some(target) = by_id.get(&finding).map(|t| (*t).clone()) else {
+                placement.release(&place);
                 continue;
             };
-            let mut slot = match slots[index].take() {
-                Some(slot) => slot,
-                None => {
-                    let dir = job.work_dir.join(format!("agent-{index}"));
-                    let _ = std::fs::remove_dir_all(&dir);
-                    Slot {
-                        worktree: Worktree::materialize(&job.pack, dir.clone(), job.bounds)
-                            .map_err(|e| setup(&dir, e))?,
-                        synced: 0,
+            match place {
+                Place::Node(node) => {
+                    progress(format!(
+                        "{finding}: attempt {attempt} on {node} — {}",
+                        target.finding.title
+                    ));
+                    let Some(workers) = job.remote.clone() else {
+                        placement.release(&Place::Node(node));
+                        continue;
+                    };
+                    let shipped = ShippedAttempt {
+                        run_id: job.run_id.clone(),
+                        target,
+                        attempt,
+                        feedback: feedback.clone(),
+                        bounds: job.bounds,
+                        tree: tree.manifest(),
+                        tests: job.tests.as_ref().map(|t| ShippedTests {
+                            command: t.command.clone(),
+                            timeout_secs: t.timeout.as_secs(),
+                            max_output: t.max_output,
+                        }),
+                    };
+                    let (contents, based_on) = (tree.contents(), ledger.kept.len());
+                    running.spawn(async move {
+                        match workers.run(&node, shipped, contents).await {
+                            Ok(r) => Ok(AgentDone {
+                                place: Place::Node(node.clone()),
+                                slot: None,
+                                finding,
+                                attempt,
+                                outcome: r.outcome,
+                                changes: r.changes.iter().map(FileChange::from).collect(),
+                                stats: r.stats,
+                                rollback: Ok(()),
+                                remote: Some(RemoteDone {
+                                    node: r.node,
+                                    tests: r.tests,
+                                    tests_not_run: r.tests_not_run,
+                                    based_on,
+                                }),
+                            }),
+                            Err(error) => Err(HandBack {
+                                node,
+                                error,
+                                finding,
+                                attempt,
+                                feedback,
+                            }),
+                        }
+                    });
+                }
+                Place::Local(index) => {
+                    let mut slot = match slots[index].take() {
+                        Some(slot) => slot,
+                        None => {
+                            let dir = job.work_dir.join(format!("agent-{index}"));
+                            let _ = std::fs::remove_dir_all(&dir);
+                            Slot {
+                                worktree: Worktree::materialize(&job.pack, dir.clone(), job.bounds)
+                                    .map_err(|e| setup(&dir, e))?,
+                                synced: 0,
+                            }
+                        }
+                    };
+                    for kept in &ledger.kept[slot.synced..] {
+                        slot.worktree
+                            .apply_recorded(&kept.changes)
+                            .map_err(|e| setup(&wt_dir, e))?;
                     }
+                    slot.synced = ledger.kept.len();
+                    progress(format!(
+                        "{finding}: attempt {attempt} — {}",
+                        target.finding.title
+                    ));
+                    let fixer = job.fixer.clone();
+                    let limits = job.loop_limits;
+                    running.spawn(async move {
+                        let mut stats = CallStats::default();
+                        let outcome = agent::attempt(
+                            &fixer.client,
+                            &fixer.spec,
+                            limits,
+                            &target,
+                            &mut slot.worktree,
+                            feedback.as_deref(),
+                            &mut stats,
+                        )
+                        .await;
+                        let changes = slot.worktree.changes();
+                        let rollback = slot.worktree.rollback();
+                        Ok(AgentDone {
+                            place: Place::Local(index),
+                            slot: Some(slot),
+                            finding,
+                            attempt,
+                            outcome,
+                            changes,
+                            stats,
+                            rollback,
+                            remote: None,
+                        })
+                    });
                 }
-            };
-            for kept in &ledger.kept[slot.synced..] {
-                slot.worktree
-                    .apply_recorded(&kept.changes)
-                    .map_err(|e| setup(&wt_dir, e))?;
             }
-            slot.synced = ledger.kept.len();
-            progress(format!(
-                "{finding}: attempt {attempt} — {}",
-                target.finding.title
-            ));
-            busy[index] = true;
-            let fixer = job.fixer.clone();
-            let limits = job.loop_limits;
-            running.spawn(async move {
-                let mut stats = CallStats::default();
-                let outcome = agent::attempt(
-                    &fixer.client,
-                    &fixer.spec,
-                    limits,
-                    &target,
-                    &mut slot.worktree,
-                    feedback.as_deref(),
-                    &mut stats,
-                )
-                .await;
-                let changes = slot.worktree.changes();
-                let rollback = slot.worktree.rollback();
-                AgentDone {
-                    slot_index: index,
-                    slot,
-                    finding,
-                    attempt,
-                    outcome,
-                    changes,
-                    stats,
-                    rollback,
-                }
-            });
         }
         // The next agent to finish, judged on the main worktree.
         let Some(done) = running.join_next().await else {
-            break;
+            if waiting.is_empty() {
+                break;
+            }
+            // Attempts wait and nothing runs: every node that could take them paused itself.
+            match placement.next_pause_end() {
+                Some(at) => {
+                    tokio::time::sleep_until(at.into()).await;
+                    continue;
+                }
+                None => {
+                    return Err(FixError::Worktree {
+                        dir: job.work_dir.display().to_string(),
+                        reason: "no place is left to run the fix attempts".into(),
+                    })
+                }
+            }
         };
         let done = done.map_err(|e| FixError::Worktree {
             dir: job.work_dir.display().to_string(),
             reason: format!("a fix agent stopped: {e}"),
         })?;
-        done.rollback
-            .map_err(|e| setup(&done.slot.worktree.root().to_path_buf(), e))?;
+        let mut done = match done {
+            Ok(done) => done,
+            Err(back) => {
+                let place = Place::Node(back.node.clone());
+                placement.release(&place);
+                let what = match &back.error {
+                    PlacementError::Lost(why) => {
+                        placement.lose(&back.node);
+                        format!(
+                            "{} is lost ({why}); it takes no more of this run",
+                            back.node
+                        )
+                    }
+                    PlacementError::Busy(why) => {
+                        placement.pause(&back.node, Instant::now());
+                        format!("{} is busy ({why})", back.node)
+                    }
+                };
+                progress(format!(
+                    "{}: attempt {} handed back: {what}; placed again",
+                    back.finding, back.attempt
+                ));
+                waiting.push_front((back.finding, back.attempt, back.feedback));
+                continue;
+            }
+        };
+        placement.release(&done.place);
+        if let Some(slot) = done.slot.take() {
+            done.rollback
+                .map_err(|e| setup(&slot.worktree.root().to_path_buf(), e))?;
+            if let Place::Local(index) = done.place {
+                slots[index] = Some(slot);
+            }
+        }
         stats.llm_calls += done.stats.llm_calls;
         stats.tokens_in += done.stats.tokens_in;
         stats.tokens_out += done.stats.tokens_out;
-        busy[done.slot_index] = false;
-        slots[done.slot_index] = Some(done.slot);
         let Some(target) = by_id.get(&done.finding).copied() else {
             continue;
         };
@@ -482,6 +643,23 @@ pub async fn run(
         } else {
             (done.changes.clone(), None)
         };
+        // A node's tests stand only when its tree is the one the change would be kept into.
+        let mut tested_on = None;
+        let node_tests = match &done.remote {
+            Some(r) if r.based_on == ledger.kept.len() && r.tests.is_some() => {
+                tested_on = Some(r.node.clone());
+                r.tests.clone()
+            }
+            Some(r) => {
+                if let Some(why) = &r.tests_not_run {
+                    if told_no_tests.insert(r.node.clone()) {
+                        progress(format!("{why}; its attempts' tests run here"));
+                    }
+                }
+                None
+            }
+            None => None,
+        };
         let oracles = match conflict {
             Some(files) => Oracles {
                 edit: EditOutcome::Conflict { files },
@@ -498,6 +676,7 @@ pub async fn run(
                     &applied,
                     &done.outcome,
                     base_failing.as_ref(),
+                    node_tests,
                     &mut stats,
                 )
                 .await
@@ -508,7 +687,12 @@ pub async fn run(
             .insert(done.finding.clone(), oracles.clone());
         ledger.last_agent.insert(
             done.finding.clone(),
-            (done.outcome.calls.clone(), done.outcome.said.clone()),
+            AgentNote {
+                calls: done.outcome.calls.clone(),
+                said: done.outcome.said.clone(),
+                node: done.remote.as_ref().map(|r| r.node.clone()),
+                tested_on,
+            },
         );
         let event = Event::Judged {
             finding: done.finding,
@@ -557,6 +741,7 @@ async fn judge(
     changes: &[FileChange],
     outcome: &agent::AgentOutcome,
     base_failing: Option<&std::collections::BTreeSet<String>>,
+    node_tests: Option<TestRun>,
     stats: &mut CallStats,
 ) -> Oracles {
     let edit = if let Some(reason) = &outcome.failure {
@@ -588,7 +773,10 @@ async fn judge(
     if changes.is_empty() || outcome.failure.is_some() {
         return oracles;
     }
-    if let Some(tests) = &job.tests {
+    if let Some(run) = node_tests {
+        // The node ran them on exactly this tree.
+        oracles.tests = Some(run);
+    } else if let Some(tests) = &job.tests {
         oracles.tests = Some(
             match oracles::run_tests(tests, worktree.root(), home).await {
                 Ok(run) => run,

@@ -26,6 +26,8 @@ pub mod journal;
 pub mod merge;
 pub mod oracles;
 pub mod patch;
+pub mod placement;
+pub mod remote;
 pub mod sandbox;
 pub mod tools;
 pub mod worktree;

@@ -51,6 +51,34 @@ impl Worktree {
         })
     }
 
+    /// Write `files` (path, text, executable) under `root` (created; must be empty or
+    /// absent): a tree shipped from another node, which carries its modes with it.
+    pub fn from_files(
+        files: Vec<(String, String, bool)>,
+        root: PathBuf,
+        bounds: EditBounds,
+    ) -> io::Result<Worktree> {
+        std::fs::create_dir_all(&root)?;
+        let mut map = BTreeMap::new();
+        for (path, text, executable) in files {
+            write_confined(&root, &path, &text)?;
+            #[cfg(unix)]
+            if executable {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(root.join(&path), std::fs::Permissions::from_mode(0o755))?;
+            }
+            #[cfg(not(unix))]
+            let _ = executable;
+            map.insert(path, text);
+        }
+        Ok(Worktree {
+            root,
+            files: map,
+            attempt: BTreeMap::new(),
+            bounds,
+        })
+    }
+
     pub fn root(&self) -> &Path {
         &self.root
     }

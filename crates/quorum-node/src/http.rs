@@ -149,6 +149,7 @@ fn api_error(e: ApiError) -> Response {
         ApiError::InvalidArgument(_) => StatusCode::BAD_REQUEST,
         ApiError::Running(_) => StatusCode::CONFLICT,
         ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        ApiError::Busy(_) => StatusCode::TOO_MANY_REQUESTS,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (code, Json(json!({ "error": e.to_string() }))).into_response()

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod control;
 mod error;
 mod executor;
+pub mod fixes;
 pub mod http;
 mod packs;
 mod service;

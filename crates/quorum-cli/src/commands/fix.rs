@@ -12,12 +12,11 @@ use quorum_core::fixing::select::{select, FixTarget, Selection};
 use quorum_core::pack::ContextPack;
 use quorum_core::report::Report;
 use quorum_core::review::finding::Severity;
-use quorum_core::weaver::ContextBudget;
 use quorum_fix::journal::{Fact, Journal, JOURNAL_FILE};
 use quorum_fix::sandbox::{Isolation, TestCommand};
 use quorum_fix::worktree::FileChange;
 use quorum_fix::{FixJob, KeptFix, ModelRoute};
-use quorum_runtime::agent::{CallSpec, LoopLimits};
+use quorum_runtime::agent::CallSpec;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -217,11 +216,40 @@ pub(crate) struct RunShape {
     pub tests: Option<TestCommand>,
     pub analyzers: Option<quorum_runtime::analyzers::AnalyzerSetup>,
     pub bounds: EditBounds,
+    /// Agents on this machine.
     pub parallel: u32,
+    /// The cluster's nodes (`--cluster`).
+    pub remote: Option<std::sync::Arc<dyn quorum_fix::remote::FixWorkers>>,
+}
+
+/// Where a command's fix attempts run: agents on this machine (`--jobs`; 1 by default, 0 with
+/// `--cluster`) and the cluster's nodes, connected now so a bad URL or token fails before any
+/// model call.
+pub(crate) async fn fix_places(
+    args: &FixArgs,
+    quiet: bool,
+) -> Result<(
+    u32,
+    Option<std::sync::Arc<dyn quorum_fix::remote::FixWorkers>>,
+)> {
+    if args.cluster.is_empty() {
+        let jobs = args.jobs.unwrap_or(1);
+        if jobs == 0 {
+            bail!("--jobs 0 leaves no place to run fix agents: pass --jobs 1 or more, or --cluster URL");
+        }
+        return Ok((jobs, None));
+    }
+    let token = crate::client::api_token(args.token_file.as_deref())?;
+    let nodes = crate::fix_cluster::ClusterFixers::connect(&args.cluster, &token).await?;
+    if !quiet {
+        eprintln!("quorum: fix attempts go to {}", nodes.describe());
+    }
+    Ok((args.jobs.unwrap_or(0), Some(std::sync::Arc::new(nodes))))
 }
 
 /// One fix run's job.
 pub(crate) fn fix_job(
+    run_id: &str,
     models: &FixModels,
     targets: Vec<FixTarget>,
     pack: ContextPack,
@@ -233,20 +261,14 @@ pub(crate) fn fix_job(
         pack,
         work_dir,
         fixer: models.fixer.clone(),
-        loop_limits: LoopLimits {
-            max_iterations: 8,
-            budget: ContextBudget {
-                context_tokens: models.window,
-                output_tokens: MAX_OUTPUT_TOKENS,
-            },
-            max_tool_calls_per_turn: 4,
-            max_tool_result_tokens: 2_000,
-        },
+        loop_limits: quorum_fix::remote::agent_limits(models.window, MAX_OUTPUT_TOKENS),
         verifier: models.verifier.clone(),
         tests: shape.tests,
         analyzers: shape.analyzers,
         bounds: shape.bounds,
         parallel: shape.parallel,
+        remote: shape.remote,
+        run_id: run_id.to_string(),
     }
 }
 
@@ -416,6 +438,8 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         }
     }
 
+    // The cluster first: a bad URL or token is told before any model is probed.
+    let (parallel, remote) = fix_places(&args, args.quiet).await?;
     let models = fix_models(&args, &settings).await?;
 
     let data = data_dir(&args.backend.common, &settings);
@@ -455,6 +479,7 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         );
     }
     let job = fix_job(
+        &fix_id,
         &models,
         targets.clone(),
         pack.clone(),
@@ -463,7 +488,8 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
             tests: test_command(&test_cmd, &isolation, args.test_timeout),
             analyzers,
             bounds: bounds(&args, None),
-            parallel: args.jobs,
+            parallel,
+            remote,
         },
     );
     let mut journal = Journal::open(&out_dir.join(JOURNAL_FILE))

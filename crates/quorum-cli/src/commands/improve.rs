@@ -294,6 +294,7 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
         )?;
         (fix_id, out_dir)
     };
+    let (parallel, remote) = super::fix::fix_places(&args, args.quiet).await?;
     let models = fix_models(&args, &settings).await?;
     let data = data_dir(&args.backend.common, &settings);
     let analyzers = if args.no_analyzers {
@@ -491,6 +492,7 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
             })
             .collect();
         let job = fix_job(
+            &format!("{fix_id}-c{cycle}"),
             &models,
             targets,
             pack.clone(),
@@ -499,7 +501,8 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
                 tests: test_command(&test_cmd, &isolation, args.test_timeout),
                 analyzers: analyzers.clone(),
                 bounds: edit_bounds,
-                parallel: args.jobs,
+                parallel,
+                remote: remote.clone(),
             },
         );
         let run = quorum_fix::run(job, &mut journal, replay, |line| {

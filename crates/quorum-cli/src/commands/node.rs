@@ -318,6 +318,21 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
         if let Some(c) = &control {
             svc.set_control(c.clone());
         }
+        // Fix attempts for `quorum fix --cluster` runs elsewhere, with this node's models and
+        // its own test policy.
+        let policy = quorum_node::fixes::test_policy(&name, args.fix_tests).await;
+        if let quorum_fix::remote::TestPolicy::Refused(why) = &policy {
+            if args.fix_tests {
+                eprintln!("quorum: warning: {why}; fix attempts here run no tests");
+            }
+        }
+        svc.set_fix_worker(Arc::new(quorum_node::fixes::FixWorker::new(
+            &name,
+            backends.clone(),
+            policy,
+            capacity,
+            data.root().join("fix-attempts"),
+        )));
         if let Some(c) = cluster.clone() {
             let suspect_after = deadline.as_millis() as u64 / 2;
             let view = c.clone();

@@ -111,7 +111,7 @@ pub fn changed_lines(before: &str, after: &str) -> u32 {
 }
 
 /// How much one attempt may change (from the flow; the defaults suit one finding).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EditBounds {
     pub max_files: usize,
     pub max_changed_lines: u32,

@@ -125,6 +125,13 @@ pub struct AttemptEntry {
     /// The start of the fix agent's final answer.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub fixer_said: String,
+    /// The cluster node the fix agent ran on (absent: this machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The node whose test run judged the change, when not this machine: it ran on the tree
+    /// the change was kept into.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tested_on: Option<String>,
 }
 
 impl FixEntry {

@@ -23,7 +23,8 @@ pub enum SelectError {
 }
 
 /// A finding picked for fixing, with what the fix agent and oracles need from the report.
-#[derive(Debug, Clone, PartialEq)]
+/// It travels to the node that runs a fix attempt, so it is plain data.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FixTarget {
     pub finding: Finding,
     /// `(tool, rule)` when an analyzer reported it: the analyzer oracle re-runs that rule.

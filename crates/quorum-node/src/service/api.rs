@@ -11,6 +11,25 @@ impl ReviewApi for NodeService {
         self.submit_review(req).await
     }
 
+    async fn fix_attempt(
+        &self,
+        req: pb::FixAttemptRequest,
+    ) -> Result<pb::FixAttemptResponse, ApiError> {
+        if let Some(why) = self.setup.storage.failing() {
+            return Err(ApiError::Busy(format!(
+                "node {} takes no attempt: {why}",
+                self.setup.name
+            )));
+        }
+        match self.fixes.get() {
+            Some(worker) => worker.run(req).await,
+            None => Err(ApiError::Unavailable(format!(
+                "node {} runs no fix attempts",
+                self.setup.name
+            ))),
+        }
+    }
+
     async fn watch(&self, flow_id: &str) -> Result<EventStream, ApiError> {
         // A review taken over here: this node's own log starts at the takeover, so a watcher
         // switching here from the silent old conductor would miss what happened before.

@@ -29,6 +29,8 @@ pub struct NodeService {
     pub(super) entries_kept: Arc<std::sync::atomic::AtomicUsize>,
     /// How far the replicated results of each review were taken into the result cache.
     pub(super) result_cursors: Arc<super::results::Cursors>,
+    /// The fix attempts this node runs for `quorum fix` runs elsewhere (unset: none).
+    pub(super) fixes: std::sync::OnceLock<Arc<crate::fixes::FixWorker>>,
 }
 
 pub(super) fn internal(e: impl std::fmt::Display) -> ApiError {
@@ -49,7 +51,13 @@ impl NodeService {
             reports_kept: Arc::new(std::sync::atomic::AtomicUsize::new(FINISHED_REPORTS_KEPT)),
             entries_kept: Arc::new(std::sync::atomic::AtomicUsize::new(FINISHED_ENTRIES_KEPT)),
             result_cursors: Arc::default(),
+            fixes: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Run fix attempts for `quorum fix` runs elsewhere with `worker` (set once).
+    pub fn set_fix_worker(&self, worker: Arc<crate::fixes::FixWorker>) {
+        let _ = self.fixes.set(worker);
     }
 
     /// How many finished reviews keep any entry in memory (default 256); the others are

@@ -1,0 +1,150 @@
+//! `quorum fix --cluster URL`: the cluster's nodes as places for fix attempts — the
+//! `quorum_fix::remote::FixWorkers` seam over each node's API. The nodes are read once from
+//! the cluster status of the first URL that answers: every node that is up, serves an API and
+//! takes attempts. Contents go by hash; a node is sent only what it has not been sent in this
+//! run, and what it lacks anyway (evicted, restarted) when it says so.
+
+use crate::client::connect_any;
+use anyhow::Result;
+use quorum_api::{pb, ApiClient, ApiError};
+use quorum_fix::remote::{missing, FixWorkers, PlacementError, ShippedAttempt, ShippedResult};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// One node that takes fix attempts.
+struct NodeLink {
+    name: String,
+    client: ApiClient,
+    capacity: usize,
+    /// Hashes already sent to it in this run.
+    sent: Mutex<HashSet<String>>,
+}
+
+/// The cluster's nodes, as the fix driver places attempts on them.
+pub struct ClusterFixers {
+    nodes: Vec<NodeLink>,
+}
+
+impl ClusterFixers {
+    /// The nodes of the cluster `urls` reach (the first that answers is asked for the rest).
+    /// A node that cannot be connected to is left out, saying so; none at all is an error.
+    pub async fn connect(urls: &[String], token: &str) -> Result<ClusterFixers> {
+        let (first, url) = connect_any(urls, token).await?;
+        let status = first.cluster_status().await.map_err(|e| {
+            crate::exit::incomplete(format!("cannot read the cluster from {url}: {e}"))
+        })?;
+        let mut nodes = Vec::new();
+        let mut status = status;
+        status.sort_by(|a, b| a.name.cmp(&b.name));
+        for n in status {
+            let usable = n.alive
+                && !n.api_url.is_empty()
+                && n.storage.is_empty()
+                && n.state != "draining"
+                && n.state != "lost";
+            if !usable {
+                continue;
+            }
+            match connect_any(std::slice::from_ref(&n.api_url), token).await {
+                Ok((client, _)) => nodes.push(NodeLink {
+                    name: n.name,
+                    client,
+                    capacity: n.capacity.max(1) as usize,
+                    sent: Mutex::new(HashSet::new()),
+                }),
+                Err(e) => eprintln!("quorum: note: node {} is left out of this run: {e}", n.name),
+            }
+        }
+        if nodes.is_empty() {
+            return Err(crate::exit::incomplete(format!(
+                "the cluster at {url} lists no node that takes fix attempts (every node is lost, draining, or serves no API)"
+            )));
+        }
+        Ok(ClusterFixers { nodes })
+    }
+
+    /// The nodes' names and capacities, for the run's first line.
+    pub fn describe(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("{} ({})", n.name, n.capacity))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The blobs of `hashes`, from `contents`.
+fn blobs(hashes: &[String], contents: &HashMap<String, Arc<str>>) -> Vec<pb::Blob> {
+    hashes
+        .iter()
+        .filter_map(|h| {
+            contents.get(h).map(|c| pb::Blob {
+                hash: h.clone(),
+                content: c.as_bytes().to_vec(),
+            })
+        })
+        .collect()
+}
+
+fn placement_error(node: &str, e: ApiError) -> PlacementError {
+    match e {
+        ApiError::Busy(m) => PlacementError::Busy(m),
+        // Unreachable, silent (the keepalive's verdict), or failing: off this run.
+        other => PlacementError::Lost(format!("{node}: {other}")),
+    }
+}
+
+#[async_trait::async_trait]
+impl FixWorkers for ClusterFixers {
+    fn nodes(&self) -> Vec<(String, usize)> {
+        self.nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.capacity))
+            .collect()
+    }
+
+    async fn run(
+        &self,
+        node: &str,
+        attempt: ShippedAttempt,
+        contents: Arc<HashMap<String, Arc<str>>>,
+    ) -> Result<ShippedResult, PlacementError> {
+        let Some(link) = self.nodes.iter().find(|n| n.name == node) else {
+            return Err(PlacementError::Lost(format!("{node} is not in this run")));
+        };
+        let attempt_json = serde_json::to_string(&attempt)
+            .map_err(|e| PlacementError::Lost(format!("the attempt could not be encoded: {e}")))?;
+        let unsent = {
+            let sent = link
+                .sent
+                .lock()
+                .map_err(|_| PlacementError::Lost("poisoned".into()))?;
+            missing(&attempt.tree, |h| sent.contains(h))
+        };
+        let mut to_send = unsent;
+        // The first answer may name contents the node let go; they are sent once more.
+        for _ in 0..2 {
+            let req = pb::FixAttemptRequest {
+                attempt_json: attempt_json.clone(),
+                blobs: blobs(&to_send, &contents),
+            };
+            let answer = link
+                .client
+                .fix_attempt(req)
+                .await
+                .map_err(|e| placement_error(node, e))?;
+            if let Ok(mut sent) = link.sent.lock() {
+                sent.extend(to_send.iter().cloned());
+            }
+            if answer.missing.is_empty() {
+                return serde_json::from_str(&answer.result_json).map_err(|e| {
+                    PlacementError::Lost(format!("{node} answered with an unreadable result: {e}"))
+                });
+            }
+            to_send = answer.missing;
+        }
+        Err(PlacementError::Lost(format!(
+            "{node} still lacked contents after they were sent"
+        )))
+    }
+}

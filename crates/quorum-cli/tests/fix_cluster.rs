@@ -1,0 +1,399 @@
+//! `quorum fix --cluster` with real `quorum node` processes on loopback, each with its own
+//! scripted model server: the nodes share the fix attempts, each builds the agent's prompt from
+//! the tree it was shipped, a node's own test policy decides whether it runs the tests, and a
+//! node killed (kill -9) while an attempt of its is in flight costs the finding nothing — the
+//! attempt is placed again and kept.
+
+mod common;
+
+use common::fixing::*;
+use common::*;
+use quorum_testkit::{Reply, Rule, Script, ScriptedServer};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const COOKIE: &str = "fix-cluster-cookie";
+/// Findings in the project, one per file.
+const FLAGS: usize = 6;
+
+/// The project: `m{i}.py` each holding one flag a finding names, and a test that fails when
+/// any file is broken. A git repository with one commit.
+fn flag_project(work: &Path) -> PathBuf {
+    let target = work.join("project");
+    for i in 0..FLAGS {
+        write(
+            &target,
+            &format!("m{i}.py"),
+            &format!("import os\n\nBAD_{i} = True\n\n\ndef use():\n    return BAD_{i}\n"),
+        );
+    }
+    write(
+        &target,
+        "tests.sh",
+        "if grep -q BROKEN m*.py; then echo 'test tests::intact ... FAILED'; exit 1; fi\necho 'test tests::intact ... ok'\n",
+    );
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    target
+}
+
+fn title(i: usize) -> String {
+    format!("Flag {i} is left set")
+}
+
+/// The review that reports one finding per file.
+fn flag_review() -> Script {
+    let files: Vec<String> = (0..FLAGS).map(|i| format!("m{i}.py")).collect();
+    let findings: Vec<Value> = (0..FLAGS)
+        .map(|i| {
+            finding(
+                &title(i),
+                "P1",
+                0.9,
+                &format!("m{i}.py"),
+                3,
+                &format!("BAD_{i} = True"),
+            )
+        })
+        .collect();
+    scripted_review(
+        json!([{"id": "t1", "persona": "security_sentinel", "files": files,
+                "mandate": "Check the flags."}]),
+        &[("security_sentinel", Value::Array(findings))],
+    )
+}
+
+/// What every node's model answers: the fix of the finding its prompt names (so a prompt that
+/// lost its finding gets no fix). `held`: every answer waits for the test's release.
+fn fixer_script(held: bool) -> Script {
+    let mut script = Script::new().models([MODEL]);
+    for i in 0..FLAGS {
+        let answer = Reply::json(&json!({
+            "edits": [{"path": format!("m{i}.py"), "old": format!("BAD_{i} = True"), "new": format!("BAD_{i} = False")}],
+            "summary": "cleared the flag"
+        }));
+        script = script.rule(
+            Rule::new(format!("fix-{i}"))
+                .when_system([FIXER])
+                .when_all([title(i)])
+                .reply(if held { Reply::held(answer) } else { answer }),
+        );
+    }
+    script
+}
+
+struct FixNode {
+    name: String,
+    node: Node,
+    server: ScriptedServer,
+}
+
+/// Nodes `names`, joined in one cluster, each with its own scripted fixer; `extra[i]` are more
+/// arguments for node i. Returns once every node sees every one alive with its API.
+async fn fix_cluster(
+    work: &Path,
+    names: &[&str],
+    extra: &[&[&str]],
+    held: &[bool],
+) -> Vec<FixNode> {
+    let mut nodes: Vec<FixNode> = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let server = ScriptedServer::start(fixer_script(held[i])).await.unwrap();
+        let data = work.join(format!("data-{name}"));
+        let backend = format!("ollama={}", server.ollama_url());
+        let mut args: Vec<String> = [
+            "--name",
+            name,
+            "--listen",
+            "127.0.0.1:0",
+            "--api",
+            "127.0.0.1:0",
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--data-dir",
+            &data.display().to_string(),
+            "--heartbeat-ms",
+            "100",
+            "--deadline-ms",
+            "1000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if let Some(first) = nodes.first() {
+            args.extend(["--join".to_string(), first.node.cluster().to_string()]);
+        }
+        args.extend(extra[i].iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let node = spawn_node(
+            node_command(&args, work)
+                .env("QUORUM_COOKIE", COOKIE)
+                .env("QUORUM_MAX_CONCURRENT", "2"),
+        )
+        .await;
+        nodes.push(FixNode {
+            name: name.to_string(),
+            node,
+            server,
+        });
+    }
+    let mut clients = Vec::new();
+    for n in &nodes {
+        clients.push(
+            quorum_api::ApiClient::connect(n.node.api(), NODE_TOKEN)
+                .await
+                .unwrap(),
+        );
+    }
+    'poll: for _ in 0..600 {
+        for c in &clients {
+            let st = c.cluster_status().await.unwrap();
+            if st
+                .iter()
+                .filter(|n| n.alive && !n.api_url.is_empty())
+                .count()
+                != names.len()
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue 'poll;
+            }
+        }
+        return nodes;
+    }
+    panic!("the nodes never all saw each other");
+}
+
+fn fix_args<'a>(
+    target: &'a Path,
+    report: &'a Path,
+    out: &'a Path,
+    cluster: &'a str,
+    backend: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "fix",
+        target.to_str().unwrap(),
+        "--from",
+        report.to_str().unwrap(),
+        "--cluster",
+        cluster,
+        // The conductor's own model: with no agent here and the blind verifier off, it is
+        // never asked while a node takes attempts.
+        "--backend",
+        backend,
+        "--model",
+        MODEL,
+        "--no-verifier",
+        "--out",
+        out.to_str().unwrap(),
+        "--test-cmd",
+        "bash tests.sh",
+        "--unsandboxed",
+    ]
+}
+
+fn fixes(out: &Path) -> Vec<Value> {
+    read_json(&out.join("fix-report.json"))["fixes"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Three nodes share six fix attempts: every node's model is asked, for the findings placed
+/// there, with the finding and the shipped file's lines in its prompt; every fix is kept on the
+/// branch, one commit each, in one attempt each. The node started with --fix-tests ran the
+/// tests of the first change judged on its tree, when it is the one judged first; the others
+/// run no target code and say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_share_the_fix_attempts_and_every_fix_is_kept() {
+    let work = tempfile::tempdir().unwrap();
+    let target = flag_project(work.path());
+    let head_before = git_out(&target, &["rev-parse", "HEAD"]);
+    let report = reviewed_by(&target, work.path(), flag_review()).await;
+    assert_eq!(
+        read_json(&report)["findings"].as_array().unwrap().len(),
+        FLAGS
+    );
+    let nodes = fix_cluster(
+        work.path(),
+        &["n1", "n2", "n3"],
+        &[&["--fix-tests"], &[], &[]],
+        &[false, false, false],
+    )
+    .await;
+    let out = work.path().join("fix-out");
+    let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    let o = client(
+        &fix_args(&target, &report, &out, nodes[1].node.api(), &backend),
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        text(&o).contains("fix attempts go to n1 (2), n2 (2), n3 (2)"),
+        "{}",
+        text(&o)
+    );
+
+    let fixes = fixes(&out);
+    assert_eq!(fixes.len(), FLAGS);
+    let mut placed = std::collections::BTreeMap::<String, usize>::new();
+    for f in &fixes {
+        assert_eq!(f["status"], "kept", "{f}");
+        let attempts = f["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 1, "{f}");
+        let node = attempts[0]["node"]
+            .as_str()
+            .expect("made on a node")
+            .to_string();
+        *placed.entry(node).or_default() += 1;
+        // Only a node that allows tests ran them; only on the tree the fix was kept into.
+        if let Some(on) = attempts[0]["tested_on"].as_str() {
+            assert_eq!(on, "n1", "{f}");
+            assert_eq!(attempts[0]["node"], "n1", "{f}");
+        }
+        assert_eq!(attempts[0]["oracles"]["tests"]["passed"], true, "{f}");
+    }
+    assert_eq!(
+        placed.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2],
+        "{placed:?}"
+    );
+    // Each node's model was asked for exactly the findings placed there, with the shipped
+    // file's lines in the prompt.
+    for n in &nodes {
+        let reqs = n.server.requests();
+        let asked = fixer_requests(&reqs);
+        assert_eq!(asked.len(), placed[&n.name], "{}", n.name);
+        for r in asked {
+            let i = (0..FLAGS)
+                .find(|i| r.text.contains(&title(*i)))
+                .expect("the finding in the prompt");
+            let lines = delimited(&r.text, &format!("m{i}.py")).expect("the file's lines");
+            assert!(lines.contains(&format!("BAD_{i} = True")), "{lines}");
+        }
+    }
+    assert!(
+        text(&o).contains("node n2 runs no test commands"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        fixer_requests(&here.requests()).is_empty(),
+        "no agent ran here"
+    );
+    let branch = read_json(&out.join("fix-report.json"))["branch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let log = git_out(
+        &target,
+        &["log", "--format=%s", &format!("{head_before}..{branch}")],
+    );
+    assert_eq!(log.lines().count(), FLAGS, "{log}");
+    for i in 0..FLAGS {
+        let fixed = git_out(&target, &["show", &format!("{branch}:m{i}.py")]);
+        assert!(fixed.contains(&format!("BAD_{i} = False")), "{fixed}");
+    }
+}
+
+/// A node killed (kill -9) while the attempts placed on it wait for its model: they are handed
+/// back and placed on the node left, at no cost — every finding is kept in one attempt, and the
+/// dead node's attempts appear as made on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_attempt_costs_no_attempt() {
+    let work = tempfile::tempdir().unwrap();
+    let target = flag_project(work.path());
+    let report = reviewed_by(&target, work.path(), flag_review()).await;
+    // n1's model holds every answer; n2 answers at once.
+    let mut nodes = fix_cluster(work.path(), &["n1", "n2"], &[&[], &[]], &[true, false]).await;
+    let mut asked = nodes[0].server.subscribe();
+    let out = work.path().join("fix-out");
+    let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    let args = fix_args(&target, &report, &out, nodes[1].node.api(), &backend);
+    let child = command(&args, work.path())
+        .env("QUORUM_API_TOKEN", NODE_TOKEN)
+        .spawn()
+        .unwrap();
+    // An attempt reached n1's model (and waits there): kill n1.
+    let first = tokio::time::timeout(HUNG, asked.recv())
+        .await
+        .expect("an attempt reached n1")
+        .unwrap();
+    assert!(first.system.contains(FIXER), "{}", first.system);
+    nodes[0].node.child.start_kill().unwrap();
+    let _ = nodes[0].node.child.wait().await;
+    let o = tokio::time::timeout(HUNG, child.wait_with_output())
+        .await
+        .expect("the fix run ends")
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("handed back: n1 is lost"), "{}", text(&o));
+    for f in fixes(&out) {
+        assert_eq!(f["status"], "kept", "{f}");
+        let attempts = f["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 1, "not charged for the dead node: {f}");
+        assert_eq!(attempts[0]["node"], "n2", "{f}");
+    }
+    assert_eq!(
+        fixer_requests(&nodes[1].server.requests()).len(),
+        FLAGS,
+        "n2 made every fix"
+    );
+}
+
+/// A node's own test policy decides: started with --fix-tests (and able to sandbox), it runs
+/// the tests of the one change it made, on the tree the change is kept into, and the
+/// conductor takes its run; the fix report says where the tests ran.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_allows_tests_runs_them_on_the_tree_the_fix_is_kept_into() {
+    let work = tempfile::tempdir().unwrap();
+    let target = flag_project(work.path());
+    let report_path = reviewed_by(&target, work.path(), flag_review()).await;
+    let first = read_json(&report_path)["findings"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let nodes = fix_cluster(work.path(), &["n1"], &[&["--fix-tests"]], &[false]).await;
+    let out = work.path().join("fix-out");
+    let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    let mut args = fix_args(&target, &report_path, &out, nodes[0].node.api(), &backend);
+    args.extend(["--findings", first.as_str()]);
+    let o = client(&args, work.path()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let fixes = fixes(&out);
+    let attempt = &fixes[0]["attempts"][0];
+    assert_eq!(fixes[0]["status"], "kept", "{}", fixes[0]);
+    let sandbox = [
+        "bwrap --unshare-net --dev-bind / / true",
+        "unshare -rn true",
+    ]
+    .iter()
+    .any(|c| {
+        std::process::Command::new("sh")
+            .args(["-c", c])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if sandbox {
+        assert_eq!(attempt["tested_on"], "n1", "{attempt}");
+        assert_eq!(attempt["oracles"]["tests"]["passed"], true, "{attempt}");
+    } else {
+        // No sandbox on this machine: the node refuses, whatever the flag, and the conductor
+        // tests.
+        assert!(attempt.get("tested_on").is_none(), "{attempt}");
+        assert!(
+            text(&o).contains("node n1 cannot sandbox test commands"),
+            "{}",
+            text(&o)
+        );
+    }
+}
