@@ -23,6 +23,8 @@ pub mod conformance_judge;
 pub mod driver;
 pub mod error;
 pub mod journal;
+pub mod judge;
+mod ledger;
 pub mod merge;
 pub mod oracles;
 pub mod patch;

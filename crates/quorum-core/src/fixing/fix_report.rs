@@ -132,6 +132,10 @@ pub struct AttemptEntry {
     /// the change was kept into.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tested_on: Option<String>,
+    /// The other fixes its tests ran together with: changes ready at once, to disjoint files,
+    /// are tested in one run on the tree holding all of them, and kept together when it passes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tested_with: Vec<String>,
 }
 
 impl FixEntry {
