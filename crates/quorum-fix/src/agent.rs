@@ -10,6 +10,13 @@ use quorum_core::weaver::delimit;
 use quorum_runtime::agent::{self, CallSpec, CallStats, LoopLimits};
 use serde_json::{json, Value};
 
+/// A model and how to call it.
+#[derive(Clone)]
+pub struct ModelRoute {
+    pub client: quorum_llm::LlmClient,
+    pub spec: CallSpec,
+}
+
 /// Lines shown either side of the finding's lines.
 const CONTEXT_LINES: usize = 40;
 

@@ -4,76 +4,25 @@
 //! change.
 
 use crate::agent;
+pub use crate::job::{FixJob, FixRun, KeptFix, ModelRoute};
 use crate::journal::{Fact, Journal, StoredChange};
 use crate::judge;
 use crate::ledger::{AgentNote, Ledger};
 use crate::merge::{self, Landed};
 use crate::oracles;
 use crate::placement::{Place, Placement};
-use crate::remote::{FixWorkers, PlacementError, ShippableTree};
-use crate::sandbox::TestCommand;
+use crate::remote::{PlacementError, ShippableTree};
 use crate::worktree::{FileChange, Worktree};
 use crate::FixError;
-use quorum_core::fixing::edit::EditBounds;
 use quorum_core::fixing::fix_loop::{
-    Command, EditOutcome, Event, FixLimits, FixLoop, Oracles, StopReason, TestRun,
+    Command, EditOutcome, Event, FixLimits, FixLoop, Oracles, TestRun,
 };
-use quorum_core::fixing::fix_report::{FixEntry, FixUsage};
+use quorum_core::fixing::fix_report::FixUsage;
 use quorum_core::fixing::select::FixTarget;
-use quorum_core::pack::ContextPack;
-use quorum_runtime::agent::{CallSpec, CallStats, LoopLimits};
-use quorum_runtime::analyzers::AnalyzerSetup;
+use quorum_runtime::agent::CallStats;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
-
-/// A model and how to call it.
-#[derive(Clone)]
-pub struct ModelRoute {
-    pub client: quorum_llm::LlmClient,
-    pub spec: CallSpec,
-}
-
-/// Everything a run needs.
-pub struct FixJob {
-    pub targets: Vec<FixTarget>,
-    pub pack: ContextPack,
-    /// The run's own directory: the worktree and the tests' HOME are made inside it.
-    pub work_dir: PathBuf,
-    pub fixer: ModelRoute,
-    pub loop_limits: LoopLimits,
-    /// None: no blind verifier (`--no-verifier`).
-    pub verifier: Option<ModelRoute>,
-    pub tests: Option<TestCommand>,
-    pub analyzers: Option<AnalyzerSetup>,
-    pub bounds: EditBounds,
-    /// Fix agents at work at once on this machine, each in its own worktree (0: only on the
-    /// cluster's nodes, while one can take attempts).
-    pub parallel: u32,
-    /// The cluster's nodes that take fix attempts (None: this machine alone).
-    pub remote: Option<Arc<dyn FixWorkers>>,
-    /// The run's id, for the nodes' logs.
-    pub run_id: String,
-}
-
-/// A kept fix, in the order it was kept.
-#[derive(Debug, Clone)]
-pub struct KeptFix {
-    pub finding_id: String,
-    pub title: String,
-    pub changes: Vec<FileChange>,
-    pub oracles: Vec<&'static str>,
-}
-
-/// What a run did.
-pub struct FixRun {
-    pub stop: StopReason,
-    pub entries: Vec<FixEntry>,
-    pub kept: Vec<KeptFix>,
-    pub baseline: Option<TestRun>,
-    pub usage: FixUsage,
-}
 
 fn journal_err(journal: &Journal, e: std::io::Error) -> FixError {
     FixError::Journal {

@@ -4,7 +4,7 @@
 //! failed the rest are not asked.
 
 use crate::agent::AgentOutcome;
-use crate::driver::FixJob;
+use crate::job::FixJob;
 use crate::oracles;
 use crate::patch;
 use crate::worktree::FileChange;

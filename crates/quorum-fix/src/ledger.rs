@@ -2,7 +2,7 @@
 //! and every attempt with what the oracles said, the kept fixes in the order they were kept,
 //! and why the run stopped. Fed by the fix loop's commands, live or replayed from the journal.
 
-use crate::driver::KeptFix;
+use crate::job::KeptFix;
 use crate::worktree::FileChange;
 use quorum_core::fixing::fix_loop::{EditOutcome, FailureClass, Oracles, StopReason, Unfixed};
 use quorum_core::fixing::fix_report::{AttemptEntry, FixEntry, FixStatus};

@@ -22,6 +22,7 @@ pub mod builder;
 pub mod conformance_judge;
 pub mod driver;
 pub mod error;
+pub mod job;
 pub mod journal;
 pub mod judge;
 mod ledger;

@@ -11,8 +11,7 @@
 //! sandbox them, the project's tests on the changed tree. Everything else — the analyzers, the
 //! blind verifier, the decision — stays with the run's conductor.
 
-use crate::agent::{self, AgentOutcome};
-use crate::driver::ModelRoute;
+use crate::agent::{self, AgentOutcome, ModelRoute};
 use crate::journal::StoredChange;
 use crate::sandbox::{Isolation, TestCommand};
 use crate::worktree::Worktree;
