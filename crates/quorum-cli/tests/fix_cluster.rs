@@ -98,9 +98,21 @@ async fn fix_cluster(
     extra: &[&[&str]],
     held: &[bool],
 ) -> Vec<FixNode> {
+    let scripts = held.iter().map(|h| fixer_script(*h)).collect();
+    fix_cluster_with(work, names, extra, scripts, "2").await
+}
+
+/// [`fix_cluster`] with each node's script, and `capacity` attempts at once on each.
+async fn fix_cluster_with(
+    work: &Path,
+    names: &[&str],
+    extra: &[&[&str]],
+    scripts: Vec<Script>,
+    capacity: &str,
+) -> Vec<FixNode> {
     let mut nodes: Vec<FixNode> = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let server = ScriptedServer::start(fixer_script(held[i])).await.unwrap();
+    for ((i, name), script) in names.iter().enumerate().zip(scripts) {
+        let server = ScriptedServer::start(script).await.unwrap();
         let data = work.join(format!("data-{name}"));
         let backend = format!("ollama={}", server.ollama_url());
         let mut args: Vec<String> = [
@@ -132,7 +144,7 @@ async fn fix_cluster(
         let node = spawn_node(
             node_command(&args, work)
                 .env("QUORUM_COOKIE", COOKIE)
-                .env("QUORUM_MAX_CONCURRENT", "2"),
+                .env("QUORUM_MAX_CONCURRENT", capacity),
         )
         .await;
         nodes.push(FixNode {
@@ -396,4 +408,153 @@ async fn a_node_that_allows_tests_runs_them_on_the_tree_the_fix_is_kept_into() {
             text(&o)
         );
     }
+}
+
+/// The benchmark of #20: 30 scripted fix tasks with a 1 s test command, on one node and on
+/// three (each node runs one attempt at a time and its tests, sandboxed; the conductor runs no
+/// agent), and on this machine alone (`--jobs 1`). Prints wall times and ratios from one run;
+/// asserts only that every fix was kept.
+/// `cargo test -p quorum-cli --test fix_cluster -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: prints wall times and ratios"]
+async fn bench_thirty_fixes_on_three_nodes_vs_one() {
+    const TASKS: usize = 30;
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    for i in 0..TASKS {
+        write(
+            &target,
+            &format!("m{i}.py"),
+            &format!("import os\n\nBAD_{i} = True\n"),
+        );
+    }
+    write(
+        &target,
+        "tests.sh",
+        "sleep 1\nif grep -q BROKEN m*.py; then echo 'test tests::intact ... FAILED'; exit 1; fi\necho 'test tests::intact ... ok'\n",
+    );
+    git(&target, &["init", "-q"]);
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "base"]);
+    let findings: Vec<Value> = (0..TASKS)
+        .map(|i| {
+            finding(
+                &format!("Flag {i} is left set"),
+                "P1",
+                0.9,
+                &format!("m{i}.py"),
+                3,
+                &format!("BAD_{i} = True"),
+            )
+        })
+        .collect();
+    let files: Vec<String> = (0..TASKS).map(|i| format!("m{i}.py")).collect();
+    let report = reviewed_by(
+        &target,
+        work.path(),
+        scripted_review(
+            json!([{"id": "t1", "persona": "security_sentinel", "files": files, "mandate": "Check the flags."}]),
+            &[("security_sentinel", Value::Array(findings))],
+        ),
+    )
+    .await;
+    let script = || {
+        let mut s = Script::new().models([MODEL]);
+        for i in 0..TASKS {
+            s = s.rule(
+                Rule::new(format!("fix-{i}"))
+                    .when_system([FIXER])
+                    .when_all([format!("Flag {i} is left set")])
+                    .reply(Reply::json(&json!({
+                        "edits": [{"path": format!("m{i}.py"), "old": format!("BAD_{i} = True"), "new": format!("BAD_{i} = False")}],
+                        "summary": "cleared"
+                    }))),
+            );
+        }
+        s
+    };
+    let here = ScriptedServer::start(script()).await.unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    let timed = |out: PathBuf, extra: Vec<String>| {
+        let (target, report, backend) = (target.clone(), report.clone(), backend.clone());
+        let cwd = work.path().to_path_buf();
+        async move {
+            let mut args: Vec<String> = [
+                "fix",
+                target.to_str().unwrap(),
+                "--from",
+                report.to_str().unwrap(),
+                "--backend",
+                &backend,
+                "--model",
+                MODEL,
+                "--no-verifier",
+                "--no-analyzers",
+                "--out",
+                out.to_str().unwrap(),
+                "--test-cmd",
+                "bash tests.sh",
+                "--unsandboxed",
+                "--quiet",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            args.extend(extra);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let started = std::time::Instant::now();
+            let o = client(&args, &cwd).await;
+            let wall = started.elapsed().as_secs_f64();
+            assert_eq!(code(&o), 0, "{}", text(&o));
+            let fr = read_json(&out.join("fix-report.json"));
+            let kept = fr["fixes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| f["status"] == "kept")
+                .count();
+            assert_eq!(kept, TASKS, "{fr}");
+            let batched = fr["fixes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|f| {
+                    !f["attempts"][0]["tested_with"]
+                        .as_array()
+                        .is_none_or(|a| a.is_empty())
+                })
+                .count();
+            (wall, batched)
+        }
+    };
+    let (local, _) = timed(
+        work.path().join("out-local"),
+        vec!["--jobs".into(), "1".into()],
+    )
+    .await;
+    let mut walls = Vec::new();
+    for n in [1usize, 3] {
+        let names: Vec<String> = (1..=n).map(|i| format!("b{n}n{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let extra: Vec<&[&str]> = names.iter().map(|_| &["--fix-tests"][..]).collect();
+        let scripts = (0..n).map(|_| script()).collect();
+        let nodes = fix_cluster_with(work.path(), &names, &extra, scripts, "1").await;
+        let (wall, batched) = timed(
+            work.path().join(format!("out-{n}")),
+            vec!["--cluster".into(), nodes[0].node.api().to_string()],
+        )
+        .await;
+        walls.push((n, wall, batched));
+        drop(nodes);
+    }
+    println!("quorum fix, {TASKS} scripted fixes, a 1 s test command:");
+    println!("  this machine, --jobs 1: {local:.1} s");
+    for (n, wall, batched) in &walls {
+        println!("  {n} node(s), one attempt each at a time: {wall:.1} s ({batched} fixes tested in a batch)");
+    }
+    println!(
+        "  3 nodes vs 1: {:.2}x faster; 3 nodes vs this machine: {:.2}x",
+        walls[0].1 / walls[1].1,
+        local / walls[1].1
+    );
 }

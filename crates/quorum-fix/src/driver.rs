@@ -10,6 +10,7 @@ use crate::judge;
 use crate::ledger::{AgentNote, Ledger};
 use crate::merge::{self, Landed};
 use crate::oracles;
+use crate::pace::Pace;
 use crate::placement::{Place, Placement};
 use crate::remote::{PlacementError, ShippableTree};
 use crate::worktree::{FileChange, Worktree};
@@ -100,6 +101,11 @@ struct Run<'j, P: FnMut(String)> {
     base_failing: Option<std::collections::BTreeSet<String>>,
     /// Nodes that said they run no test commands, told once each.
     told_no_tests: BTreeSet<String>,
+    /// How long attempts and test runs take, for holding a lone change for the next one.
+    pace: Pace,
+    /// Changes held back to be tested with the next ones to come back, until at most this.
+    deferred: Vec<AgentDone>,
+    defer_until: Option<Instant>,
 }
 
 /// Carry a fix run out, recording every fact in `journal` before acting on it. `replay` holds
@@ -127,10 +133,11 @@ pub async fn run(
     let worktree = Worktree::materialize(&job.pack, wt_dir.clone(), job.bounds)
         .map_err(|e| setup(&wt_dir, e))?;
     let nodes = job.remote.as_ref().map(|r| r.nodes()).unwrap_or_default();
+    // A node holds its next attempt while it runs one, and one more waits here for each of
+    // its places: while the tests here judge what came back, the nodes already work on the
+    // next attempts (merged onto the newer tree).
     let node_places: usize = nodes.iter().map(|(_, c)| *c).sum();
     let placement = Placement::new(job.parallel as usize, nodes);
-    // Nodes' places count twice: while the tests here judge what came back, the places it
-    // freed already work on the next attempts (their changes are merged onto the newer tree).
     let in_flight = placement.capacity() + node_places;
     let machine = FixLoop::new(
         job.targets.iter().map(|t| t.finding.id.clone()).collect(),
@@ -154,6 +161,9 @@ pub async fn run(
         stats: CallStats::default(),
         base_failing: None,
         told_no_tests: BTreeSet::new(),
+        pace: Pace::default(),
+        deferred: Vec::new(),
+        defer_until: None,
     };
     let pending = run.replay(replay)?;
     run.start(pending).await?;
@@ -161,7 +171,23 @@ pub async fn run(
     loop {
         run.carry_out()?;
         run.place(&mut running)?;
-        let Some(first) = running.join_next().await else {
+        // A change held for the next one waits no longer than a test run here would take.
+        let next = match run.defer_until {
+            Some(until) => tokio::time::timeout_at(until.into(), running.join_next()).await,
+            None => Ok(running.join_next().await),
+        };
+        let Ok(next) = next else {
+            run.defer_until = None;
+            run.judge_ready(Vec::new()).await?;
+            continue;
+        };
+        let Some(first) = next else {
+            if !run.deferred.is_empty() {
+                // Nothing else will come back: what was held is judged now.
+                run.defer_until = None;
+                run.judge_ready(Vec::new()).await?;
+                continue;
+            }
             if run.waiting.is_empty() {
                 break;
             }
@@ -315,9 +341,11 @@ impl<P: FnMut(String)> Run<'_, P> {
                             "running the tests on the base: {}",
                             tests.command
                         ));
+                        let t0 = Instant::now();
                         let run = oracles::run_tests(tests, self.worktree.root(), &self.home)
                             .await
                             .map_err(|e| FixError::TestCommand(e.to_string()))?;
+                        self.pace.tested(t0.elapsed().as_secs_f64());
                         if run.passed {
                             (self.progress)("the base passes its tests".into());
                         } else {
@@ -466,6 +494,8 @@ impl<P: FnMut(String)> Run<'_, P> {
             },
             None => {
                 let mut stats = CallStats::default();
+                let t0 = Instant::now();
+                let tests_here = node_tests.is_none() && self.job.tests.is_some();
                 let o = judge::judge(
                     self.job,
                     &target,
@@ -478,6 +508,9 @@ impl<P: FnMut(String)> Run<'_, P> {
                     &mut stats,
                 )
                 .await;
+                if tests_here && o.tests.is_some() {
+                    self.pace.tested(t0.elapsed().as_secs_f64());
+                }
                 self.add_stats(&stats);
                 o
             }

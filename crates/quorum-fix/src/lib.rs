@@ -28,6 +28,7 @@ pub mod judge;
 mod ledger;
 pub mod merge;
 pub mod oracles;
+pub mod pace;
 pub mod patch;
 pub mod placement;
 pub mod remote;

@@ -4,6 +4,9 @@
 
 use std::time::{Duration, Instant};
 
+/// Attempts a node is given per attempt it runs at once: one running, one waiting there.
+pub const NODE_DEPTH: usize = 2;
+
 /// How long a node that said it is busy is left alone.
 pub const BUSY_PAUSE: Duration = Duration::from_secs(2);
 
@@ -36,15 +39,16 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// `local_jobs` agents here, and `nodes` (name, capacity). With no node, at least one agent
-    /// runs here.
+    /// `local_jobs` agents here, and `nodes` (name, capacity). A node is given twice its
+    /// capacity — one attempt running and the next waiting there — so it never waits on this
+    /// machine between two. With no node, at least one agent runs here.
     pub fn new(local_jobs: usize, nodes: Vec<(String, usize)>) -> Placement {
         let nodes: Vec<NodeState> = nodes
             .into_iter()
             .filter(|(_, c)| *c > 0)
             .map(|(name, capacity)| NodeState {
                 name,
-                capacity,
+                capacity: capacity * NODE_DEPTH,
                 busy: 0,
                 lost: false,
                 paused_until: None,
@@ -151,11 +155,14 @@ mod tests {
     fn nodes_fill_least_loaded_first_then_the_local_slots() {
         let now = Instant::now();
         let mut p = Placement::new(1, vec![("a".into(), 2), ("b".into(), 1)]);
-        assert_eq!(p.capacity(), 4);
-        let taken: Vec<Place> = (0..5).filter_map(|_| p.take(now)).collect();
+        assert_eq!(p.capacity(), 7, "nodes hold one more attempt each per slot");
+        let taken: Vec<Place> = (0..8).filter_map(|_| p.take(now)).collect();
         assert_eq!(
             taken,
             vec![
+                Place::Node("a".into()),
+                Place::Node("b".into()),
+                Place::Node("a".into()),
                 Place::Node("a".into()),
                 Place::Node("b".into()),
                 Place::Node("a".into()),

@@ -39,6 +39,10 @@ pub struct FixWorker {
     cache: Mutex<BlobCache>,
     permits: Arc<tokio::sync::Semaphore>,
     capacity: usize,
+    /// Attempts admitted (running or waiting for a permit): at most twice the capacity, so
+    /// the next attempt is already here when one ends and the node never waits on the
+    /// conductor between two.
+    admitted: Arc<std::sync::atomic::AtomicUsize>,
     work_root: PathBuf,
     seq: AtomicU64,
 }
@@ -70,6 +74,7 @@ impl FixWorker {
             cache: Mutex::new(BlobCache::new(FIX_BLOB_CACHE_BYTES)),
             permits: Arc::new(tokio::sync::Semaphore::new(capacity)),
             capacity,
+            admitted: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             work_root,
             seq: AtomicU64::new(0),
         }
@@ -146,12 +151,24 @@ impl FixWorker {
                 result_json: String::new(),
             });
         }
-        let _permit = self.permits.clone().try_acquire_owned().map_err(|_| {
-            ApiError::Busy(format!(
-                "node {} runs {} fix attempt(s) already",
-                self.name, self.capacity
-            ))
-        })?;
+        let limit = self.capacity * 2;
+        self.admitted
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < limit).then_some(n + 1)
+            })
+            .map_err(|_| {
+                ApiError::Busy(format!(
+                    "node {} runs {} fix attempt(s) and has {} waiting",
+                    self.name, self.capacity, self.capacity
+                ))
+            })?;
+        let _admitted = Admitted(self.admitted.clone());
+        let _permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::Internal("the fix attempt permits are closed".into()))?;
         let fixer = self.fixer()?;
         let window = fixer
             .client
@@ -221,5 +238,15 @@ pub async fn test_policy(node: &str, allowed: bool) -> TestPolicy {
         None => TestPolicy::Refused(format!(
             "node {node} cannot sandbox test commands (neither bubblewrap nor user namespaces work there)"
         )),
+    }
+}
+
+/// One admitted attempt; the count goes down when it ends, however it ends (a client that
+/// gives up drops the call, and with it this).
+struct Admitted(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }

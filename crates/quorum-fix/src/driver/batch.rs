@@ -11,6 +11,7 @@ use crate::FixError;
 use quorum_core::fixing::fix_loop::{AnalyzerCheck, Command, Oracles, VerifierCheck};
 use quorum_runtime::agent::CallStats;
 use std::collections::BTreeSet;
+use std::time::Instant;
 
 /// A change ready to be tested with others: applied to the main worktree, its change-level
 /// checks passed.
@@ -28,27 +29,42 @@ impl<P: FnMut(String)> Run<'_, P> {
     /// verifier are applied together and tested in one run: kept together when it breaks no
     /// test the base passes, else each judged alone.
     pub(super) async fn judge_ready(&mut self, ready: Vec<AgentDone>) -> Result<(), FixError> {
-        let mut alone = Vec::new();
         let mut candidates = Vec::new();
+        // Held ones are judged now, with what came back (or alone, once their wait is over):
+        // a change is held once at most.
+        let held_before = !self.deferred.is_empty();
+        let mut ready = ready;
+        ready.splice(0..0, std::mem::take(&mut self.deferred));
+        self.defer_until = None;
         for done in ready {
             let usable = done.outcome.failure.is_none() && !done.changes.is_empty();
-            let node_tested_here = done
-                .remote
-                .as_ref()
-                .is_some_and(|r| r.based_on == self.ledger.kept.len() && r.tests.is_some());
             let node_failed = done
                 .remote
                 .as_ref()
                 .is_some_and(|r| judge::breaks_tests(r.tests.as_ref(), self.base_failing.as_ref()));
-            if !usable || node_tested_here || node_failed || self.job.tests.is_none() {
-                alone.push(done);
+            if !usable || node_failed || self.job.tests.is_none() {
+                self.judge_stale_failure_or_one(done).await?;
+                continue;
+            }
+            // Tested by its node on the tree as it is now (asked after the ones before it
+            // here were judged, which may have kept fixes): no run here.
+            let node_tested_here = done
+                .remote
+                .as_ref()
+                .is_some_and(|r| r.based_on == self.ledger.kept.len() && r.tests.is_some());
+            if node_tested_here {
+                self.judge_one(done).await?;
             } else {
                 candidates.push(done);
             }
         }
-        // Node-tested and unusable ones first: they need no test run here.
-        for done in alone {
-            self.judge_stale_failure_or_one(done).await?;
+        if candidates.len() == 1 && !held_before {
+            if let Some(wait) = self.pace.wait_for_next(Instant::now()) {
+                // Another attempt is due back before a run here would end: one run for both.
+                self.deferred = candidates;
+                self.defer_until = Some(Instant::now() + wait);
+                return Ok(());
+            }
         }
         if candidates.len() < 2 {
             for done in candidates {
@@ -157,7 +173,9 @@ impl<P: FnMut(String)> Run<'_, P> {
             ids.join(", "),
             self.ledger.kept.len()
         ));
+        let t0 = Instant::now();
         let run = judge::tests_here(self.job, self.worktree.root(), &self.home).await;
+        self.pace.tested(t0.elapsed().as_secs_f64());
         if judge::breaks_tests(run.as_ref(), self.base_failing.as_ref()) {
             self.worktree
                 .rollback()

@@ -30,6 +30,7 @@ impl<P: FnMut(String)> Run<'_, P> {
                 self.placement.release(&place);
                 continue;
             };
+            self.pace.started(&finding, attempt, Instant::now());
             match place {
                 Place::Node(node) => {
                     (self.progress)(format!(
@@ -148,6 +149,7 @@ impl<P: FnMut(String)> Run<'_, P> {
         let mut done = match r {
             Ok(done) => done,
             Err(back) => {
+                self.pace.forget(&back.finding, back.attempt);
                 self.placement.release(&Place::Node(back.node.clone()));
                 let what = match &back.error {
                     PlacementError::Lost(why) => {
@@ -172,6 +174,8 @@ impl<P: FnMut(String)> Run<'_, P> {
             }
         };
         self.placement.release(&done.place);
+        self.pace
+            .finished(&done.finding, done.attempt, Instant::now());
         if let Some(slot) = done.slot.take() {
             if let Err(e) = std::mem::replace(&mut done.rollback, Ok(())) {
                 return Err(setup(slot.worktree.root(), e));
