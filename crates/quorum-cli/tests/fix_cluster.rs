@@ -410,6 +410,71 @@ async fn a_node_that_allows_tests_runs_them_on_the_tree_the_fix_is_kept_into() {
     }
 }
 
+/// The conductor killed (kill -9) mid-run while one node holds its attempts and the other's
+/// fixes were kept: `--resume` re-applies the kept fixes from the journal without asking any
+/// node for them again, and places the attempts that were in flight again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_conductor_resumes_without_redoing_a_kept_fix() {
+    let work = tempfile::tempdir().unwrap();
+    let target = flag_project(work.path());
+    let report = reviewed_by(&target, work.path(), flag_review()).await;
+    // n1's model holds every answer until released; n2 answers at once.
+    let nodes = fix_cluster(work.path(), &["n1", "n2"], &[&[], &[]], &[true, false]).await;
+    let out = work.path().join("fix-out");
+    let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    let args = fix_args(&target, &report, &out, nodes[1].node.api(), &backend);
+    let mut child = command(&args, work.path())
+        .env("QUORUM_API_TOKEN", NODE_TOKEN)
+        .spawn()
+        .unwrap();
+    // Wait until n2's three fixes are kept (journalled), n1's three still held.
+    let journal = out.join("fix-journal.jsonl");
+    let deadline = std::time::Instant::now() + HUNG;
+    loop {
+        let text = std::fs::read_to_string(&journal).unwrap_or_default();
+        if text.lines().filter(|l| l.contains("\"Judged\"")).count() >= 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no fix was judged: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().await.unwrap();
+    let kept_before: Vec<String> = fixer_requests(&nodes[1].server.requests())
+        .iter()
+        .filter_map(|r| (0..FLAGS).find(|i| r.text.contains(&title(*i))).map(title))
+        .collect();
+    assert_eq!(kept_before.len(), 3, "{kept_before:?}");
+    // The held answers go out now, to whoever asks again.
+    nodes[0].server.release();
+    let mut resume = args.clone();
+    resume.push("--resume");
+    let o = client(&resume, work.path()).await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        text(&o).contains("resumed: 3 fix(es) kept before the interruption are re-applied"),
+        "{}",
+        text(&o)
+    );
+    for f in fixes(&out) {
+        assert_eq!(f["status"], "kept", "{f}");
+    }
+    // No kept fix was asked for again, on either node.
+    let requests: Vec<quorum_testkit::RecordedRequest> =
+        nodes.iter().flat_map(|n| n.server.requests()).collect();
+    let asked_after = fixer_requests(&requests);
+    for t in &kept_before {
+        let asked = asked_after
+            .iter()
+            .filter(|r| r.text.contains(t.as_str()))
+            .count();
+        assert_eq!(asked, 1, "{t} was asked again");
+    }
+}
+
 /// The benchmark of #20: 30 scripted fix tasks with a 1 s test command, on one node and on
 /// three (each node runs one attempt at a time and its tests, sandboxed; the conductor runs no
 /// agent), and on this machine alone (`--jobs 1`). Prints wall times and ratios from one run;
