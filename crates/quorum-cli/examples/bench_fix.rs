@@ -8,8 +8,9 @@
 //! cargo run --release -p quorum-cli --example bench_fix -- --jobs 3 --tasks 30 --agent-ms 2000
 //! ```
 //!
-//! The oracles judge one change at a time on the tree it would be kept into, so the run's floor
-//! is the tests' time (tasks × test-ms); what `--jobs` buys is the agents' time overlapping it.
+//! Every change is judged on the tree it would be kept into; changes that come back together,
+//! to disjoint files, share one test run. So the tests' time (tasks × test-ms) is the floor of
+//! one change at a time, and `--jobs` overlaps the agents with it and shares test runs.
 
 #[path = "../../../tests/support/mod.rs"]
 mod support;
@@ -244,7 +245,7 @@ async fn main() {
         runs.push(wall);
     }
     println!(
-        "{} tasks, agent {} ms, tests {} ms: --jobs {} takes {:.2}× the time of --jobs 1 ({:.2}× faster); the floor (tests alone, one at a time) is {:.1} s",
+        "{} tasks, agent {} ms, tests {} ms: --jobs {} takes {:.2}× the time of --jobs 1 ({:.2}× faster); one test run per change would take {:.1} s",
         a.tasks,
         a.agent_ms,
         a.test_ms,

@@ -331,6 +331,7 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
     };
     let settings = load_settings(args.backend.common.config.as_deref())?;
     let root = target_root(&args.path, "the directory the review was of")?;
+    crate::client::set_api_keepalive(settings.api.keepalive());
     let text = std::fs::read_to_string(&from)
         .with_context(|| format!("cannot read --from {}", from.display()))?;
     let report: Report = serde_json::from_str(&text)

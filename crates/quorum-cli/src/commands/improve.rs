@@ -200,6 +200,7 @@ impl Progress {
 
 pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
     let settings = load_settings(args.backend.common.config.as_deref())?;
+    crate::client::set_api_keepalive(settings.api.keepalive());
     let root = super::fix::target_root(&args.path, "the directory to improve")?;
     let (flow_path, flow) = improving_flow(flow_name, &settings)?;
     let plan: Improve = flow.improve.clone().expect("checked by improving_flow");
