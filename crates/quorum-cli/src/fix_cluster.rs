@@ -1,8 +1,9 @@
 //! `quorum fix --cluster URL`: the cluster's nodes as places for fix attempts — the
-//! `quorum_fix::remote::FixWorkers` seam over each node's API. The nodes are read once from
-//! the cluster status of the first URL that answers: every node that is up, serves an API and
-//! takes attempts. Contents go by hash; a node is sent only what it has not been sent in this
-//! run, and what it lacks anyway (evicted, restarted) when it says so.
+//! `quorum_fix::remote::FixWorkers` seam over each node's API. The nodes are read from the
+//! cluster status of the first URL that answers — every node that is up, serves an API and
+//! takes attempts — and read again every few seconds, so a workstation that joins while the
+//! run works takes attempts too. Contents go by hash; a node is sent only what it has not been
+//! sent in this run, and what it lacks anyway (evicted, restarted) when it says so.
 
 use crate::client::connect_any;
 use anyhow::Result;
@@ -20,9 +21,79 @@ struct NodeLink {
     sent: Mutex<HashSet<String>>,
 }
 
+/// How often the cluster is asked for nodes that joined.
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(2);
+
+type Links = Arc<Mutex<Vec<Arc<NodeLink>>>>;
+
 /// The cluster's nodes, as the fix driver places attempts on them.
 pub struct ClusterFixers {
-    nodes: Vec<NodeLink>,
+    nodes: Links,
+    /// Told when a node joins.
+    joined: Arc<tokio::sync::Notify>,
+}
+
+/// Whether a node, as the cluster status shows it, can take fix attempts.
+fn usable(n: &pb::NodeStatus) -> bool {
+    n.alive
+        && !n.api_url.is_empty()
+        && n.storage.is_empty()
+        && n.state != "draining"
+        && n.state != "lost"
+}
+
+/// Connect to `n`'s API; None (said on stderr) when it does not answer.
+async fn link(n: pb::NodeStatus, token: &str) -> Option<Arc<NodeLink>> {
+    match connect_any(std::slice::from_ref(&n.api_url), token).await {
+        Ok((client, _)) => Some(Arc::new(NodeLink {
+            name: n.name,
+            client,
+            capacity: n.capacity.max(1) as usize,
+            sent: Mutex::new(HashSet::new()),
+        })),
+        Err(e) => {
+            eprintln!("quorum: note: node {} is left out of this run: {e}", n.name);
+            None
+        }
+    }
+}
+
+/// Every [`REFRESH`], the nodes that joined since, while the run holds its fixers.
+fn watch_for_joins(
+    nodes: std::sync::Weak<Mutex<Vec<Arc<NodeLink>>>>,
+    joined: Arc<tokio::sync::Notify>,
+    token: String,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(REFRESH).await;
+            let Some(links) = nodes.upgrade() else {
+                return;
+            };
+            let known: Vec<Arc<NodeLink>> = links.lock().map(|l| l.clone()).unwrap_or_default();
+            let mut status = None;
+            for l in &known {
+                if let Ok(Ok(s)) =
+                    tokio::time::timeout(quorum_api::CONNECT_TIMEOUT, l.client.cluster_status())
+                        .await
+                {
+                    status = Some(s);
+                    break;
+                }
+            }
+            for n in status.unwrap_or_default() {
+                if !usable(&n) || known.iter().any(|k| k.name == n.name) {
+                    continue;
+                }
+                if let Some(new) = link(n, &token).await {
+                    if let Ok(mut l) = links.lock() {
+                        l.push(new);
+                    }
+                    joined.notify_one();
+                }
+            }
+        }
+    });
 }
 
 impl ClusterFixers {
@@ -36,23 +107,9 @@ impl ClusterFixers {
         let mut nodes = Vec::new();
         let mut status = status;
         status.sort_by(|a, b| a.name.cmp(&b.name));
-        for n in status {
-            let usable = n.alive
-                && !n.api_url.is_empty()
-                && n.storage.is_empty()
-                && n.state != "draining"
-                && n.state != "lost";
-            if !usable {
-                continue;
-            }
-            match connect_any(std::slice::from_ref(&n.api_url), token).await {
-                Ok((client, _)) => nodes.push(NodeLink {
-                    name: n.name,
-                    client,
-                    capacity: n.capacity.max(1) as usize,
-                    sent: Mutex::new(HashSet::new()),
-                }),
-                Err(e) => eprintln!("quorum: note: node {} is left out of this run: {e}", n.name),
+        for n in status.into_iter().filter(usable) {
+            if let Some(l) = link(n, token).await {
+                nodes.push(l);
             }
         }
         if nodes.is_empty() {
@@ -60,12 +117,15 @@ impl ClusterFixers {
                 "the cluster at {url} lists no node that takes fix attempts (every node is lost, draining, or serves no API)"
             )));
         }
-        Ok(ClusterFixers { nodes })
+        let nodes: Links = Arc::new(Mutex::new(nodes));
+        let joined = Arc::new(tokio::sync::Notify::new());
+        watch_for_joins(Arc::downgrade(&nodes), joined.clone(), token.to_string());
+        Ok(ClusterFixers { nodes, joined })
     }
 
     /// The nodes' names and capacities, for the run's first line.
     pub fn describe(&self) -> String {
-        self.nodes
+        self.links()
             .iter()
             .map(|n| format!("{} ({})", n.name, n.capacity))
             .collect::<Vec<_>>()
@@ -94,10 +154,20 @@ fn placement_error(node: &str, e: ApiError) -> PlacementError {
     }
 }
 
+impl ClusterFixers {
+    fn links(&self) -> Vec<Arc<NodeLink>> {
+        self.nodes.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
 #[async_trait::async_trait]
 impl FixWorkers for ClusterFixers {
+    async fn joined(&self) {
+        self.joined.notified().await
+    }
+
     fn nodes(&self) -> Vec<(String, usize)> {
-        self.nodes
+        self.links()
             .iter()
             .map(|n| (n.name.clone(), n.capacity))
             .collect()
@@ -109,7 +179,7 @@ impl FixWorkers for ClusterFixers {
         attempt: ShippedAttempt,
         contents: Arc<HashMap<String, Arc<str>>>,
     ) -> Result<ShippedResult, PlacementError> {
-        let Some(link) = self.nodes.iter().find(|n| n.name == node) else {
+        let Some(link) = self.links().into_iter().find(|n| n.name == node) else {
             return Err(PlacementError::Lost(format!("{node} is not in this run")));
         };
         let attempt_json = serde_json::to_string(&attempt)

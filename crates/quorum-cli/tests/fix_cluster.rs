@@ -411,19 +411,21 @@ async fn a_node_that_allows_tests_runs_them_on_the_tree_the_fix_is_kept_into() {
 }
 
 /// The conductor killed (kill -9) mid-run while one node holds its attempts and the other's
-/// fixes were kept: `--resume` re-applies the kept fixes from the journal without asking any
-/// node for them again, and places the attempts that were in flight again.
+/// fixes were kept, then that node lost too: `--resume`, with one node left, re-applies the
+/// kept fixes from the journal without asking any node for them again, and places the attempts
+/// that were in flight again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_conductor_resumes_without_redoing_a_kept_fix() {
     let work = tempfile::tempdir().unwrap();
     let target = flag_project(work.path());
     let report = reviewed_by(&target, work.path(), flag_review()).await;
     // n1's model holds every answer until released; n2 answers at once.
-    let nodes = fix_cluster(work.path(), &["n1", "n2"], &[&[], &[]], &[true, false]).await;
+    let mut nodes = fix_cluster(work.path(), &["n1", "n2"], &[&[], &[]], &[true, false]).await;
     let out = work.path().join("fix-out");
     let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
     let backend = format!("ollama={}", here.ollama_url());
-    let args = fix_args(&target, &report, &out, nodes[1].node.api(), &backend);
+    let n2_api = nodes[1].node.api().to_string();
+    let args = fix_args(&target, &report, &out, &n2_api, &backend);
     let mut child = command(&args, work.path())
         .env("QUORUM_API_TOKEN", NODE_TOKEN)
         .spawn()
@@ -448,8 +450,10 @@ async fn a_killed_conductor_resumes_without_redoing_a_kept_fix() {
         .filter_map(|r| (0..FLAGS).find(|i| r.text.contains(&title(*i))).map(title))
         .collect();
     assert_eq!(kept_before.len(), 3, "{kept_before:?}");
-    // The held answers go out now, to whoever asks again.
-    nodes[0].server.release();
+    // n1 is gone too: the resumed run has one node where the first had two, and still
+    // replays every recorded decision (the loop's never depend on the places).
+    nodes[0].node.child.start_kill().unwrap();
+    let _ = nodes[0].node.child.wait().await;
     let mut resume = args.clone();
     resume.push("--resume");
     let o = client(&resume, work.path()).await;
@@ -462,6 +466,10 @@ async fn a_killed_conductor_resumes_without_redoing_a_kept_fix() {
     for f in fixes(&out) {
         assert_eq!(f["status"], "kept", "{f}");
     }
+    assert!(
+        fixer_requests(&nodes[1].server.requests()).len() == FLAGS,
+        "n2 made the other three on the resume"
+    );
     // No kept fix was asked for again, on either node.
     let requests: Vec<quorum_testkit::RecordedRequest> =
         nodes.iter().flat_map(|n| n.server.requests()).collect();
@@ -473,6 +481,90 @@ async fn a_killed_conductor_resumes_without_redoing_a_kept_fix() {
             .count();
         assert_eq!(asked, 1, "{t} was asked again");
     }
+}
+
+/// A node that joins the cluster while a fix run works takes attempts from then on: n1 holds
+/// every answer and has as many attempts as it takes; n2 starts, joins, and the waiting
+/// attempts go to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_joins_mid_run_takes_the_waiting_attempts() {
+    let work = tempfile::tempdir().unwrap();
+    let target = flag_project(work.path());
+    let report = reviewed_by(&target, work.path(), flag_review()).await;
+    let mut nodes = fix_cluster(work.path(), &["n1"], &[&[]], &[true]).await;
+    let mut asked = nodes[0].server.subscribe();
+    let out = work.path().join("fix-out");
+    let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    let args = fix_args(&target, &report, &out, nodes[0].node.api(), &backend);
+    let child = command(&args, work.path())
+        .env("QUORUM_API_TOKEN", NODE_TOKEN)
+        .spawn()
+        .unwrap();
+    // n1 runs two and holds two more (capacity 2): four of the six reach it, held.
+    for _ in 0..2 {
+        tokio::time::timeout(HUNG, asked.recv())
+            .await
+            .expect("n1 was asked")
+            .unwrap();
+    }
+    // n2 joins.
+    let server = ScriptedServer::start(fixer_script(false)).await.unwrap();
+    let backend2 = format!("ollama={}", server.ollama_url());
+    let data = work.path().join("data-n2");
+    let n2 = spawn_node(
+        node_command(
+            &[
+                "--name",
+                "n2",
+                "--listen",
+                "127.0.0.1:0",
+                "--api",
+                "127.0.0.1:0",
+                "--backend",
+                &backend2,
+                "--model",
+                MODEL,
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--heartbeat-ms",
+                "100",
+                "--deadline-ms",
+                "1000",
+                "--join",
+                nodes[0].node.cluster(),
+            ],
+            work.path(),
+        )
+        .env("QUORUM_COOKIE", COOKIE)
+        .env("QUORUM_MAX_CONCURRENT", "2"),
+    )
+    .await;
+    // n2 makes the two attempts that waited; then n1's answers go out.
+    let mut n2_asked = server.subscribe();
+    for _ in 0..2 {
+        tokio::time::timeout(HUNG, n2_asked.recv())
+            .await
+            .expect("n2 was given the waiting attempts")
+            .unwrap();
+    }
+    nodes[0].server.release();
+    let o = tokio::time::timeout(HUNG, child.wait_with_output())
+        .await
+        .expect("the fix run ends")
+        .unwrap();
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("n2 joined this run"), "{}", text(&o));
+    let mut placed = std::collections::BTreeMap::<String, usize>::new();
+    for f in fixes(&out) {
+        assert_eq!(f["status"], "kept", "{f}");
+        *placed
+            .entry(f["attempts"][0]["node"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(placed.get("n2"), Some(&2), "{placed:?}");
+    drop(n2);
+    nodes.clear();
 }
 
 /// The benchmark of #20: 30 scripted fix tasks with a 1 s test command, on one node and on

@@ -133,16 +133,14 @@ pub async fn run(
     let worktree = Worktree::materialize(&job.pack, wt_dir.clone(), job.bounds)
         .map_err(|e| setup(&wt_dir, e))?;
     let nodes = job.remote.as_ref().map(|r| r.nodes()).unwrap_or_default();
-    // A node holds its next attempt while it runs one, and one more waits here for each of
-    // its places: while the tests here judge what came back, the nodes already work on the
-    // next attempts (merged onto the newer tree).
-    let node_places: usize = nodes.iter().map(|(_, c)| *c).sum();
     let placement = Placement::new(job.parallel as usize, nodes);
-    let in_flight = placement.capacity() + node_places;
+    // The loop asks for every open finding of a round at once; the places decide how many run
+    // (the waiting ones start as places free). So the loop's decisions never depend on where
+    // attempts run, and a resume with other places replays them exactly.
     let machine = FixLoop::new(
         job.targets.iter().map(|t| t.finding.id.clone()).collect(),
         FixLimits::for_findings(job.targets.len())
-            .with_parallel(u32::try_from(in_flight).unwrap_or(u32::MAX)),
+            .with_parallel(u32::try_from(job.targets.len().max(1)).unwrap_or(u32::MAX)),
     );
     let mut run = Run {
         ledger: Ledger::new(&job.targets),
@@ -170,11 +168,19 @@ pub async fn run(
     let mut running: Running = tokio::task::JoinSet::new();
     loop {
         run.carry_out()?;
-        run.place(&mut running)?;
-        // A change held for the next one waits no longer than a test run here would take.
-        let next = match run.defer_until {
-            Some(until) => tokio::time::timeout_at(until.into(), running.join_next()).await,
-            None => Ok(running.join_next().await),
+        run.join_new_nodes();
+        run.place(&mut running, true)?;
+        // A change held for the next one waits no longer than a test run here would take; a
+        // node that joins while attempts wait for a place is given them at once.
+        let waiting = !run.waiting.is_empty();
+        let next = tokio::select! {
+            next = async {
+                match run.defer_until {
+                    Some(until) => tokio::time::timeout_at(until.into(), running.join_next()).await,
+                    None => Ok(running.join_next().await),
+                }
+            } => next,
+            _ = joined(job.remote.as_deref()), if waiting => continue,
         };
         let Ok(next) = next else {
             run.defer_until = None;
@@ -220,7 +226,7 @@ pub async fn run(
                 done.push(d);
             }
         }
-        run.place(&mut running)?;
+        run.place(&mut running, false)?;
         run.judge_ready(done).await?;
     }
     run.journal
@@ -249,6 +255,14 @@ pub async fn run(
             wall_ms: started.elapsed().as_millis() as u64,
         },
     })
+}
+
+/// Resolves when a node joins the cluster the run places attempts on.
+async fn joined(remote: Option<&dyn crate::remote::FixWorkers>) {
+    match remote {
+        Some(r) => r.joined().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn setup(dir: &std::path::Path, e: std::io::Error) -> FixError {

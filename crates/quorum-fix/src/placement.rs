@@ -66,13 +66,34 @@ impl Placement {
         }
     }
 
+    /// Nodes that joined since: added with their capacity (a name already known — up, busy or
+    /// lost — is left as it is). Returns the names added.
+    pub fn add_nodes(&mut self, nodes: Vec<(String, usize)>) -> Vec<String> {
+        let mut added = Vec::new();
+        for (name, capacity) in nodes {
+            if capacity == 0 || self.nodes.iter().any(|n| n.name == name) {
+                continue;
+            }
+            added.push(name.clone());
+            self.nodes.push(NodeState {
+                name,
+                capacity: capacity * NODE_DEPTH,
+                busy: 0,
+                lost: false,
+                paused_until: None,
+            });
+        }
+        added
+    }
+
     /// Attempts that can run at once while every node is up.
     pub fn capacity(&self) -> usize {
         (self.local_jobs + self.nodes.iter().map(|n| n.capacity).sum::<usize>()).max(1)
     }
 
-    /// The place for the next attempt at `now`, taken; None while every place is busy.
-    pub fn take(&mut self, now: Instant) -> Option<Place> {
+    /// The place for the next attempt at `now`, taken (a slot here only with `here`); None
+    /// while every such place is busy.
+    pub fn take(&mut self, now: Instant, here: bool) -> Option<Place> {
         let node = self
             .nodes
             .iter_mut()
@@ -88,6 +109,9 @@ impl Placement {
             n.busy += 1;
             n.paused_until = None;
             return Some(Place::Node(n.name.clone()));
+        }
+        if !here {
+            return None;
         }
         // Every node lost: the attempts run here, on one slot at least.
         let here = if self.nodes.iter().all(|n| n.lost) {
@@ -156,7 +180,7 @@ mod tests {
         let now = Instant::now();
         let mut p = Placement::new(1, vec![("a".into(), 2), ("b".into(), 1)]);
         assert_eq!(p.capacity(), 7, "nodes hold one more attempt each per slot");
-        let taken: Vec<Place> = (0..8).filter_map(|_| p.take(now)).collect();
+        let taken: Vec<Place> = (0..8).filter_map(|_| p.take(now, true)).collect();
         assert_eq!(
             taken,
             vec![
@@ -170,30 +194,51 @@ mod tests {
             ]
         );
         p.release(&Place::Node("b".into()));
-        assert_eq!(p.take(now), Some(Place::Node("b".into())));
+        assert_eq!(p.take(now, true), Some(Place::Node("b".into())));
     }
 
     #[test]
     fn a_busy_node_waits_out_its_pause_and_a_lost_one_is_never_asked_again() {
         let now = Instant::now();
         let mut p = Placement::new(0, vec![("a".into(), 1), ("b".into(), 1)]);
-        assert_eq!(p.take(now), Some(Place::Node("a".into())));
+        assert_eq!(p.take(now, true), Some(Place::Node("a".into())));
         p.release(&Place::Node("a".into()));
         p.pause("a", now);
         p.lose("b");
-        assert_eq!(p.take(now), None, "a is paused, b lost, no local slot");
+        assert_eq!(
+            p.take(now, true),
+            None,
+            "a is paused, b lost, no local slot"
+        );
         assert_eq!(p.next_pause_end(), Some(now + BUSY_PAUSE));
-        assert_eq!(p.take(now + BUSY_PAUSE), Some(Place::Node("a".into())));
+        assert_eq!(
+            p.take(now + BUSY_PAUSE, true),
+            Some(Place::Node("a".into()))
+        );
         // Every node lost: one agent runs here.
         p.lose("a");
-        assert_eq!(p.take(now), Some(Place::Local(0)));
-        assert_eq!(p.take(now), None);
+        assert_eq!(p.take(now, true), Some(Place::Local(0)));
+        assert_eq!(p.take(now, true), None);
+    }
+
+    #[test]
+    fn a_node_that_joins_takes_attempts_and_a_lost_one_stays_lost() {
+        let now = Instant::now();
+        let mut p = Placement::new(0, vec![("a".into(), 1)]);
+        p.lose("a");
+        assert_eq!(
+            p.add_nodes(vec![("a".into(), 1), ("b".into(), 1)]),
+            vec!["b".to_string()]
+        );
+        assert_eq!(p.take(now, true), Some(Place::Node("b".into())));
+        assert_eq!(p.take(now, true), Some(Place::Node("b".into())));
+        assert_eq!(p.take(now, true), None, "b holds two; a stays lost");
     }
 
     #[test]
     fn without_nodes_one_agent_runs_here_at_least() {
         let mut p = Placement::new(0, Vec::new());
         assert_eq!(p.capacity(), 1);
-        assert_eq!(p.take(Instant::now()), Some(Place::Local(0)));
+        assert_eq!(p.take(Instant::now(), true), Some(Place::Local(0)));
     }
 }

@@ -91,8 +91,13 @@ pub enum PlacementError {
 /// How the driver reaches the cluster's nodes for fix attempts.
 #[async_trait::async_trait]
 pub trait FixWorkers: Send + Sync + 'static {
-    /// The nodes that take fix attempts, with how many each runs at once.
+    /// The nodes that take fix attempts, with how many each runs at once (nodes that joined
+    /// since the run started included).
     fn nodes(&self) -> Vec<(String, usize)>;
+    /// Resolves when a node has joined since the last call; never, by default.
+    async fn joined(&self) {
+        std::future::pending::<()>().await
+    }
     /// Run `attempt` on `node`; `contents` holds every file of its tree by content hash (the
     /// implementation sends what the node lacks).
     async fn run(

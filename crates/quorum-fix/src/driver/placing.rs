@@ -12,12 +12,23 @@ use quorum_runtime::agent::CallStats;
 use std::time::Instant;
 
 impl<P: FnMut(String)> Run<'_, P> {
-    /// Start what waits where there is room: a node, else a slot here brought up to the fixes
-    /// kept so far.
-    pub(super) fn place(&mut self, running: &mut Running) -> Result<(), FixError> {
+    /// Nodes that joined the cluster since the run started take attempts from now on.
+    pub(super) fn join_new_nodes(&mut self) {
+        let Some(remote) = &self.job.remote else {
+            return;
+        };
+        for name in self.placement.add_nodes(remote.nodes()) {
+            (self.progress)(format!("{name} joined this run"));
+        }
+    }
+
+    /// Start what waits where there is room: a node, else (with `here`) a slot here brought up
+    /// to the fixes kept so far. Without `here` — while changes wait to be judged — an agent
+    /// here would start on a tree about to change, so only nodes are given work.
+    pub(super) fn place(&mut self, running: &mut Running, here: bool) -> Result<(), FixError> {
         let job = self.job;
         while !self.waiting.is_empty() {
-            let Some(place) = self.placement.take(Instant::now()) else {
+            let Some(place) = self.placement.take(Instant::now(), here) else {
                 break;
             };
             let (finding, attempt, feedback) = self.waiting.pop_front().expect("not empty");
