@@ -68,7 +68,16 @@ fn flag_review() -> Script {
 /// What every node's model answers: the fix of the finding its prompt names (so a prompt that
 /// lost its finding gets no fix). `held`: every answer waits for the test's release.
 fn fixer_script(held: bool) -> Script {
-    let mut script = Script::new().models([MODEL]);
+    let mut script =
+        Script::new()
+            .models([MODEL])
+            .rule(
+                Rule::new("blind-verifier")
+                    .when_system([BLIND])
+                    .reply(Reply::json(
+                        &json!({"still_holds": false, "reason": "the flag is cleared"}),
+                    )),
+            );
     for i in 0..FLAGS {
         let answer = Reply::json(&json!({
             "edits": [{"path": format!("m{i}.py"), "old": format!("BAD_{i} = True"), "new": format!("BAD_{i} = False")}],
@@ -240,11 +249,12 @@ async fn three_nodes_share_the_fix_attempts_and_every_fix_is_kept() {
     let out = work.path().join("fix-out");
     let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
     let backend = format!("ollama={}", here.ollama_url());
-    let o = client(
-        &fix_args(&target, &report, &out, nodes[1].node.api(), &backend),
-        work.path(),
-    )
-    .await;
+    // The blind verifier on: each node's judges the changes it made.
+    let args: Vec<&str> = fix_args(&target, &report, &out, nodes[1].node.api(), &backend)
+        .into_iter()
+        .filter(|a| *a != "--no-verifier")
+        .collect();
+    let o = client(&args, work.path()).await;
     assert_eq!(code(&o), 0, "{}", text(&o));
     assert!(
         text(&o).contains("fix attempts go to n1 (2), n2 (2), n3 (2)"),
@@ -282,6 +292,13 @@ async fn three_nodes_share_the_fix_attempts_and_every_fix_is_kept() {
         let reqs = n.server.requests();
         let asked = fixer_requests(&reqs);
         assert_eq!(asked.len(), placed[&n.name], "{}", n.name);
+        // Its blind verifier judged each change it made, from the diff and the finding.
+        let blind: Vec<_> = reqs.iter().filter(|r| r.system.contains(BLIND)).collect();
+        assert_eq!(blind.len(), placed[&n.name], "{}", n.name);
+        assert!(
+            blind.iter().all(|r| !r.text.contains("cleared the flag")),
+            "never the fixer's words"
+        );
         for r in asked {
             let i = (0..FLAGS)
                 .find(|i| r.text.contains(&title(*i)))
@@ -295,10 +312,18 @@ async fn three_nodes_share_the_fix_attempts_and_every_fix_is_kept() {
         "{}",
         text(&o)
     );
+    let here_asked = here.requests();
+    assert!(fixer_requests(&here_asked).is_empty(), "no agent ran here");
     assert!(
-        fixer_requests(&here.requests()).is_empty(),
-        "no agent ran here"
+        !here_asked.iter().any(|r| r.system.contains(BLIND)),
+        "no verifier call here"
     );
+    for f in &fixes {
+        assert_eq!(
+            f["attempts"][0]["oracles"]["verifier"]["reason"], "the flag is cleared",
+            "{f}"
+        );
+    }
     let branch = read_json(&out.join("fix-report.json"))["branch"]
         .as_str()
         .unwrap()

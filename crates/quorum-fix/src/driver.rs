@@ -60,6 +60,8 @@ struct RemoteDone {
     /// The tests on the node's changed tree (None: not asked, not allowed, or no usable change).
     tests: Option<TestRun>,
     tests_not_run: Option<String>,
+    /// The node's blind verifier on the change (it judges the change, not the tree).
+    verifier: Option<quorum_core::fixing::fix_loop::VerifierCheck>,
     /// How many kept fixes the node's tree held: its tests judged the tree the change would be
     /// kept into only while that is still the number kept.
     based_on: usize,
@@ -510,6 +512,7 @@ impl<P: FnMut(String)> Run<'_, P> {
                 let mut stats = CallStats::default();
                 let t0 = Instant::now();
                 let tests_here = node_tests.is_none() && self.job.tests.is_some();
+                let node_verifier = done.remote.as_ref().and_then(|r| r.verifier.clone());
                 let o = judge::judge(
                     self.job,
                     &target,
@@ -518,7 +521,7 @@ impl<P: FnMut(String)> Run<'_, P> {
                     &applied,
                     &done.outcome,
                     self.base_failing.as_ref(),
-                    node_tests,
+                    (node_tests, node_verifier),
                     &mut stats,
                 )
                 .await;

@@ -59,11 +59,13 @@ pub fn breaks_tests(run: Option<&TestRun>, base_failing: Option<&BTreeSet<String
 }
 
 /// The checks that judge the change itself, whatever tree it lands on: the analyzers on the
-/// changed files, then (if they pass) the blind verifier on the diff.
+/// changed files, then (if they pass) the blind verifier on the diff — the verdict of the
+/// node that made the change when it gave one (`node_verifier`), else this run's verifier.
 pub async fn change_checks(
     job: &FixJob,
     target: &FixTarget,
     changes: &[FileChange],
+    node_verifier: Option<VerifierCheck>,
     stats: &mut CallStats,
 ) -> (Option<AnalyzerCheck>, Option<VerifierCheck>) {
     let analyzer = match &job.analyzers {
@@ -75,6 +77,9 @@ pub async fn change_checks(
         .is_some_and(|a| a.rule_still_fires || !a.new_hits.is_empty())
     {
         return (analyzer, None);
+    }
+    if job.verifier.is_some() && node_verifier.is_some() {
+        return (analyzer, node_verifier);
     }
     let verifier = match &job.verifier {
         Some(verifier) => {
@@ -111,8 +116,8 @@ pub fn checks_fail(analyzer: Option<&AnalyzerCheck>, verifier: Option<&VerifierC
 }
 
 /// Run the oracles that apply on one change, applied to the tree in `dir`, cheapest first.
-/// `node_tests`: a node's run of the tests on exactly this tree, taken instead of running
-/// them here.
+/// `from_node`: a node's run of the tests on exactly this tree, taken instead of running them
+/// here, and its blind verifier's verdict on the change.
 #[allow(clippy::too_many_arguments)]
 pub async fn judge(
     job: &FixJob,
@@ -122,9 +127,10 @@ pub async fn judge(
     changes: &[FileChange],
     outcome: &AgentOutcome,
     base_failing: Option<&BTreeSet<String>>,
-    node_tests: Option<TestRun>,
+    from_node: (Option<TestRun>, Option<VerifierCheck>),
     stats: &mut CallStats,
 ) -> Oracles {
+    let (node_tests, node_verifier) = from_node;
     let mut oracles = Oracles {
         edit: edit_outcome(changes, outcome),
         tests: None,
@@ -141,7 +147,7 @@ pub async fn judge(
     if breaks_tests(oracles.tests.as_ref(), base_failing) {
         return oracles;
     }
-    let (analyzer, verifier) = change_checks(job, target, changes, stats).await;
+    let (analyzer, verifier) = change_checks(job, target, changes, node_verifier, stats).await;
     oracles.analyzer = analyzer;
     oracles.verifier = verifier;
     oracles

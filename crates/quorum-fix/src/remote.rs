@@ -16,7 +16,7 @@ use crate::journal::StoredChange;
 use crate::sandbox::{Isolation, TestCommand};
 use crate::worktree::Worktree;
 use quorum_core::fixing::edit::EditBounds;
-use quorum_core::fixing::fix_loop::{TestRun, UNNAMED_FAILURE};
+use quorum_core::fixing::fix_loop::{TestRun, VerifierCheck, UNNAMED_FAILURE};
 use quorum_core::fixing::select::FixTarget;
 use quorum_runtime::agent::{CallStats, LoopLimits};
 use serde::{Deserialize, Serialize};
@@ -42,6 +42,9 @@ pub struct ShippedTests {
     pub command: String,
     pub timeout_secs: u64,
     pub max_output: usize,
+    /// The tests the base already fails (not blamed on the change).
+    #[serde(default)]
+    pub base_failing: std::collections::BTreeSet<String>,
 }
 
 /// A fix attempt to run on another node.
@@ -58,6 +61,10 @@ pub struct ShippedAttempt {
     pub tree: Vec<TreeEntry>,
     /// Run the project's tests on the changed tree, if the node's policy allows.
     pub tests: Option<ShippedTests>,
+    /// Ask this node's blind verifier whether the finding still holds after the change (when
+    /// the change is usable and breaks no test the base passes).
+    #[serde(default)]
+    pub verify: bool,
 }
 
 /// What a node hands back for one attempt.
@@ -73,6 +80,9 @@ pub struct ShippedResult {
     pub tests: Option<TestRun>,
     /// Why the node ran no tests although asked: its policy, or no sandbox.
     pub tests_not_run: Option<String>,
+    /// The node's blind verifier on the change, when asked and it got that far.
+    #[serde(default)]
+    pub verifier: Option<VerifierCheck>,
     pub stats: CallStats,
 }
 
@@ -132,13 +142,20 @@ pub fn agent_limits(window: u32, max_output: u32) -> LoopLimits {
     }
 }
 
+/// This node's models for an attempt: the fix agent's, and the blind verifier's (another
+/// family where one is served; None when the node has none to spare).
+pub struct NodeModels {
+    pub fixer: ModelRoute,
+    pub verifier: Option<ModelRoute>,
+}
+
 /// Worker side: run a shipped attempt in a private worktree under `work_dir` (removed after),
-/// with this node's `fixer`, and its tests when `policy` allows. `contents` maps each tree
-/// entry's hash to its text; the caller checked none is missing.
+/// with this node's fixer, its tests when `policy` allows, and its blind verifier when asked.
+/// `contents` maps each tree entry's hash to its text; the caller checked none is missing.
 pub async fn run_shipped(
     attempt: ShippedAttempt,
     contents: &HashMap<String, Arc<str>>,
-    fixer: &ModelRoute,
+    models: &NodeModels,
     limits: LoopLimits,
     policy: &TestPolicy,
     work_dir: &Path,
@@ -158,6 +175,7 @@ pub async fn run_shipped(
     let home = work_dir.join("home");
     std::fs::create_dir_all(&home)?;
     let mut worktree = Worktree::from_files(files, work_dir.join("tree"), attempt.bounds)?;
+    let fixer = &models.fixer;
     let mut stats = CallStats::default();
     let outcome = agent::attempt(
         &fixer.client,
@@ -193,6 +211,39 @@ pub async fn run_shipped(
             (Some(run), None)
         }
     };
+    let base_failing = attempt
+        .tests
+        .as_ref()
+        .map(|t| t.base_failing.clone())
+        .unwrap_or_default();
+    let broke = tests
+        .as_ref()
+        .is_some_and(|t| !t.failing.is_subset(&base_failing));
+    let verifier = match (&models.verifier, attempt.verify && usable && !broke) {
+        (Some(v), true) => {
+            let diff = crate::patch::unified(&changes);
+            Some(
+                match crate::oracles::verify(
+                    &v.client,
+                    &v.spec,
+                    &attempt.target,
+                    &changes,
+                    &diff,
+                    &mut stats,
+                )
+                .await
+                {
+                    Ok(check) => check,
+                    // A verifier that cannot answer never keeps a fix.
+                    Err(e) => VerifierCheck {
+                        still_holds: true,
+                        reason: format!("the verifier on {node} could not judge the change: {e}"),
+                    },
+                },
+            )
+        }
+        _ => None,
+    };
     let _ = std::fs::remove_dir_all(work_dir);
     Ok(ShippedResult {
         node: node.to_string(),
@@ -201,6 +252,7 @@ pub async fn run_shipped(
         changes: changes.iter().map(StoredChange::from).collect(),
         tests,
         tests_not_run,
+        verifier,
         stats,
     })
 }

@@ -6,7 +6,7 @@
 //! again after its pause. The test command counts its runs in a file outside the worktree.
 
 use quorum_core::fixing::edit::EditBounds;
-use quorum_core::fixing::fix_loop::TestRun;
+use quorum_core::fixing::fix_loop::{TestRun, VerifierCheck};
 use quorum_core::fixing::select::FixTarget;
 use quorum_core::pack::ContextPack;
 use quorum_core::review::finding::Finding;
@@ -49,6 +49,8 @@ struct ScriptedNodes {
     asked: Mutex<Vec<(String, String, u32)>>,
     /// Failures already given, so a retry succeeds.
     failed_once: Mutex<Vec<String>>,
+    /// The nodes' blind verifier's verdict on every change (None: not asked).
+    verdict: Option<VerifierCheck>,
 }
 
 fn change(
@@ -124,6 +126,7 @@ impl FixWorkers for ScriptedNodes {
             changes: vec![change(&attempt, &contents, &old, &new)],
             tests,
             tests_not_run: None,
+            verifier: self.verdict.clone(),
             stats: CallStats::default(),
         })
     }
@@ -219,6 +222,7 @@ fn nodes(answers: Vec<((&str, u32), Answer)>, together: Option<usize>) -> Arc<Sc
         together: together.map(|n| Arc::new(Barrier::new(n))),
         asked: Mutex::new(Vec::new()),
         failed_once: Mutex::new(Vec::new()),
+        verdict: None,
     })
 }
 
@@ -389,4 +393,49 @@ async fn a_lost_node_and_a_busy_one_cost_no_attempt() {
         lines.iter().any(|l| l.contains("handed back: b is busy")),
         "{lines:#?}"
     );
+}
+
+/// With a blind verifier asked for, each node's verdict on its change is taken — this run's
+/// own verifier (a dead server here, which would count as "still holds") is never called — and
+/// a node's "still holds" discards the change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_nodes_blind_verifier_judges_their_changes() {
+    for (still_holds, kept_expected) in [(false, 3usize), (true, 0)] {
+        let mut ns = nodes(
+            vec![
+                (("F1", 1), edit("FLAG = 1", "FLAG = 0")),
+                (("F2", 1), edit("FLAG = 1", "FLAG = 0")),
+                (("F3", 1), edit("FLAG = 1", "FLAG = 0")),
+                (("F1", 2), edit("FLAG = 1", "FLAG = 0")),
+                (("F2", 2), edit("FLAG = 1", "FLAG = 0")),
+                (("F3", 2), edit("FLAG = 1", "FLAG = 0")),
+                (("F1", 3), edit("FLAG = 1", "FLAG = 0")),
+                (("F2", 3), edit("FLAG = 1", "FLAG = 0")),
+                (("F3", 3), edit("FLAG = 1", "FLAG = 0")),
+            ],
+            None,
+        );
+        Arc::get_mut(&mut ns).unwrap().verdict = Some(VerifierCheck {
+            still_holds,
+            reason: "judged on the node".into(),
+        });
+        let work = tempfile::tempdir().unwrap();
+        let counter = work.path().join("test-runs");
+        let mut job = job(&work.path().join("run"), &counter, ns);
+        job.verifier = Some(job.fixer.clone());
+        let mut journal = Journal::open(&work.path().join("journal.jsonl")).unwrap();
+        // "Still holds" three times in a row is a circular fix: the run ends.
+        let run = tokio::time::timeout(
+            Duration::from_secs(120),
+            quorum_fix::run(job, &mut journal, Vec::new(), |_| {}),
+        )
+        .await
+        .expect("the run ends")
+        .unwrap();
+        assert_eq!(run.kept.len(), kept_expected, "still_holds {still_holds}");
+        for e in &run.entries {
+            let v = e.attempts[0].oracles.verifier.as_ref().expect("a verdict");
+            assert_eq!(v.reason, "judged on the node", "{e:?}");
+        }
+    }
 }

@@ -174,14 +174,21 @@ impl FixWorker {
             .client
             .context_window(&fixer.spec.model)
             .unwrap_or(DEFAULT_WINDOW);
+        let models = quorum_fix::remote::NodeModels {
+            verifier: attempt
+                .verify
+                .then(|| self.verifier(&fixer.spec.model))
+                .flatten(),
+            fixer,
+        };
         let limits = quorum_fix::remote::agent_limits(window, MAX_OUTPUT_TOKENS);
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
         let dir = self.work_root.join(format!("{}-{n}", std::process::id()));
-        tracing::info!(run = %attempt.run_id, finding = %attempt.target.finding.id, attempt = attempt.attempt, model = %fixer.spec.model, "fix attempt started");
+        tracing::info!(run = %attempt.run_id, finding = %attempt.target.finding.id, attempt = attempt.attempt, model = %models.fixer.spec.model, "fix attempt started");
         let result = run_shipped(
             attempt,
             &contents,
-            &fixer,
+            &models,
             limits,
             &self.policy,
             &dir,
@@ -199,6 +206,24 @@ impl FixWorker {
         Ok(pb::FixAttemptResponse {
             missing: Vec::new(),
             result_json,
+        })
+    }
+
+    /// This node's blind verifier: a model of another family than the fixer's where one is
+    /// served, else the fixer's own (a fresh call that never sees the fixer's words).
+    fn verifier(&self, fixer_model: &str) -> Option<ModelRoute> {
+        let (chosen, _degraded) = self
+            .backends
+            .select_verifier(None, &[fixer_model.to_string()])
+            .ok()?;
+        Some(ModelRoute {
+            client: chosen.client,
+            spec: CallSpec {
+                model: chosen.model,
+                max_tokens: MAX_OUTPUT_TOKENS,
+                temperature: 0.0,
+                num_ctx: None,
+            },
         })
     }
 

@@ -103,8 +103,9 @@ impl<P: FnMut(String)> Run<'_, P> {
                 continue;
             };
             let mut stats = CallStats::default();
+            let node_verifier = done.remote.as_ref().and_then(|r| r.verifier.clone());
             let (analyzer, verifier) =
-                judge::change_checks(self.job, &target, &applied, &mut stats).await;
+                judge::change_checks(self.job, &target, &applied, node_verifier, &mut stats).await;
             self.add_stats(&stats);
             if judge::checks_fail(analyzer.as_ref(), verifier.as_ref()) {
                 // Failed on its own merits: judged now, nothing applied.

@@ -63,7 +63,9 @@ impl<P: FnMut(String)> Run<'_, P> {
                             command: t.command.clone(),
                             timeout_secs: t.timeout.as_secs(),
                             max_output: t.max_output,
+                            base_failing: self.base_failing.clone().unwrap_or_default(),
                         }),
+                        verify: job.verifier.is_some(),
                     };
                     let (contents, based_on) = (self.tree.contents(), self.ledger.kept.len());
                     running.spawn(async move {
@@ -81,6 +83,7 @@ impl<P: FnMut(String)> Run<'_, P> {
                                     node: r.node,
                                     tests: r.tests,
                                     tests_not_run: r.tests_not_run,
+                                    verifier: r.verifier,
                                     based_on,
                                 }),
                             }),
