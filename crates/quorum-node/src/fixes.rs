@@ -67,6 +67,8 @@ impl FixWorker {
         work_root: PathBuf,
     ) -> FixWorker {
         let capacity = capacity.max(1);
+        // What a node killed mid-attempt left behind is nobody's now.
+        let _ = std::fs::remove_dir_all(&work_root);
         FixWorker {
             name: name.to_string(),
             backends,
