@@ -1,11 +1,14 @@
-//! `quorum fix --jobs N` against one agent, in one run: 30 scripted fix tasks (one weak hash in
-//! each of 30 files), each agent answer delayed like a model's (`--agent-ms`, default 1000),
-//! a scripted test command that takes `--test-ms` (default 1000), a blind verifier that
-//! answers at once. Prints each run's wall time, the attempts and the ratio.
+//! `quorum fix --jobs N` against one agent, and `quorum fix --cluster` on N nodes against one
+//! node, in one run: 30 scripted fix tasks (one weak hash in each of 30 files), each agent
+//! answer delayed like a model's (`--agent-ms`, default 1000), a scripted test command that
+//! takes `--test-ms` (default 1000), a blind verifier that answers at once. The nodes are real
+//! `quorum node` processes on loopback, each with its own scripted model server, running one
+//! attempt at a time and the tests (`--fix-tests`; sandboxed, so `--nodes 0` where no sandbox
+//! works). Prints each run's wall time and the ratios.
 //!
 //! ```sh
 //! cargo build --release -p quorum-cli && cargo run --release -p quorum-cli --example bench_fix
-//! cargo run --release -p quorum-cli --example bench_fix -- --jobs 3 --tasks 30 --agent-ms 2000
+//! cargo run --release -p quorum-cli --example bench_fix -- --jobs 3 --nodes 3 --tasks 30 --agent-ms 2000
 //! ```
 //!
 //! Every change is judged on the tree it would be kept into; changes that come back together,
@@ -25,6 +28,7 @@ use support::*;
 struct Args {
     tasks: usize,
     jobs: u32,
+    nodes: usize,
     agent_ms: u64,
     test_ms: u64,
 }
@@ -33,6 +37,7 @@ fn args() -> Args {
     let mut a = Args {
         tasks: 30,
         jobs: 3,
+        nodes: 3,
         agent_ms: 1000,
         test_ms: 1000,
     };
@@ -48,10 +53,11 @@ fn args() -> Args {
         match flag.as_str() {
             "--tasks" => a.tasks = n() as usize,
             "--jobs" => a.jobs = n() as u32,
+            "--nodes" => a.nodes = n() as usize,
             "--agent-ms" => a.agent_ms = n(),
             "--test-ms" => a.test_ms = n(),
             other => {
-                eprintln!("bench_fix: unknown flag {other}; use --tasks N, --jobs N, --agent-ms MS or --test-ms MS");
+                eprintln!("bench_fix: unknown flag {other}; use --tasks N, --jobs N, --nodes N, --agent-ms MS or --test-ms MS");
                 std::process::exit(2);
             }
         }
@@ -77,12 +83,15 @@ fn quorum_bin() -> PathBuf {
     bin
 }
 
+const TOKEN: &str = "bench-token";
+
 fn quorum(bin: &Path, cwd: &Path, args: &[&str]) -> (f64, i32, String) {
     let home = cwd.join(".home");
     let t = Instant::now();
     let out = Command::new(bin)
         .args(args)
         .current_dir(cwd)
+        .env("QUORUM_API_TOKEN", TOKEN)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env("XDG_DATA_HOME", home.join("data"))
@@ -254,4 +263,155 @@ async fn main() {
         runs[0] / runs[1],
         (a.tasks as f64 + 1.0) * a.test_ms as f64 / 1000.0
     );
+    if a.nodes == 0 {
+        return;
+    }
+    let mut walls = Vec::new();
+    for n in [1, a.nodes] {
+        let cluster = start_nodes(&bin, work.path(), n, &backend).await;
+        let out = work.path().join(format!("fix-nodes-{n}"));
+        let (wall, code, text) = quorum(
+            &bin,
+            work.path(),
+            &[
+                "fix",
+                target.to_str().unwrap(),
+                "--from",
+                report.to_str().unwrap(),
+                "--cluster",
+                &cluster.api,
+                "--backend",
+                &backend,
+                "--model",
+                "scripted-model",
+                "--out",
+                out.to_str().unwrap(),
+                "--test-cmd",
+                "bash tests.sh",
+                "--unsandboxed",
+                "--no-analyzers",
+                "--quiet",
+            ],
+        );
+        drop(cluster);
+        if code != 0 {
+            eprintln!("bench_fix: --cluster with {n} node(s) exited {code}:\n{text}");
+            std::process::exit(1);
+        }
+        let summary = text.lines().last().unwrap_or("").to_string();
+        println!("{n:>2} node(s): {wall:>6.1} s  {summary}");
+        walls.push(wall);
+    }
+    println!(
+        "{} tasks on nodes running one attempt and its tests at a time: {} nodes take {:.2}× the time of 1 ({:.2}× faster)",
+        a.tasks,
+        a.nodes,
+        walls[1] / walls[0],
+        walls[0] / walls[1]
+    );
+}
+
+/// Nodes started for one run: killed when dropped.
+struct Nodes {
+    children: Vec<std::process::Child>,
+    /// The first node's API.
+    api: String,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `n` `quorum node`s joined in one cluster on loopback, each serving the fix script's model
+/// (`backend`), one attempt at a time, allowed to run the tests; returns once the first sees
+/// them all.
+async fn start_nodes(bin: &Path, work: &Path, n: usize, backend: &str) -> Nodes {
+    use std::io::BufRead;
+    let cookie = format!("bench-{}", std::process::id());
+    let mut nodes = Nodes {
+        children: Vec::new(),
+        api: String::new(),
+    };
+    let mut join: Option<String> = None;
+    for i in 0..n {
+        let name = format!("bench{n}-{i}");
+        let home = work.join(format!(".home-{name}"));
+        let data = work.join(format!("data-{name}"));
+        let mut cmd = Command::new(bin);
+        cmd.args([
+            "node",
+            "--name",
+            &name,
+            "--listen",
+            "127.0.0.1:0",
+            "--api",
+            "127.0.0.1:0",
+            "--backend",
+            backend,
+            "--model",
+            "scripted-model",
+            "--fix-tests",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+        .current_dir(work)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("QUORUM_HOME", repo_root())
+        .env("QUORUM_API_TOKEN", TOKEN)
+        .env("QUORUM_COOKIE", &cookie)
+        .env("QUORUM_MAX_CONCURRENT", "1")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+        if let Some(j) = &join {
+            cmd.args(["--join", j]);
+        }
+        let mut child = cmd.spawn().expect("quorum node");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the node's first line");
+        let field = |key: &str| {
+            line.split(key)
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .map(str::to_string)
+        };
+        let (Some(api), Some(cluster)) = (field("api on "), field("cluster on ")) else {
+            eprintln!("bench_fix: node {name} did not start: {line}");
+            std::process::exit(1);
+        };
+        if i == 0 {
+            nodes.api = api;
+            join = Some(cluster);
+        }
+        nodes.children.push(child);
+    }
+    let client = quorum_api::ApiClient::connect(&nodes.api, TOKEN)
+        .await
+        .expect("the first node's API");
+    for _ in 0..600 {
+        let up = client
+            .cluster_status()
+            .await
+            .map(|s| {
+                s.iter()
+                    .filter(|m| m.alive && !m.api_url.is_empty())
+                    .count()
+            })
+            .unwrap_or(0);
+        if up == n {
+            return nodes;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    eprintln!("bench_fix: the {n} nodes never all saw each other");
+    std::process::exit(1);
 }
