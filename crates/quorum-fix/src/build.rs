@@ -3,7 +3,6 @@
 //! keeping or undoing the change. Every event is journalled before the loop steps on it, so a
 //! killed run resumes without redoing a kept increment.
 
-use crate::agent::AgentOutcome;
 use crate::builder::{self, IncrementBrief};
 use crate::conformance_judge::{judge_tree, verdicts_of, JudgeSetup};
 use crate::journal::{Journal, StoredChange};
@@ -15,7 +14,7 @@ use quorum_core::fixing::build_loop::{
     BuildCommand, BuildEvent, BuildFailure, BuildLoop, BuildStop,
 };
 use quorum_core::fixing::build_report::IterationEntry;
-use quorum_core::fixing::edit::{changed_lines, EditBounds};
+use quorum_core::fixing::edit::EditBounds;
 use quorum_core::fixing::fix_loop::{EditOutcome, TestRun, UNNAMED_FAILURE};
 use quorum_core::fixing::fix_report::FixUsage;
 use quorum_core::judging::conformance::{Criterion, Judgment};
@@ -134,24 +133,6 @@ fn journal_err(journal: &Journal, e: std::io::Error) -> FixError {
     FixError::Journal {
         path: journal.path().display().to_string(),
         reason: e.to_string(),
-    }
-}
-
-fn edit_outcome(outcome: &AgentOutcome, changes: &[FileChange]) -> EditOutcome {
-    if let Some(reason) = &outcome.failure {
-        EditOutcome::Failed {
-            reason: reason.clone(),
-        }
-    } else if changes.is_empty() {
-        EditOutcome::NoChange
-    } else {
-        EditOutcome::Applied {
-            files: changes.iter().map(|c| c.path.clone()).collect(),
-            lines: changes
-                .iter()
-                .map(|c| changed_lines(c.before.as_deref().unwrap_or(""), &c.after))
-                .sum(),
-        }
     }
 }
 
@@ -450,7 +431,7 @@ pub async fn run_build(
             Some(spec) if changes.iter().any(|c| c.path == spec) => EditOutcome::Failed {
                 reason: format!("the increment changed the spec {spec} itself; change the project, not its contract"),
             },
-            _ => edit_outcome(&outcome, &changes),
+            _ => crate::judge::edit_outcome(&changes, &outcome),
         };
         // The checks, cheapest first; the first that fails decides.
         let mut tests = None;
