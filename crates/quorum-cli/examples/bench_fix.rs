@@ -110,6 +110,36 @@ fn quorum(bin: &Path, cwd: &Path, args: &[&str]) -> (f64, i32, String) {
     (wall, out.status.code().unwrap_or(-1), text)
 }
 
+/// One timed `quorum fix` of `target` from `report` into `out` with the fix script's model,
+/// the scripted tests and `extra` (where its agents run).
+fn fix_run(
+    bin: &Path,
+    cwd: &Path,
+    [target, report, out]: [&Path; 3],
+    backend: &str,
+    extra: &[&str],
+) -> (f64, i32, String) {
+    let mut args = vec![
+        "fix",
+        target.to_str().unwrap(),
+        "--from",
+        report.to_str().unwrap(),
+        "--backend",
+        backend,
+        "--model",
+        "scripted-model",
+        "--out",
+        out.to_str().unwrap(),
+        "--test-cmd",
+        "bash tests.sh",
+        "--unsandboxed",
+        "--no-analyzers",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    quorum(bin, cwd, &args)
+}
+
 fn module(k: usize) -> String {
     format!("src/m{k:02}.py")
 }
@@ -222,28 +252,12 @@ async fn main() {
     for jobs in [1, a.jobs] {
         let out = work.path().join(format!("fix-{jobs}"));
         let jobs_text = jobs.to_string();
-        let (wall, code, text) = quorum(
+        let (wall, code, text) = fix_run(
             &bin,
             work.path(),
-            &[
-                "fix",
-                target.to_str().unwrap(),
-                "--from",
-                report.to_str().unwrap(),
-                "--backend",
-                &backend,
-                "--model",
-                "scripted-model",
-                "--out",
-                out.to_str().unwrap(),
-                "--test-cmd",
-                "bash tests.sh",
-                "--unsandboxed",
-                "--no-analyzers",
-                "--jobs",
-                &jobs_text,
-                "--quiet",
-            ],
+            [&target, &report, &out],
+            &backend,
+            &["--jobs", &jobs_text],
         );
         let summary = text.lines().last().unwrap_or("").to_string();
         if code != 0 {
@@ -270,28 +284,12 @@ async fn main() {
     for n in [1, a.nodes] {
         let cluster = start_nodes(&bin, work.path(), n, &backend).await;
         let out = work.path().join(format!("fix-nodes-{n}"));
-        let (wall, code, text) = quorum(
+        let (wall, code, text) = fix_run(
             &bin,
             work.path(),
-            &[
-                "fix",
-                target.to_str().unwrap(),
-                "--from",
-                report.to_str().unwrap(),
-                "--cluster",
-                &cluster.api,
-                "--backend",
-                &backend,
-                "--model",
-                "scripted-model",
-                "--out",
-                out.to_str().unwrap(),
-                "--test-cmd",
-                "bash tests.sh",
-                "--unsandboxed",
-                "--no-analyzers",
-                "--quiet",
-            ],
+            [&target, &report, &out],
+            &backend,
+            &["--cluster", &cluster.api],
         );
         drop(cluster);
         if code != 0 {

@@ -39,17 +39,11 @@ impl Ledger {
                 .map(|t| {
                     (
                         t.finding.id.clone(),
-                        FixEntry {
-                            finding_id: t.finding.id.clone(),
-                            title: t.finding.title.clone(),
-                            file: t.finding.file.clone().unwrap_or_default(),
-                            status: FixStatus::Unfixed,
-                            cycle: None,
-                            unfixed_because: None,
-                            commit: None,
-                            files: Vec::new(),
-                            attempts: Vec::new(),
-                        },
+                        unfixed(
+                            &t.finding.id,
+                            &t.finding.title,
+                            t.finding.file.as_deref().unwrap_or_default(),
+                        ),
                     )
                 })
                 .collect(),
@@ -60,20 +54,20 @@ impl Ledger {
         }
     }
 
+    /// The last attempt's oracles for `finding` (none recorded: no change).
+    fn take_oracles(&mut self, finding: &str) -> Oracles {
+        self.last_oracles.remove(finding).unwrap_or(Oracles {
+            edit: EditOutcome::NoChange,
+            tests: None,
+            analyzer: None,
+            verifier: None,
+        })
+    }
+
     pub(crate) fn entry(&mut self, finding: &str) -> &mut FixEntry {
         self.entries
             .entry(finding.to_string())
-            .or_insert_with(|| FixEntry {
-                finding_id: finding.to_string(),
-                title: String::new(),
-                file: String::new(),
-                status: FixStatus::Unfixed,
-                cycle: None,
-                unfixed_because: None,
-                commit: None,
-                files: Vec::new(),
-                attempts: Vec::new(),
-            })
+            .or_insert_with(|| unfixed(finding, "", ""))
     }
 
     pub(crate) fn kept(
@@ -82,12 +76,7 @@ impl Ledger {
         attempt: u32,
         changes: Vec<FileChange>,
     ) -> String {
-        let oracles = self.last_oracles.remove(&finding).unwrap_or(Oracles {
-            edit: EditOutcome::NoChange,
-            tests: None,
-            analyzer: None,
-            verifier: None,
-        });
+        let oracles = self.take_oracles(&finding);
         let note = self.last_agent.remove(&finding).unwrap_or_default();
         let entry = self.entry(&finding);
         entry.status = FixStatus::Kept;
@@ -127,12 +116,7 @@ impl Ledger {
         class: FailureClass,
         reason: String,
     ) -> String {
-        let oracles = self.last_oracles.remove(finding).unwrap_or(Oracles {
-            edit: EditOutcome::NoChange,
-            tests: None,
-            analyzer: None,
-            verifier: None,
-        });
+        let oracles = self.take_oracles(finding);
         let line = format!("{finding}: attempt {attempt} discarded ({})", class.kind);
         let note = self.last_agent.remove(finding).unwrap_or_default();
         self.entry(finding).attempts.push(AttemptEntry {
@@ -163,5 +147,20 @@ impl Ledger {
                 }
             }
         )
+    }
+}
+
+/// A finding's entry before any attempt.
+fn unfixed(id: &str, title: &str, file: &str) -> FixEntry {
+    FixEntry {
+        finding_id: id.to_string(),
+        title: title.to_string(),
+        file: file.to_string(),
+        status: FixStatus::Unfixed,
+        cycle: None,
+        unfixed_because: None,
+        commit: None,
+        files: Vec::new(),
+        attempts: Vec::new(),
     }
 }
