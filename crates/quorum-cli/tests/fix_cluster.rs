@@ -99,68 +99,68 @@ struct FixNode {
     server: ScriptedServer,
 }
 
-/// Nodes `names`, joined in one cluster, each with its own scripted fixer; `extra[i]` are more
-/// arguments for node i. Returns once every node sees every one alive with its API.
+/// One `quorum node` named `name` with its own scripted fixer (`script`), two attempts at once,
+/// joining `join` when given; `extra` are more arguments.
+async fn fix_node(
+    work: &Path,
+    name: &str,
+    script: Script,
+    join: Option<&str>,
+    extra: &[&str],
+) -> FixNode {
+    let server = ScriptedServer::start(script).await.unwrap();
+    let data = work.join(format!("data-{name}"));
+    let backend = format!("ollama={}", server.ollama_url());
+    let data = data.display().to_string();
+    let mut args = vec![
+        "--name",
+        name,
+        "--listen",
+        "127.0.0.1:0",
+        "--api",
+        "127.0.0.1:0",
+        "--backend",
+        &backend,
+        "--model",
+        MODEL,
+        "--data-dir",
+        &data,
+        "--heartbeat-ms",
+        "100",
+        "--deadline-ms",
+        "1000",
+    ];
+    if let Some(j) = join {
+        args.extend(["--join", j]);
+    }
+    args.extend_from_slice(extra);
+    let node = spawn_node(
+        node_command(&args, work)
+            .env("QUORUM_COOKIE", COOKIE)
+            .env("QUORUM_MAX_CONCURRENT", "2"),
+    )
+    .await;
+    FixNode {
+        name: name.to_string(),
+        node,
+        server,
+    }
+}
+
+/// Nodes `names`, joined in one cluster, each with its own scripted fixer (`held[i]`: its
+/// answers wait for the test's release); `extra[i]` are more arguments for node i. Returns
+/// once every node sees every one alive with its API.
 async fn fix_cluster(
     work: &Path,
     names: &[&str],
     extra: &[&[&str]],
     held: &[bool],
 ) -> Vec<FixNode> {
-    let scripts = held.iter().map(|h| fixer_script(*h)).collect();
-    fix_cluster_with(work, names, extra, scripts, "2").await
-}
-
-/// [`fix_cluster`] with each node's script, and `capacity` attempts at once on each.
-async fn fix_cluster_with(
-    work: &Path,
-    names: &[&str],
-    extra: &[&[&str]],
-    scripts: Vec<Script>,
-    capacity: &str,
-) -> Vec<FixNode> {
     let mut nodes: Vec<FixNode> = Vec::new();
-    for ((i, name), script) in names.iter().enumerate().zip(scripts) {
-        let server = ScriptedServer::start(script).await.unwrap();
-        let data = work.join(format!("data-{name}"));
-        let backend = format!("ollama={}", server.ollama_url());
-        let mut args: Vec<String> = [
-            "--name",
-            name,
-            "--listen",
-            "127.0.0.1:0",
-            "--api",
-            "127.0.0.1:0",
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--data-dir",
-            &data.display().to_string(),
-            "--heartbeat-ms",
-            "100",
-            "--deadline-ms",
-            "1000",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if let Some(first) = nodes.first() {
-            args.extend(["--join".to_string(), first.node.cluster().to_string()]);
-        }
-        args.extend(extra[i].iter().map(|s| s.to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let node = spawn_node(
-            node_command(&args, work)
-                .env("QUORUM_COOKIE", COOKIE)
-                .env("QUORUM_MAX_CONCURRENT", capacity),
-        )
-        .await;
-        nodes.push(FixNode {
-            name: name.to_string(),
-            node,
-            server,
-        });
+    for (i, name) in names.iter().enumerate() {
+        let join = nodes.first().map(|n| n.node.cluster().to_string());
+        let node = fix_node(work, name, fixer_script(held[i]), join.as_deref(), extra[i]).await;
+        nodes.push(node);
     }
     let mut clients = Vec::new();
     for n in &nodes {
@@ -534,39 +534,16 @@ async fn a_node_that_joins_mid_run_takes_the_waiting_attempts() {
             .unwrap();
     }
     // n2 joins.
-    let server = ScriptedServer::start(fixer_script(false)).await.unwrap();
-    let backend2 = format!("ollama={}", server.ollama_url());
-    let data = work.path().join("data-n2");
-    let n2 = spawn_node(
-        node_command(
-            &[
-                "--name",
-                "n2",
-                "--listen",
-                "127.0.0.1:0",
-                "--api",
-                "127.0.0.1:0",
-                "--backend",
-                &backend2,
-                "--model",
-                MODEL,
-                "--data-dir",
-                data.to_str().unwrap(),
-                "--heartbeat-ms",
-                "100",
-                "--deadline-ms",
-                "1000",
-                "--join",
-                nodes[0].node.cluster(),
-            ],
-            work.path(),
-        )
-        .env("QUORUM_COOKIE", COOKIE)
-        .env("QUORUM_MAX_CONCURRENT", "2"),
+    let n2 = fix_node(
+        work.path(),
+        "n2",
+        fixer_script(false),
+        Some(nodes[0].node.cluster()),
+        &[],
     )
     .await;
     // n2 makes the two attempts that waited; then n1's answers go out.
-    let mut n2_asked = server.subscribe();
+    let mut n2_asked = n2.server.subscribe();
     for _ in 0..2 {
         tokio::time::timeout(HUNG, n2_asked.recv())
             .await
