@@ -65,7 +65,7 @@ const LOCK_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(2
 /// A store this process just dropped can hold its lock a moment longer (sled's flusher thread
 /// lets go of it last): give that moment before saying another process holds it. Listing does
 /// not wait — a running review is simply shown as running.
-fn waiting_out_our_own_lock<T>(
+pub(crate) fn waiting_out_our_own_lock<T>(
     mut open: impl FnMut() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
     let mut tries = 0;

@@ -61,7 +61,8 @@ impl DataDir {
     /// when another process holds it.
     pub fn open_results(&self, max_entries: usize) -> Result<ResultCache, StoreError> {
         let path = self.root().join(RESULTS_DIR);
-        let db = open_db(&path)?;
+        // A cache this process just closed may hold its lock a moment longer.
+        let db = crate::data_dir::waiting_out_our_own_lock(|| open_db(&path))?;
         let held = db
             .open_tree(ORDER)
             .map(|t| t.len())
