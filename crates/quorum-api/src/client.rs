@@ -231,6 +231,18 @@ impl ApiClient {
         Ok(response.into_inner().nodes)
     }
 
+    /// The name of the node this client reached (empty from a node that does not say): a
+    /// client that dials a URL the cluster's status listed checks it reached the node it meant.
+    pub async fn answered_by(&self) -> Result<String, ApiError> {
+        let response = self
+            .client
+            .clone()
+            .cluster_status(self.request(pb::ClusterStatusRequest {}))
+            .await
+            .map_err(|s| self.error(s))?;
+        Ok(response.into_inner().answered_by)
+    }
+
     /// Changes the control plane's voters; the voters after the change.
     pub async fn change_voters(
         &self,

@@ -38,6 +38,9 @@ pub trait ReviewApi: Send + Sync + 'static {
     async fn list(&self) -> Result<Vec<pb::ReviewSummary>, ApiError>;
     /// Every node this node knows about, itself included, with its models and load.
     async fn cluster_status(&self) -> Result<Vec<pb::NodeStatus>, ApiError>;
+    /// This node's name, as its entry in [`ReviewApi::cluster_status`] gives it: a client
+    /// checks with it that the URL it dialled reached the node it meant.
+    fn node_name(&self) -> String;
     /// Changes the control plane's voters and returns the voters after the change. A node
     /// without a control plane refuses.
     async fn change_voters(
@@ -170,7 +173,10 @@ impl pb::quorum_server::Quorum for QuorumService {
             .cluster_status()
             .await
             .map_err(|e| to_status("cluster_status", e))?;
-        Ok(Response::new(pb::ClusterStatusResponse { nodes }))
+        Ok(Response::new(pb::ClusterStatusResponse {
+            nodes,
+            answered_by: self.api.node_name(),
+        }))
     }
 
     async fn change_voters(

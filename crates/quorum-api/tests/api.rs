@@ -189,6 +189,10 @@ impl ReviewApi for Fake {
             ..Default::default()
         }])
     }
+
+    fn node_name(&self) -> String {
+        "node-a".into()
+    }
 }
 
 struct Running {
@@ -302,6 +306,7 @@ async fn submit_watch_report_round_trip() {
         assert_eq!(nodes.len(), 1);
         assert_eq!(nodes[0].models, ["qwen2.5-coder:7b"]);
         assert_eq!((nodes[0].capacity, nodes[0].in_flight), (4, 1));
+        assert_eq!(client.answered_by().await.unwrap(), "node-a");
 
         server.stop().await;
     })

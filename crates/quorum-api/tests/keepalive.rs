@@ -67,6 +67,9 @@ impl ReviewApi for Quiet {
     async fn cluster_status(&self) -> Result<Vec<pb::NodeStatus>, ApiError> {
         Ok(Vec::new())
     }
+    fn node_name(&self) -> String {
+        "quiet".into()
+    }
 }
 
 /// Serves [`Quiet`] on an ephemeral port; the server pings at the default cadence.

@@ -51,6 +51,9 @@ impl ReviewApi for Fake {
     async fn cluster_status(&self) -> Result<Vec<pb::NodeStatus>, ApiError> {
         Ok(Vec::new())
     }
+    fn node_name(&self) -> String {
+        "fake".into()
+    }
 }
 
 struct Ca {

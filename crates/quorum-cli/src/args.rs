@@ -257,6 +257,12 @@ pub struct NodeArgs {
     /// Address peers should dial to reach this node (default: the --listen address).
     #[arg(long)]
     pub advertise: Option<String>,
+    /// The URL clients reach this node's API at, when it is not the --api address: a TLS
+    /// proxy in front of a loopback API, or NAT (default: the --api address, or the
+    /// --advertise host with the API's port). The cluster's status lists it; `review
+    /// --cluster` follows a review there and `fix --cluster` places attempts there.
+    #[arg(long, requires = "api", value_parser = parse_api_url)]
+    pub api_url: Option<String>,
     /// Heartbeat interval in milliseconds.
     #[arg(long, default_value_t = 500)]
     pub heartbeat_ms: u64,
@@ -632,4 +638,40 @@ pub struct McpArgs {
     /// File holding the API bearer token for --cluster (QUORUM_API_TOKEN wins when set).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
+}
+
+/// An API URL a client can dial: http:// or https:// with a host.
+fn parse_api_url(s: &str) -> Result<String, String> {
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"))
+        .ok_or_else(|| format!("'{s}' is not an http:// or https:// URL"))?;
+    let host = rest.split(['/', ':']).next().unwrap_or_default();
+    if host.is_empty() {
+        return Err(format!("'{s}' names no host"));
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_api_url;
+
+    #[test]
+    fn an_api_url_is_http_or_https_with_a_host() {
+        assert_eq!(
+            parse_api_url("https://ws2:8443/").unwrap(),
+            "https://ws2:8443"
+        );
+        assert_eq!(
+            parse_api_url("http://10.0.0.2:7400").unwrap(),
+            "http://10.0.0.2:7400"
+        );
+        assert!(parse_api_url("ws2:8443")
+            .unwrap_err()
+            .contains("not an http"));
+        assert!(parse_api_url("https://:8443")
+            .unwrap_err()
+            .contains("no host"));
+    }
 }

@@ -42,10 +42,29 @@ fn usable(n: &pb::NodeStatus) -> bool {
         && n.state != "lost"
 }
 
-/// Connect to `n`'s API; None (said on stderr) when it does not answer.
+/// Connect to `n`'s API; None (said on stderr) when it does not answer, or when another node
+/// answers there: a listed URL that only leads to `n` from `n`'s own machine (a loopback API
+/// behind a proxy) must not send `n`'s attempts to whichever node answers it here.
 async fn link(n: pb::NodeStatus, token: &str) -> Option<Arc<NodeLink>> {
-    match connect_any(std::slice::from_ref(&n.api_url), token).await {
-        Ok((client, _)) => Some(Arc::new(NodeLink {
+    let connected = match connect_any(std::slice::from_ref(&n.api_url), token).await {
+        Ok((client, _)) => match tokio::time::timeout(
+            quorum_api::CONNECT_TIMEOUT,
+            client.answered_by(),
+        )
+        .await
+        .unwrap_or_else(|_| Err(quorum_api::ApiError::Unavailable("it did not answer".into())))
+        {
+            Ok(name) if !name.is_empty() && name != n.name => Err(format!(
+                "its listed API {} answers here as node {name} (start {} with --api-url set to the URL this machine reaches it at)",
+                n.api_url, n.name
+            )),
+            Ok(_) => Ok(client),
+            Err(e) => Err(e.to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    };
+    match connected {
+        Ok(client) => Some(Arc::new(NodeLink {
             name: n.name,
             client,
             capacity: n.capacity.max(1) as usize,

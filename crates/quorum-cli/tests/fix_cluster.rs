@@ -568,3 +568,67 @@ async fn a_node_that_joins_mid_run_takes_the_waiting_attempts() {
     drop(n2);
     nodes.clear();
 }
+
+/// A node whose listed API leads to another node from here (`--api-url` set to n1's, as a
+/// loopback API behind a proxy would list): the run says so and leaves it out, and none of
+/// its attempts go to the node that answers there in its name. The URL a node lists is the
+/// one its operator gave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_listed_api_answers_as_another_is_left_out() {
+    let work = tempfile::tempdir().unwrap();
+    let target = flag_project(work.path());
+    let report = reviewed_by(&target, work.path(), flag_review()).await;
+    let nodes = fix_cluster(work.path(), &["n1"], &[&[]], &[false]).await;
+    let n1_api = nodes[0].node.api().to_string();
+    let n2 = fix_node(
+        work.path(),
+        "n2",
+        fixer_script(false),
+        Some(nodes[0].node.cluster()),
+        &["--api-url", &n1_api],
+    )
+    .await;
+    let c = quorum_api::ApiClient::connect(&n1_api, NODE_TOKEN)
+        .await
+        .unwrap();
+    let mut listed = false;
+    for _ in 0..600 {
+        let st = c.cluster_status().await.unwrap();
+        if st.iter().any(|n| n.name == "n2" && n.alive) {
+            let n2_entry = st.iter().find(|n| n.name == "n2").unwrap();
+            assert_eq!(n2_entry.api_url, n1_api, "the URL its operator gave");
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(listed, "n2 never joined");
+    assert_eq!(c.answered_by().await.unwrap(), "n1");
+
+    let out = work.path().join("fix-out");
+    let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    let o = client(
+        &fix_args(&target, &report, &out, &n1_api, &backend),
+        work.path(),
+    )
+    .await;
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!(
+            "node n2 is left out of this run: its listed API {n1_api} answers here as node n1"
+        )),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("fix attempts go to n1 (2)"),
+        "{}",
+        text(&o)
+    );
+    for f in fixes(&out) {
+        assert_eq!(f["status"], "kept", "{f}");
+        assert_eq!(f["attempts"][0]["node"], "n1", "{f}");
+    }
+    assert!(fixer_requests(&n2.server.requests()).is_empty());
+}

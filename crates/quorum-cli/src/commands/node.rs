@@ -289,6 +289,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             },
             bound,
             args.advertise.as_deref(),
+            args.api_url.as_deref(),
         );
         let svc = Arc::new(NodeService::new(NodeSetup {
             name: name.clone(),
@@ -298,7 +299,7 @@ pub async fn node(args: NodeArgs) -> Result<ExitCode> {
             flows_dir: settings::data_dir(&settings.flows_dir, "flows")?,
             default_flow: settings.flow.clone(),
             max_concurrent: Some(capacity),
-            advertised_addr: format!("http://{bound}"),
+            advertised_addr: api_url.clone().unwrap_or_else(|| format!("http://{bound}")),
             board: board.clone(),
             remote: remote.clone(),
             packs: packs.clone(),
@@ -542,14 +543,19 @@ async fn shutdown_signal() {
     }
 }
 
-/// The URL a client can reach this node's API at: the bound address when it names a host,
-/// else the host peers dial (`--advertise`) with the bound port; `None` when neither does (a
-/// wildcard bind with no advertised host), rather than a URL nobody can dial.
+/// The URL a client can reach this node's API at: the one its operator gave (`--api-url`),
+/// else the bound address when it names a host, else the host peers dial (`--advertise`) with
+/// the bound port; `None` when none does (a wildcard bind with no advertised host), rather
+/// than a URL nobody can dial.
 fn api_url_to_advertise(
     scheme: &str,
     bound: SocketAddr,
     advertise: Option<&str>,
+    given: Option<&str>,
 ) -> Option<String> {
+    if let Some(url) = given {
+        return Some(url.to_string());
+    }
     if !bound.ip().is_unspecified() {
         return Some(format!("{scheme}://{bound}"));
     }
@@ -585,14 +591,29 @@ mod tests {
     fn the_api_url_names_a_host_a_client_can_dial() {
         let at = |a: &str| a.parse::<SocketAddr>().unwrap();
         assert_eq!(
-            api_url_to_advertise("http", at("127.0.0.1:7400"), None).as_deref(),
+            api_url_to_advertise("http", at("127.0.0.1:7400"), None, None).as_deref(),
             Some("http://127.0.0.1:7400")
         );
         assert_eq!(
-            api_url_to_advertise("https", at("0.0.0.0:7400"), Some("10.0.0.2:7401")).as_deref(),
+            api_url_to_advertise("https", at("0.0.0.0:7400"), Some("10.0.0.2:7401"), None)
+                .as_deref(),
             Some("https://10.0.0.2:7400")
         );
-        assert_eq!(api_url_to_advertise("http", at("0.0.0.0:7400"), None), None);
+        assert_eq!(
+            api_url_to_advertise("http", at("0.0.0.0:7400"), None, None),
+            None
+        );
+        // A proxy in front of a loopback API: the URL its operator gave wins.
+        assert_eq!(
+            api_url_to_advertise(
+                "http",
+                at("127.0.0.1:7400"),
+                Some("10.0.0.2:7401"),
+                Some("https://ws2:8443")
+            )
+            .as_deref(),
+            Some("https://ws2:8443")
+        );
     }
 
     #[test]

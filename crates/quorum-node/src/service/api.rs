@@ -254,6 +254,10 @@ impl ReviewApi for NodeService {
         Ok(out)
     }
 
+    fn node_name(&self) -> String {
+        self.setup.name.clone()
+    }
+
     async fn cluster_status(&self) -> Result<Vec<pb::NodeStatus>, ApiError> {
         if let Some(members) = self.members.get().map(|f| f()) {
             return Ok(members);
