@@ -222,25 +222,23 @@ impl ApiClient {
 
     /// The cluster's nodes, models and load as the node sees them.
     pub async fn cluster_status(&self) -> Result<Vec<pb::NodeStatus>, ApiError> {
-        let response = self
-            .client
-            .clone()
-            .cluster_status(self.request(pb::ClusterStatusRequest {}))
-            .await
-            .map_err(|s| self.error(s))?;
-        Ok(response.into_inner().nodes)
+        Ok(self.status().await?.nodes)
     }
 
     /// The name of the node this client reached (empty from a node that does not say): a
     /// client that dials a URL the cluster's status listed checks it reached the node it meant.
     pub async fn answered_by(&self) -> Result<String, ApiError> {
+        Ok(self.status().await?.answered_by)
+    }
+
+    async fn status(&self) -> Result<pb::ClusterStatusResponse, ApiError> {
         let response = self
             .client
             .clone()
             .cluster_status(self.request(pb::ClusterStatusRequest {}))
             .await
             .map_err(|s| self.error(s))?;
-        Ok(response.into_inner().answered_by)
+        Ok(response.into_inner())
     }
 
     /// Changes the control plane's voters; the voters after the change.
