@@ -505,6 +505,10 @@ pub struct ReviewArgs {
     /// Exit 1 when a finding at or above this severity survives: P0|P1|P2|P3|none.
     #[arg(long)]
     pub fail_on: Option<String>,
+    /// Count unverified leads (security and correctness hits of the analyzers that the
+    /// budget left unchecked, listed apart in the report) for --fail-on too.
+    #[arg(long)]
+    pub fail_on_unverified: bool,
     /// Model for the verifier (prefer another family than the finders').
     #[arg(long)]
     pub verifier_model: Option<String>,
@@ -606,9 +610,15 @@ pub struct ReviewArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct QualityArgs {
-    /// A corpus directory: corpus.yaml (name, source, target, answers) and its target directory.
+    /// A corpus directory: corpus.yaml (name, source, target, answers) and its target directory;
+    /// with --expected, the directory reviewed (all of it).
     #[arg(long)]
     pub corpus: PathBuf,
+    /// An external benchmark's expected results for the files of --corpus (CSV or JSON: file,
+    /// class or CWE, vulnerable, optional lines): scored at file and class level, for the
+    /// review and for its analyzers alone. Rows whose file is not there are skipped.
+    #[arg(long, value_name = "FILE")]
+    pub expected: Option<PathBuf>,
     #[command(flatten)]
     pub backend: BackendArgs,
     /// Flow name (in flows/) or a flow file (default: the configured flow).

@@ -121,11 +121,15 @@ pub fn print_outcome(report: &Report, out: &Path, formats: &[String]) {
 /// when every criterion is met; partial or failed is 3 whatever the criteria say. A completed
 /// finish review exits 1 when a prior finding still stands (still_present, disputed_rejected)
 /// or a new finding is at/above --fail-on; a finding of this review at a prior finding's
-/// anchor is that finding again, adjudicated, and is not counted twice.
+/// anchor is that finding again, adjudicated, and is not counted twice. Unverified leads
+/// (analyzer hits the budget left unchecked) count only with `unverified` (the user's
+/// `--fail-on-unverified`).
 pub fn exit_for(
     report: &Report,
     fail_on: Option<quorum_core::review::finding::Severity>,
+    unverified: bool,
 ) -> ExitCode {
+    let unverified_at = |t| unverified && report.unverified_leads.iter().any(|f| f.severity <= t);
     match report.status {
         ReviewStatus::Failed | ReviewStatus::Partial => ExitCode::Incomplete,
         ReviewStatus::Completed if report.conformance.as_ref().is_some_and(|c| !c.ready) => {
@@ -138,8 +142,75 @@ pub fn exit_for(
             }
         }
         ReviewStatus::Completed => match fail_on {
-            Some(t) if report.has_findings_at_or_above(t) => ExitCode::Findings,
+            Some(t) if report.has_findings_at_or_above(t) || unverified_at(t) => ExitCode::Findings,
             _ => ExitCode::Clean,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorum_core::review::finding::{Finding, Severity, Verdict};
+
+    fn completed_report() -> Report {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "flow_id": "f", "flow": "quick", "status": "completed",
+            "status_reason": "", "started_at": "",
+            "target": {"path": "/t", "head_sha": null, "file_count": 1},
+            "classification": {"domain": "software"}, "summary": "", "action_items": [],
+            "team": [], "findings": [], "residual_concerns": [], "pre_existing": [],
+            "dropped": [], "tasks": [],
+            "usage": {"llm_calls": 0, "tokens_in": 0, "tokens_out": 0, "wall_ms": 0},
+            "methodology": {"reported": 0, "dropped": 0, "merged": 0, "residual": 0,
+                "promoted": 0, "confidence_gate": 0.5, "verifier_models": [],
+                "verifier_note": "", "rejected_tasks": [], "profile": "default"}
+        }))
+        .expect("a minimal report")
+    }
+
+    fn unverified_lead(severity: Severity) -> Finding {
+        Finding {
+            id: "U001".into(),
+            title: "B608: SQL built from strings".into(),
+            severity,
+            confidence: 0.8,
+            category: "security/B608".into(),
+            file: Some("app.py".into()),
+            line_start: Some(3),
+            line_end: Some(3),
+            symbol: None,
+            evidence: String::new(),
+            why_it_matters: String::new(),
+            suggested_fix: String::new(),
+            verdict: Verdict::Unverified,
+            reporters: Vec::new(),
+            anchor: "app.py:L3".into(),
+            promoted: false,
+            notes: Vec::new(),
+            routing: Default::default(),
+            rescored: None,
+            fresh_eyes: false,
+            carried_from: None,
+            seen_before: None,
+            cwe: Some(89),
+        }
+    }
+
+    #[test]
+    fn unverified_leads_fail_the_run_only_when_asked() {
+        let mut report = completed_report();
+        report.unverified_leads = vec![unverified_lead(Severity::P1)];
+        assert_eq!(
+            exit_for(&report, Some(Severity::P1), false),
+            ExitCode::Clean
+        );
+        assert_eq!(
+            exit_for(&report, Some(Severity::P1), true),
+            ExitCode::Findings
+        );
+        // Below the threshold it does not count either way.
+        assert_eq!(exit_for(&report, Some(Severity::P0), true), ExitCode::Clean);
+        assert_eq!(exit_for(&report, None, true), ExitCode::Clean);
     }
 }

@@ -26,10 +26,10 @@ mod rule_pack;
 #[cfg(test)]
 mod testing;
 
-pub use catalog::{AnalyzerCatalog, AnalyzerSpec, SeverityMap, DEFAULT_CATALOG};
+pub use catalog::{AnalyzerCatalog, AnalyzerSpec, HarmMap, SeverityMap, DEFAULT_CATALOG};
 pub use formats::{parse_output, relative_path, Hit, OutputFormat};
 pub use leads::{
-    anchor_to_overlapping, is_lead, leads_list, take_unchecked_leads, AnalyzerRun, Lead, Leads,
-    MAX_LEADS_PER_PROMPT, REPORTER_PREFIX,
+    anchor_to_overlapping, is_lead, leads_list, review_order, take_unchecked_leads, AnalyzerRun,
+    Lead, Leads, LintCount, Unchecked, MAX_LEADS_PER_PROMPT, REPORTER_PREFIX,
 };
 pub use rule_pack::{rule_pack_digest, RULES_PLACEHOLDER, RULE_PACK};

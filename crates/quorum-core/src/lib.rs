@@ -9,7 +9,7 @@
 //!
 //! 1. leaves: [`error`], [`human`], [`catalog`] (personas), [`task`], [`parse`] (JSON out of
 //!    model text), [`weaver`] (prompts under a token budget), [`models`] (model cards and
-//!    selection);
+//!    selection), [`weakness`] (weakness classes: CWE, harm, the verifier's question);
 //! 2. [`pack`]: the snapshot of the target, its survey, atlas and tree rules;
 //! 3. [`review`]: findings, grounding, votes, the verdict, dedup and the gate, the ledger;
 //! 4. [`analyzer`] (tool output as leads) and [`schema`] (output contracts);
@@ -46,4 +46,5 @@ pub mod review;
 pub mod schema;
 pub mod scope;
 pub mod task;
+pub mod weakness;
 pub mod weaver;

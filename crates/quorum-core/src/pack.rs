@@ -46,7 +46,7 @@ mod rules;
 mod snapshot;
 mod survey;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod text;
 mod walk;
 

@@ -1,6 +1,6 @@
 //! Findings from report to verdict: a finding as a specialist reports it and as the report
 //! shows it ([`finding`]), its check against the pack ([`grounding`]) and against the prompt it
-//! was written from ([`echo`]), the verifiers' votes
+//! was written from ([`echo`]), the code that feeds a cited line ([`feeding`]), the verifiers' votes
 //! ([`vote`]) and the verdict they make ([`judged`]), the merge and the confidence gate
 //! ([`dedup`]), the ledger of who was asked what ([`ledger`]), and the vote of a flow's
 //! self-consistency passes on what they found ([`consensus`]).
@@ -15,6 +15,7 @@
 pub mod consensus;
 pub mod dedup;
 pub mod echo;
+pub mod feeding;
 pub mod finding;
 pub mod grounding;
 pub mod judged;

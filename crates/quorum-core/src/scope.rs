@@ -396,6 +396,7 @@ impl ReviewScope {
             mut dropped,
             merged,
             mut pre_existing,
+            unverified,
         } = gated;
         let floor = self.profile.floor();
         let mut keep = |list: Vec<Finding>| -> Vec<Finding> {
@@ -436,6 +437,7 @@ impl ReviewScope {
             dropped,
             merged,
             pre_existing: renumber(pre_existing, "E"),
+            unverified: renumber(unverified, "U"),
         }
     }
 }
@@ -531,6 +533,7 @@ mod tests {
             fresh_eyes: false,
             carried_from: None,
             seen_before: None,
+            cwe: None,
         }
     }
 
@@ -675,6 +678,9 @@ mod tests {
             severity: Severity::P3,
             category: "lint".into(),
             confidence: 0.6,
+            harm: Default::default(),
+            cwe: None,
+            weakness: None,
         };
         let scope = ReviewScope {
             analyzers: crate::analyzer::Leads {

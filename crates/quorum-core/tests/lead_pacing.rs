@@ -1,6 +1,7 @@
 //! Analyzer leads under a wall-time budget: verified a batch per free place while time is
 //! left, the rest dropped unverified once the lead deadline has passed, and the review
-//! completed — never cut partial by its budget because of leads. The review machine is driven
+//! completed — never cut partial by its budget because of leads. Security leads go first, and
+//! those left unchecked are reported apart as unverified leads, never dropped. The review machine is driven
 //! directly, every verification batch held until the test answers it at a time it chooses.
 
 use quorum_core::analyzer::{Lead, Leads};
@@ -17,6 +18,7 @@ use quorum_core::review::finding::{Severity, Verdict};
 use quorum_core::review::judged::Judged;
 use quorum_core::scope::ReviewScope;
 use quorum_core::task::{Classification, Task};
+use quorum_core::weakness::Harm;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +29,31 @@ fn repo() -> PathBuf {
 
 const LEADS: u32 = 10;
 
-fn review(wall_secs: u64) -> Arc<Review> {
+/// The ten eval leads, twelve lines apart, so dedup keeps each lead its own finding.
+fn eval_leads() -> Vec<Lead> {
+    (0..LEADS)
+        .map(|k| lead(1 + 12 * k, "B307", Harm::Security))
+        .collect()
+}
+
+fn lead(line: u32, rule: &str, harm: Harm) -> Lead {
+    Lead {
+        tool: "bandit".into(),
+        file: "app.py".into(),
+        line,
+        end_line: None,
+        rule: rule.into(),
+        message: format!("rule {rule}"),
+        severity: Severity::P1,
+        category: "security/injection".into(),
+        confidence: 0.8,
+        harm,
+        cwe: None,
+        weakness: None,
+    }
+}
+
+fn review(wall_secs: u64, leads: Vec<Lead>) -> Arc<Review> {
     let catalog = Catalog::load(&repo().join("personas")).expect("the shipped catalog");
     let mut flow = Flow::load(&repo().join("flows/quick.yaml")).expect("the quick flow");
     flow.probes = None;
@@ -35,7 +61,7 @@ fn review(wall_secs: u64) -> Arc<Review> {
     p.max_wall_secs = wall_secs;
     p.max_verifications = 64;
     p.verify_batch = 1;
-    let body: String = (1..=130)
+    let body: String = (1..=180)
         .map(|i| format!("value_{i} = eval(data[{i}])\n"))
         .collect();
     let pack = ContextPack::from_files(
@@ -43,21 +69,6 @@ fn review(wall_secs: u64) -> Arc<Review> {
         None,
         vec![("app.py".to_string(), body)],
     );
-    // Twelve lines apart, so dedup keeps each lead its own finding.
-    let leads = (0..LEADS)
-        .map(|k| 1 + 12 * k)
-        .map(|line| Lead {
-            tool: "bandit".into(),
-            file: "app.py".into(),
-            line,
-            end_line: None,
-            rule: "B307".into(),
-            message: "use of possibly insecure function eval".into(),
-            severity: Severity::P1,
-            category: "security/injection".into(),
-            confidence: 0.8,
-        })
-        .collect();
     let scope = ReviewScope {
         analyzers: Leads {
             runs: Vec::new(),
@@ -96,11 +107,17 @@ struct Drive {
     now: u64,
     held: VecDeque<(AttemptId, Job)>,
     report: Option<quorum_core::report::Report>,
+    /// Specialist attempts started so far.
+    specialists: usize,
 }
 
 impl Drive {
     fn new(wall_secs: u64) -> Drive {
-        let review = review(wall_secs);
+        Drive::with(wall_secs, eval_leads())
+    }
+
+    fn with(wall_secs: u64, leads: Vec<Lead>) -> Drive {
+        let review = review(wall_secs, leads);
         let machine = ReviewMachine::new(review.clone(), MachineConfig::default());
         let mut d = Drive {
             machine,
@@ -108,6 +125,7 @@ impl Drive {
             now: 0,
             held: VecDeque::new(),
             report: None,
+            specialists: 0,
         };
         d.step(Event::Start);
         d
@@ -119,6 +137,14 @@ impl Drive {
             for c in self.machine.step(self.now, e) {
                 match c {
                     Command::Start { attempt, job, .. } => match self.answer(&job) {
+                        Some(outcome @ Outcome::Specialist { .. }) => {
+                            self.specialists += 1;
+                            events.push_back(Event::Outcome {
+                                attempt,
+                                from: Place::Local,
+                                outcome: Ok(outcome),
+                            })
+                        }
                         Some(outcome) => events.push_back(Event::Outcome {
                             attempt,
                             from: Place::Local,
@@ -235,17 +261,75 @@ fn leads_are_verified_while_the_wall_budget_allows_and_the_rest_are_dropped_unve
         report.status_reason
     );
     assert_eq!(report.findings.len(), 3, "the three verified leads");
-    let unverified: Vec<_> = report
+    // Security leads the budget left unchecked are reported apart, never dropped unreported.
+    assert!(report
+        .dropped
+        .iter()
+        .all(|x| x.removed_by != "unconfirmed_lead"));
+    assert_eq!(report.unverified_leads.len(), (LEADS - 3) as usize);
+    let u = &report.unverified_leads[0];
+    assert_eq!(u.verdict, Verdict::Unverified);
+    assert!(u.id.starts_with('U'), "{}", u.id);
+    assert!(
+        u.notes
+            .iter()
+            .any(|n| n.contains("wall-time budget (100s)")),
+        "{:?}",
+        u.notes
+    );
+}
+
+#[test]
+fn under_a_short_budget_security_leads_are_checked_before_lint_and_none_is_lost() {
+    // In file order the maintainability and style hits come first, the security ones last.
+    let mut leads = Vec::new();
+    for k in 0..6 {
+        leads.push(lead(1 + 12 * k, "E722", Harm::Maintainability));
+    }
+    for k in 6..10 {
+        leads.push(lead(1 + 12 * k, "F401", Harm::Style));
+    }
+    for k in 0..4 {
+        leads.push(lead(121 + 12 * k, "B307", Harm::Security));
+    }
+    let mut d = Drive::with(100, leads);
+    // The security leads did not wait for the specialist: their batch took the one place
+    // first, and the specialist ran once it was free.
+    assert_eq!(d.specialists, 0, "the lead batch goes first");
+    let mut checked = Vec::new();
+    for at in [10_000, 20_000, 81_000] {
+        let (_, Job::Verify { reported, .. }) = d.held.front().expect("a batch").clone() else {
+            unreachable!()
+        };
+        checked.extend(reported.iter().map(|r| r.finding.category.clone()));
+        d.confirm_next(at);
+    }
+    assert_eq!(
+        checked,
+        ["security/injection/B307"; 3].map(String::from),
+        "the budget went to the security leads first"
+    );
+    assert_eq!(d.specialists, 1);
+    let report = d.report.expect("the review finished");
+    assert_eq!(report.status, ReviewStatus::Completed);
+    assert_eq!(report.findings.len(), 3);
+    // The fourth security lead: unchecked, reported. The six maintainability ones: dropped.
+    assert_eq!(report.unverified_leads.len(), 1);
+    assert_eq!(report.unverified_leads[0].line_start, Some(157));
+    let dropped = report
         .dropped
         .iter()
         .filter(|x| x.removed_by == "unconfirmed_lead")
-        .collect();
-    assert_eq!(unverified.len(), (LEADS - 3) as usize);
-    assert!(
-        unverified[0].reason.contains("wall-time budget (100s)"),
-        "{}",
-        unverified[0].reason
+        .count();
+    assert_eq!(dropped, 6);
+    // Style hits were never candidates: counted in the lint line instead.
+    assert_eq!(report.lint.len(), 1);
+    assert_eq!(
+        (report.lint[0].rule.as_str(), report.lint[0].count),
+        ("F401", 4)
     );
+    assert!(report.to_markdown().contains("## Unverified leads"));
+    assert!(report.to_markdown().contains("**Lint:** 4 style hit(s)"));
 }
 
 #[test]

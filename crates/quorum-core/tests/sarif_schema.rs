@@ -264,3 +264,49 @@ fn results_carry_the_review_judgement() {
         env!("CARGO_PKG_VERSION")
     );
 }
+
+#[test]
+fn findings_name_their_weakness_as_cwe_taxa_valid_against_the_schema() {
+    let mut r = realistic_report();
+    r.findings[0].cwe = Some(89);
+    r.findings[1].cwe = Some(287);
+    let sarif = r.to_sarif();
+    let errs = errors(&validator(), &sarif);
+    assert!(errs.is_empty(), "schema errors: {errs:#?}");
+    let run = &sarif["runs"][0];
+    let taxa = run["taxonomies"][0]["taxa"].as_array().unwrap();
+    assert_eq!(run["taxonomies"][0]["name"], "CWE");
+    let ids: Vec<&str> = taxa.iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        ["89", "287"],
+        "one taxon per CWE named, in numeric order"
+    );
+    let f1 = results(&sarif)
+        .iter()
+        .find(|x| x["properties"]["findingId"] == "F1")
+        .unwrap();
+    assert_eq!(f1["taxa"][0]["id"], "89");
+    assert_eq!(f1["taxa"][0]["toolComponent"]["name"], "CWE");
+    // The reference points at the taxon it names.
+    let index = f1["taxa"][0]["index"].as_u64().unwrap() as usize;
+    assert_eq!(taxa[index]["id"], "89");
+    assert_eq!(f1["properties"]["cwe"], "CWE-89");
+    let rule = &run["tool"]["driver"]["rules"][f1["ruleIndex"].as_u64().unwrap() as usize];
+    let tags: Vec<&str> = rule["properties"]["tags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(tags.contains(&"external/cwe/cwe-89"), "{tags:?}");
+    // A finding of no known class carries no taxa; a report with none has no taxonomy.
+    let f3 = results(&sarif)
+        .iter()
+        .find(|x| x["properties"]["findingId"] == "F3")
+        .unwrap();
+    assert!(f3.get("taxa").is_none());
+    assert!(realistic_report().to_sarif()["runs"][0]
+        .get("taxonomies")
+        .is_none());
+}

@@ -293,6 +293,13 @@ fn lead(file: &str, line: u32, rule: &str) -> quorum_core::analyzer::Lead {
         category: "lint".into(),
         confidence: 0.6,
     }
+    harm: Default::default(),
+    cwe: None,
+    weakness: None,
+    harm: Default::default(),
+        cwe: None,
+        weakness: None,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -243,6 +243,7 @@ impl QuorumMcp {
             out: None,
             format: None,
             fail_on: None,
+            fail_on_unverified: false,
             verifier_model: None,
             max_concurrent: None,
             verifiers: None,

@@ -107,7 +107,11 @@ pub async fn resume(args: ResumeArgs) -> Result<ExitCode> {
             meta.flow_id
         );
         print_outcome(&report, &out_dir, &params.formats);
-        return Ok(exit_for(&report, settings::parse_fail_on(&params.fail_on)?));
+        return Ok(exit_for(
+            &report,
+            settings::parse_fail_on(&params.fail_on)?,
+            params.fail_on_unverified,
+        ));
     }
     let path = Path::new(&meta.flow_name);
     let mut flow = Flow::parse(&meta.flow_yaml, path)

@@ -192,5 +192,5 @@ pub async fn review_remote(args: ReviewArgs, urls: &[String]) -> Result<ExitCode
     }
     // The same gate as a local review: a conformance review's readiness and a finish review's
     // standing findings decide it too.
-    Ok(exit_for(&report, fail_on))
+    Ok(exit_for(&report, fail_on, args.fail_on_unverified))
 }

@@ -163,7 +163,7 @@ pub async fn drive_with(
         explain_cache(&report, params.cache);
     }
     let fail_on = settings::parse_fail_on(&params.fail_on)?;
-    Ok(exit_for(&report, fail_on))
+    Ok(exit_for(&report, fail_on, params.fail_on_unverified))
 }
 
 /// `--explain-cache`: per task, whether it ran or took a recorded result, and why (stderr: the

@@ -21,6 +21,8 @@ pub struct RunParams {
     pub max_concurrent: Option<usize>,
     pub sensitive: bool,
     pub fail_on: String,
+    /// `--fail-on-unverified`: unverified leads count for `fail_on` too.
+    pub fail_on_unverified: bool,
     pub formats: Vec<String>,
     pub out_dir: PathBuf,
     pub personas_dir: PathBuf,

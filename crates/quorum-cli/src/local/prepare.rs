@@ -206,6 +206,7 @@ pub async fn prepare_review(args: &ReviewArgs) -> Result<Prepared> {
             .or((settings.max_concurrent > 0).then_some(settings.max_concurrent)),
         sensitive: args.sensitive || settings.sensitive,
         fail_on: fail_on_text,
+        fail_on_unverified: args.fail_on_unverified,
         formats,
         out_dir: args
             .out

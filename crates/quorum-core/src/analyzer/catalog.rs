@@ -8,6 +8,7 @@ use super::leads::{one_line, Lead};
 use crate::error::AnalyzerError;
 use crate::pack::ContextPack;
 use crate::review::finding::Severity;
+use crate::weakness::{Harm, Weaknesses};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -51,6 +52,40 @@ impl SeverityMap {
                 level.and_then(|l| self.levels.get(&l.trim().to_ascii_lowercase()).copied())
             })
             .unwrap_or(self.default)
+    }
+}
+
+/// Tool levels and rule ids to the harm a lead can do (see [`crate::weakness::Harm`]). The
+/// longest rule-id prefix in `rules` wins, then the weakness class of the rule, then the level
+/// in `levels`, then `default`, then what the lead's area says (`security`, `correctness`,
+/// `reliability`, `lint` is style, anything else maintainability).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HarmMap {
+    #[serde(default)]
+    pub default: Option<Harm>,
+    #[serde(default)]
+    pub levels: BTreeMap<String, Harm>,
+    #[serde(default)]
+    pub rules: BTreeMap<String, Harm>,
+}
+
+impl HarmMap {
+    pub fn of(&self, rule: &str, level: Option<&str>, area: &str) -> Harm {
+        longest_prefix(&self.rules, rule)
+            .copied()
+            .or_else(|| Weaknesses::shipped().of_rule(rule).map(|w| w.harm))
+            .or_else(|| {
+                level.and_then(|l| self.levels.get(&l.trim().to_ascii_lowercase()).copied())
+            })
+            .or(self.default)
+            .unwrap_or(match area {
+                "security" => Harm::Security,
+                "correctness" | "concurrency" => Harm::Correctness,
+                "reliability" | "configuration" => Harm::Reliability,
+                "lint" | "style" => Harm::Style,
+                _ => Harm::Maintainability,
+            })
     }
 }
 
@@ -120,6 +155,13 @@ pub struct AnalyzerSpec {
     pub format: OutputFormat,
     #[serde(default)]
     pub severity: SeverityMap,
+    /// The harm its leads can do, which orders their verification and keeps style apart.
+    #[serde(default)]
+    pub harm: HarmMap,
+    /// The tool's own confidence levels (lowercased) to the confidence its leads carry, in
+    /// place of `confidence` for a hit that states one (bandit's, semgrep's metadata).
+    #[serde(default)]
+    pub confidences: BTreeMap<String, f64>,
     /// The category of its findings; the rule id is appended (`lint/F401`).
     #[serde(default = "default_category")]
     pub category: String,
@@ -240,7 +282,9 @@ impl AnalyzerCatalog {
                     )));
                 }
             }
-            if !(0.0..=1.0).contains(&a.confidence) {
+            if !(0.0..=1.0).contains(&a.confidence)
+                || a.confidences.values().any(|c| !(0.0..=1.0).contains(c))
+            {
                 return Err(bad(format!("{who}: field `confidence`: between 0 and 1")));
             }
             for g in a.files.iter().chain(&a.requires).chain(&a.exclude) {
@@ -338,11 +382,22 @@ impl AnalyzerSpec {
             if !seen.insert((file.clone(), h.line, h.rule.clone())) {
                 continue;
             }
+            let area = self.area_of(&h.rule);
+            let class = Weaknesses::shipped().of_rule(&h.rule);
+            let confidence = h
+                .confidence
+                .as_deref()
+                .and_then(|c| self.confidences.get(&c.trim().to_ascii_lowercase()))
+                .copied()
+                .unwrap_or(self.confidence);
             leads.push(Lead {
                 tool: self.name.clone(),
                 severity: self.severity.of(&h.rule, h.level.as_deref()),
-                category: self.area_of(&h.rule).to_string(),
-                confidence: self.confidence,
+                harm: self.harm.of(&h.rule, h.level.as_deref(), area),
+                cwe: h.cwe.or_else(|| class.and_then(|w| w.cwe)),
+                weakness: class.map(|w| w.id.clone()),
+                category: area.to_string(),
+                confidence,
                 file,
                 line: h.line,
                 end_line: h.end_line.filter(|e| *e > h.line),
@@ -350,8 +405,8 @@ impl AnalyzerSpec {
                 message: one_line(&h.message, 300),
             });
         }
-        // Over the cap, the most severe are kept (in the tool's order within a severity).
-        leads.sort_by_key(|l| l.severity);
+        // Over the cap, the most harmful and severe are kept (in the tool's order within).
+        leads.sort_by_key(|l| (l.harm, l.severity));
         let kept = leads.len().min(self.max_hits);
         let over = leads.len() - kept;
         leads.truncate(kept);
@@ -390,6 +445,7 @@ mod tests {
             rule: "E1".into(),
             message: "m".into(),
             level: None,
+            ..Default::default()
         });
         let (leads, note) = s.leads(hits.clone(), &["/tmp/quorum-analyzers-x"], &pack());
         assert_eq!(leads.len(), 1);

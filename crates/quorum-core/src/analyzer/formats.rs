@@ -27,7 +27,7 @@ pub enum OutputFormat {
 }
 
 /// One diagnostic as a parser read it, before it is tied to the pack.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Hit {
     /// As the tool wrote it (absolute, `./`-prefixed or relative).
     pub file: String,
@@ -37,6 +37,10 @@ pub struct Hit {
     pub message: String,
     /// The tool's own level ("error", "warning", "HIGH"), when it has one.
     pub level: Option<String>,
+    /// The tool's own confidence in the hit ("HIGH", "medium"), when it has one.
+    pub confidence: Option<String>,
+    /// The CWE the tool names for its rule, when it names one.
+    pub cwe: Option<u32>,
 }
 
 /// Parse a tool's stdout in `format`. An answer that is not the expected shape is an error
@@ -84,6 +88,7 @@ fn parse_ruff(v: &Value) -> Option<Vec<Hit>> {
                     rule: str_of(d, "code").unwrap_or("syntax-error").to_string(),
                     message: str_of(d, "message").unwrap_or_default().to_string(),
                     level: None,
+                    ..Default::default()
                 })
             })
             .collect(),
@@ -108,6 +113,11 @@ fn parse_bandit(v: &Value) -> Option<Vec<Hit>> {
                     rule: str_of(d, "test_id").unwrap_or("bandit").to_string(),
                     message: str_of(d, "issue_text").unwrap_or_default().to_string(),
                     level: str_of(d, "issue_severity").map(str::to_string),
+                    confidence: str_of(d, "issue_confidence").map(str::to_string),
+                    cwe: d
+                        .pointer("/issue_cwe/id")
+                        .and_then(Value::as_u64)
+                        .and_then(|n| u32::try_from(n).ok()),
                 })
             })
             .collect(),
@@ -141,6 +151,19 @@ fn parse_semgrep(v: &Value) -> Option<Vec<Hit>> {
                         .pointer("/extra/severity")
                         .and_then(Value::as_str)
                         .map(str::to_string),
+                    confidence: d
+                        .pointer("/extra/metadata/confidence")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    // `metadata.cwe` is one "CWE-89: ..." string or a list of them.
+                    cwe: d.pointer("/extra/metadata/cwe").and_then(|c| match c {
+                        Value::String(s) => crate::weakness::cwe_in(s),
+                        Value::Array(a) => a
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .find_map(crate::weakness::cwe_in),
+                        _ => None,
+                    }),
                 })
             })
             .collect(),
@@ -165,6 +188,7 @@ fn parse_shellcheck(v: &Value) -> Option<Vec<Hit>> {
                     rule: code,
                     message: str_of(d, "message").unwrap_or_default().to_string(),
                     level: str_of(d, "level").map(str::to_string),
+                    ..Default::default()
                 })
             })
             .collect(),
@@ -200,6 +224,7 @@ fn parse_eslint(v: &Value) -> Option<Vec<Hit>> {
                 rule: str_of(m, "ruleId").unwrap_or("parse-error").to_string(),
                 message: str_of(m, "message").unwrap_or_default().to_string(),
                 level: Some(level.to_string()),
+                ..Default::default()
             });
         }
     }
@@ -248,6 +273,7 @@ fn parse_cargo(text: &str) -> Vec<Hit> {
                 .to_string(),
             message: str_of(msg, "message").unwrap_or_default().to_string(),
             level: Some(level.to_string()),
+            ..Default::default()
         });
     }
     hits

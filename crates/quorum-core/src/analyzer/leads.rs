@@ -7,6 +7,7 @@
 use crate::pack::ContextPack;
 use crate::review::finding::{Dropped, RawFinding, Severity, Verdict};
 use crate::review::judged::Judged;
+use crate::weakness::Harm;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -41,6 +42,16 @@ pub struct Lead {
     pub severity: Severity,
     pub category: String,
     pub confidence: f64,
+    /// The harm its rule names (the catalog's `harm`); older records read as maintainability.
+    #[serde(default)]
+    pub harm: Harm,
+    /// The CWE the tool or the rule's weakness class names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwe: Option<u32>,
+    /// The weakness class of its rule (`config/weaknesses.yaml`), whose question the verifier
+    /// answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weakness: Option<String>,
 }
 
 impl Lead {
@@ -154,14 +165,43 @@ impl Leads {
         self.runs.is_empty() && self.leads.is_empty()
     }
 
-    /// The leads on any of `files`, in file and line order.
-    pub fn on_files(&self, files: &[String]) -> Vec<&Lead> {
+    /// The leads that are review candidates, most harmful first ([`review_order`]): every
+    /// lead but those of harm `style`, which only `lint` (a flow's `lint_findings`) admits.
+    pub fn reviewable(&self, lint: bool) -> Vec<&Lead> {
         let mut out: Vec<&Lead> = self
             .leads
             .iter()
-            .filter(|l| files.contains(&l.file))
+            .filter(|l| lint || l.harm != Harm::Style)
             .collect();
-        out.sort_by(|a, b| (&a.file, a.line, &a.tool).cmp(&(&b.file, b.line, &b.tool)));
+        out.sort_by(|a, b| review_order(a, b));
+        out
+    }
+
+    /// The review candidates on any of `files`, most harmful first (what a specialist's prompt
+    /// lists: a style hit there is what a small model copies, lines and all).
+    pub fn on_files(&self, files: &[String], lint: bool) -> Vec<&Lead> {
+        let mut out = self.reviewable(lint);
+        out.retain(|l| files.contains(&l.file));
+        out
+    }
+
+    /// The style leads counted per tool and rule, most frequent first (the report's `lint`).
+    pub fn lint_counts(&self) -> Vec<LintCount> {
+        let mut counts: std::collections::BTreeMap<(&str, &str), usize> = Default::default();
+        for l in self.leads.iter().filter(|l| l.harm == Harm::Style) {
+            *counts
+                .entry((l.tool.as_str(), l.rule.as_str()))
+                .or_default() += 1;
+        }
+        let mut out: Vec<LintCount> = counts
+            .into_iter()
+            .map(|((tool, rule), count)| LintCount {
+                tool: tool.to_string(),
+                rule: rule.to_string(),
+                count,
+            })
+            .collect();
+        out.sort_by(|a, b| b.count.cmp(&a.count).then(a.rule.cmp(&b.rule)));
         out
     }
 
@@ -169,9 +209,32 @@ impl Leads {
     pub fn for_files(&self, files: &[String]) -> Leads {
         Leads {
             runs: self.runs.clone(),
-            leads: self.on_files(files).into_iter().cloned().collect(),
+            leads: self
+                .leads
+                .iter()
+                .filter(|l| files.contains(&l.file))
+                .cloned()
+                .collect(),
         }
     }
+}
+
+/// The order in which leads are verified and listed: by harm (security first), then severity,
+/// then the tool's confidence (highest first), then file and line — so a budget that runs out
+/// leaves the trivia unchecked, never a security lead while lint was checked.
+pub fn review_order(a: &Lead, b: &Lead) -> std::cmp::Ordering {
+    (a.harm, a.severity)
+        .cmp(&(b.harm, b.severity))
+        .then(b.confidence.total_cmp(&a.confidence))
+        .then((&a.file, a.line, &a.tool, &a.rule).cmp(&(&b.file, b.line, &b.tool, &b.rule)))
+}
+
+/// Style hits of one rule, counted (report.json `lint`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LintCount {
+    pub tool: String,
+    pub rule: String,
+    pub count: usize,
 }
 
 /// Whether `r` is an analyzer's lead (credited to `analyzer:<tool>`) rather than a reviewer's
@@ -180,16 +243,47 @@ pub fn is_lead(r: &crate::review::finding::Reported) -> bool {
     r.reporter.persona.starts_with(REPORTER_PREFIX)
 }
 
+/// What became of the analyzer candidates no model checked.
+#[derive(Debug, Default)]
+pub struct Unchecked {
+    /// Everything else, as it was.
+    pub kept: Vec<Judged>,
+    /// Unchecked leads of high harm (security, correctness): reported apart as unverified.
+    pub reported: Vec<Judged>,
+    /// Unchecked leads of lower harm: dropped as `unconfirmed_lead`.
+    pub dropped: Vec<Dropped>,
+}
+
 /// Analyzer candidates no model checked (over `max_verifications`, the budget spent, the
-/// verifier unavailable) leave the findings for `dropped`: a tool's hit becomes a finding only
-/// once the verifier confirmed it, unlike a specialist's claim, which stays UNVERIFIED and
-/// marked. Without this, a noisy tool would fill the report with unchecked findings.
-pub fn take_unchecked_leads(judged: Vec<Judged>) -> (Vec<Judged>, Vec<Dropped>) {
-    let mut kept = Vec::with_capacity(judged.len());
-    let mut dropped = Vec::new();
+/// verifier unavailable) are not findings: a tool's hit becomes one only once the verifier
+/// confirmed it, unlike a specialist's claim, which stays UNVERIFIED and marked. Without this,
+/// a noisy tool would fill the report with unchecked findings. Those whose lead in `leads` is
+/// of high harm are never dropped unreported: they are set apart as unverified leads; the
+/// rest leave for `dropped`.
+pub fn take_unchecked_leads(judged: Vec<Judged>, leads: &[Lead]) -> Unchecked {
+    let harm_of = |j: &Judged| {
+        let f = &j.reported.finding;
+        let rule = f.category.rsplit('/').next().unwrap_or_default();
+        let same = |l: &&Lead| {
+            l.reporter_name() == j.reported.reporter.persona
+                && Some(&l.file) == f.file.as_ref()
+                && l.rule == rule
+        };
+        leads
+            .iter()
+            .filter(same)
+            .find(|l| Some(l.line) == f.line_start)
+            .or_else(|| leads.iter().find(same))
+            .map(|l| l.harm)
+    };
+    let mut out = Unchecked::default();
     for j in judged {
         if j.verdict == Verdict::Unverified && is_lead(&j.reported) {
-            dropped.push(Dropped {
+            if harm_of(&j).is_some_and(Harm::is_high) {
+                out.reported.push(j);
+                continue;
+            }
+            out.dropped.push(Dropped {
                 title: j.reported.finding.title.clone(),
                 file: j.reported.finding.file.clone(),
                 reason: format!("analyzer lead not confirmed: {}", j.reason),
@@ -197,10 +291,10 @@ pub fn take_unchecked_leads(judged: Vec<Judged>) -> (Vec<Judged>, Vec<Dropped>) 
                 removed_by: "unconfirmed_lead".into(),
             });
         } else {
-            kept.push(j);
+            out.kept.push(j);
         }
     }
-    (kept, dropped)
+    out
 }
 
 /// A tool's hit inside the lines of a finding someone else reported is the same problem seen
@@ -288,6 +382,9 @@ mod tests {
             severity: Severity::P2,
             category: "security".into(),
             confidence: 0.7,
+            harm: Default::default(),
+            cwe: None,
+            weakness: None,
         };
         let f = lead.to_finding(&p);
         assert_eq!(f.evidence, "password = \"hunter2hunter2\"");
@@ -314,11 +411,28 @@ mod tests {
         ));
     }
 
+    fn bandit_lead(rule: &str, line: u32, harm: Harm) -> Lead {
+        Lead {
+            tool: "bandit".into(),
+            file: "app.py".into(),
+            line,
+            end_line: None,
+            rule: rule.into(),
+            message: "password".into(),
+            severity: Severity::P2,
+            category: "security".into(),
+            confidence: 0.7,
+            harm,
+            cwe: None,
+            weakness: None,
+        }
+    }
+
     #[test]
-    fn unchecked_analyzer_candidates_are_dropped_specialists_kept() {
+    fn unchecked_leads_of_high_harm_are_set_apart_the_rest_dropped_specialists_kept() {
         use crate::review::finding::{Reported, Reporter};
         let p = pack();
-        let judged = |persona: &str, verdict: Verdict| Judged {
+        let judged = |persona: &str, verdict: Verdict, lead: &Lead| Judged {
             reported: Reported {
                 task_id: "t".into(),
                 reporter: Reporter {
@@ -327,18 +441,7 @@ mod tests {
                     node: "n".into(),
                     carried_from: None,
                 },
-                finding: Lead {
-                    tool: "bandit".into(),
-                    file: "app.py".into(),
-                    line: 4,
-                    end_line: None,
-                    rule: "B105".into(),
-                    message: "password".into(),
-                    severity: Severity::P2,
-                    category: "security".into(),
-                    confidence: 0.7,
-                }
-                .to_finding(&p),
+                finding: lead.to_finding(&p),
             },
             verdict,
             reason: "over the flow's max_verifications (4)".into(),
@@ -347,18 +450,70 @@ mod tests {
             ballot: None,
             rescored: None,
         };
-        let (kept, dropped) = take_unchecked_leads(vec![
-            judged("analyzer:bandit", Verdict::Unverified),
-            judged("analyzer:bandit", Verdict::Confirmed),
-            judged("security_reviewer", Verdict::Unverified),
-        ]);
-        assert_eq!(kept.len(), 2);
-        assert_eq!(kept[0].verdict, Verdict::Confirmed);
-        assert_eq!(kept[1].reported.reporter.persona, "security_reviewer");
-        assert_eq!(dropped.len(), 1);
+        let secret = bandit_lead("B105", 4, Harm::Security);
+        let style = bandit_lead("X1", 5, Harm::Style);
+        let leads = vec![secret.clone(), style.clone()];
+        let out = take_unchecked_leads(
+            vec![
+                judged("analyzer:bandit", Verdict::Unverified, &secret),
+                judged("analyzer:bandit", Verdict::Unverified, &style),
+                judged("analyzer:bandit", Verdict::Confirmed, &secret),
+                judged("security_reviewer", Verdict::Unverified, &style),
+            ],
+            &leads,
+        );
+        assert_eq!(out.kept.len(), 2);
+        assert_eq!(out.kept[0].verdict, Verdict::Confirmed);
+        assert_eq!(out.kept[1].reported.reporter.persona, "security_reviewer");
+        assert_eq!(out.reported.len(), 1, "the security lead is reported");
+        assert_eq!(out.reported[0].reported.finding.line_start, Some(4));
+        assert_eq!(out.dropped.len(), 1, "the style lead is dropped");
         assert_eq!(
-            dropped[0].reason,
+            out.dropped[0].reason,
             "analyzer lead not confirmed: over the flow's max_verifications (4)"
+        );
+        // A lead the scope does not know (an older record) is dropped, as before.
+        let out = take_unchecked_leads(
+            vec![judged("analyzer:bandit", Verdict::Unverified, &secret)],
+            &[],
+        );
+        assert_eq!((out.reported.len(), out.dropped.len()), (0, 1));
+    }
+
+    #[test]
+    fn leads_are_reviewed_most_harmful_first_and_style_only_when_asked() {
+        let mut lint = bandit_lead("F401", 1, Harm::Style);
+        lint.tool = "ruff".into();
+        let mut sure = bandit_lead("B608", 9, Harm::Security);
+        sure.confidence = 0.8;
+        let unsure = bandit_lead("B608", 3, Harm::Security);
+        let bug = bandit_lead("B006", 2, Harm::Correctness);
+        let all = Leads {
+            runs: Vec::new(),
+            leads: vec![
+                lint.clone(),
+                bug.clone(),
+                unsure.clone(),
+                sure.clone(),
+                lint,
+            ],
+        };
+        let order: Vec<u32> = all.reviewable(false).iter().map(|l| l.line).collect();
+        assert_eq!(
+            order,
+            [9, 3, 2],
+            "security (most confident first), then correctness"
+        );
+        assert_eq!(all.reviewable(true).len(), 5);
+        assert_eq!(all.reviewable(true)[3].harm, Harm::Style);
+        assert_eq!(all.on_files(&["app.py".into()], false).len(), 3);
+        assert_eq!(
+            all.lint_counts(),
+            vec![LintCount {
+                tool: "ruff".into(),
+                rule: "F401".into(),
+                count: 2
+            }]
         );
     }
 
@@ -394,6 +549,9 @@ mod tests {
             severity: Severity::P3,
             category: "security".into(),
             confidence: 0.7,
+            harm: Default::default(),
+            cwe: None,
+            weakness: None,
         };
         let mut mine = lead(4).to_finding(&p);
         mine.title = "Hard-coded password".into();
@@ -452,17 +610,20 @@ mod tests {
                 severity: Severity::P3,
                 category: "lint".into(),
                 confidence: 0.6,
+                harm: Harm::Maintainability,
+                cwe: None,
+                weakness: None,
             })
             .collect();
         let all = Leads {
             runs: Vec::new(),
             leads,
         };
-        let mine = all.on_files(&["app.py".to_string()]);
+        let mine = all.on_files(&["app.py".to_string()], false);
         let text = leads_list(&mine, MAX_LEADS_PER_PROMPT);
         assert_eq!(text.lines().count(), 21);
         assert!(text.contains("- app.py:1 [ruff E501] line 1 too long"));
         assert!(text.contains("… 5 more leads on these files not shown"));
-        assert!(all.on_files(&["other.py".to_string()]).is_empty());
+        assert!(all.on_files(&["other.py".to_string()], false).is_empty());
     }
 }

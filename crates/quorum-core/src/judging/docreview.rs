@@ -390,6 +390,7 @@ fn merge(mut members: Vec<Judged>) -> Option<Merged> {
         fresh_eyes: false,
         carried_from: None,
         seen_before: None,
+        cwe: None,
     };
     Some(Merged {
         finding,
@@ -512,6 +513,7 @@ fn combine(a: Merged, b: Merged) -> Merged {
         fresh_eyes: false,
         carried_from: None,
         seen_before: None,
+        cwe: None,
     };
     let mut personas = a.personas;
     personas.extend(b.personas);

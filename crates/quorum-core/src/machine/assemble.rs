@@ -274,6 +274,12 @@ pub fn assemble(ctx: &Review, facts: RunFacts, now_ms: u64) -> Report {
         findings: facts.gated.findings,
         residual_concerns: facts.gated.residual,
         pre_existing: facts.gated.pre_existing,
+        unverified_leads: facts.gated.unverified,
+        lint: if ctx.flow.parameters.lint_findings {
+            Vec::new()
+        } else {
+            ctx.scope.analyzers.lint_counts()
+        },
         dropped: facts.gated.dropped,
         tasks: facts.runs.iter().map(|r| r.to_report(&ctx.node)).collect(),
         usage: Usage {

@@ -542,6 +542,10 @@ impl ReviewMachine {
         if self.halting {
             return;
         }
+        if self.phase == Phase::Specialists && self.found.verify.is_some() {
+            // An early lead batch that ended makes room for the next.
+            self.release_leads();
+        }
         let all_done = self.sched.all_terminal(false);
         match self.phase {
             Phase::Specialists if all_done => {

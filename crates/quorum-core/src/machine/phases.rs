@@ -14,6 +14,7 @@ use crate::machine::grounded::ground_only;
 use crate::machine::job::Job;
 use crate::machine::progress::Progress;
 use crate::machine::protocol::Level;
+use crate::machine::review::Review;
 use crate::machine::run::TaskRun;
 use crate::machine::schedule::{Input, TaskKey};
 use crate::machine::state::{Phase, ReviewMachine};
@@ -116,7 +117,10 @@ impl ReviewMachine {
     /// tool (`analyzer:<name>`), so grounding and the verifier judge them like any finding.
     /// They come after the specialists' findings, so the flow's `max_verifications` serves
     /// the specialists first; a specialist reporting the same place corroborates the tool.
-    /// Derived from the recorded scope, so a resumed review adds exactly the same ones.
+    /// Among themselves they come most harmful first (`analyzer::review_order`), so whatever
+    /// budget is left checks security and correctness before the rest; style hits are not
+    /// candidates unless the flow asks (`lint_findings`). Derived from the recorded scope, so
+    /// a resumed review adds exactly the same ones.
     fn add_analyzer_candidates(&mut self) {
         let review = self.review.clone();
         if review.scope.analyzers.leads.is_empty()
@@ -124,23 +128,14 @@ impl ReviewMachine {
         {
             return;
         }
-        for lead in &review.scope.analyzers.leads {
-            self.found.reported.push(Reported {
-                task_id: lead.reporter_name(),
-                reporter: Reporter {
-                    persona: lead.reporter_name(),
-                    // No model found it.
-                    model: String::new(),
-                    node: review.node.clone(),
-                    carried_from: None,
-                },
-                finding: lead.to_finding(&review.pack),
-            });
-        }
+        let candidates = lead_candidates(&review);
+        self.found
+            .reported
+            .extend(candidates.into_iter().map(|(r, _)| r));
     }
 
     /// A plan is made (by the planner or, in an exhaustive flow, by the engine): its tasks go
-    /// to the scheduler.
+    /// to the scheduler — after the early lead batches, which take the places first.
     pub(super) fn planned(&mut self, tasks: Vec<Task>, rejected: Vec<RejectedTask>) {
         self.emit(Progress::Planned {
             tasks: tasks.len(),
@@ -155,6 +150,9 @@ impl ReviewMachine {
             .into_iter()
             .map(|t| self.add_run(TaskRun::specialist(t)))
             .collect();
+        // Under a wall-time budget, high-harm analyzer leads are verified while the
+        // specialists work, and get the places first (`start_early_leads`).
+        self.start_early_leads();
         self.add_tasks(keys);
         // A plan whose every task was rejected leaves nothing to wait for.
         self.advance();
@@ -367,6 +365,34 @@ pub fn finding_events(findings: &[crate::review::finding::Finding]) -> Vec<Progr
             line_end: f.line_end,
             verdict: format!("{:?}", f.verdict).to_lowercase(),
             evidence: f.evidence.chars().take(400).collect(),
+        })
+        .collect()
+}
+
+/// The analyzers' leads as candidate findings, in the one order they are verified in
+/// (`analyzer::review_order`; style only with the flow's `lint_findings`), each credited to
+/// its tool, with its harm. Derived from the recorded scope alone, so the early lead round,
+/// the verification round and a resumed review all see the same list with the same keys.
+pub(super) fn lead_candidates(review: &Review) -> Vec<(Reported, crate::weakness::Harm)> {
+    let lint = review.flow.parameters.lint_findings;
+    review
+        .scope
+        .analyzers
+        .reviewable(lint)
+        .into_iter()
+        .map(|lead| {
+            let reported = Reported {
+                task_id: lead.reporter_name(),
+                reporter: Reporter {
+                    persona: lead.reporter_name(),
+                    // No model found it.
+                    model: String::new(),
+                    node: review.node.clone(),
+                    carried_from: None,
+                },
+                finding: lead.to_finding(&review.pack),
+            };
+            (reported, lead.harm)
         })
         .collect()
 }

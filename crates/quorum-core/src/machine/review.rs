@@ -48,14 +48,19 @@ impl Review {
     /// are dropped first (`analyzer::take_unchecked_leads`), and those inside another
     /// report's lines take its anchor, so they merge into it (`analyzer::anchor_to_overlapping`).
     pub fn gate(&self, judged: Vec<Judged>) -> Gated {
-        let (mut judged, unchecked) = crate::analyzer::take_unchecked_leads(judged);
+        let unchecked = crate::analyzer::take_unchecked_leads(judged, &self.scope.analyzers.leads);
+        let mut judged = unchecked.kept;
         crate::analyzer::anchor_to_overlapping(&mut judged);
         let mut gated = crate::judging::docreview::merge_and_gate_at(
             &self.flow,
             judged,
             self.confidence_gate(),
         );
-        gated.dropped.extend(unchecked);
+        gated.dropped.extend(unchecked.dropped);
+        // Unchecked leads of high harm: merged among themselves, whatever their confidence,
+        // and kept apart — an unverified security lead is neither a finding nor dropped.
+        let apart = crate::review::dedup::merge_and_gate(unchecked.reported, 0.0);
+        gated.unverified = apart.findings;
         self.scope.apply(gated)
     }
 }

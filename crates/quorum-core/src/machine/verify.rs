@@ -105,6 +105,54 @@ impl ReviewMachine {
         );
     }
 
+    /// Under a wall-time budget, the analyzer leads of high harm (security, correctness) do not
+    /// wait for the specialists: when the plan is made they form an early verification round,
+    /// whose batches are released (`release_leads`) before the specialists' tasks are added —
+    /// so they take the places first — and, as each ends, alongside them, until the lead
+    /// deadline. Their verdicts are recorded per batch like any, and the verification round
+    /// takes them as already judged. Without a wall budget every lead within
+    /// `max_verifications` is verified anyway, most harmful first, and nothing starts early.
+    pub(super) fn start_early_leads(&mut self) {
+        if self.lead_deadline_ms().is_none() || self.found.verify.is_some() {
+            return;
+        }
+        let review = self.review.clone();
+        let candidates = crate::machine::phases::lead_candidates(&review);
+        if !candidates.iter().any(|(_, h)| h.is_high()) {
+            return;
+        }
+        let p = &review.flow.parameters;
+        let (budget, batch) = (p.max_verifications, p.verify_batch.max(1));
+        let reported: Vec<_> = candidates.iter().map(|(r, _)| r.clone()).collect();
+        let mut round = VerifyRound::new(&reported);
+        let mut ready = Vec::new();
+        for (i, (r, harm)) in candidates.into_iter().enumerate() {
+            if let Some(j) = self.found.prior_verdicts.get(&round.keys[i]) {
+                round.judged[i] = Some(j.clone());
+                continue;
+            }
+            if !harm.is_high() || ready.len() >= budget {
+                continue;
+            }
+            match ground_one(&review.pack, &review.catalog, r) {
+                Grounded::Decided(j) => round.judged[i] = Some(j),
+                Grounded::Ready {
+                    reported, notes, ..
+                } => ready.push((i, reported, notes)),
+            }
+        }
+        round.held = ready.chunks(batch).map(<[_]>::to_vec).collect();
+        self.log(
+            Level::Info,
+            format!(
+                "{} high-harm analyzer leads verified while the specialists work",
+                ready.len()
+            ),
+        );
+        self.found.verify = Some(round);
+        self.release_leads();
+    }
+
     pub(super) fn start_verification(&mut self) {
         self.emit(Progress::Stage {
             stage: "verifier".to_string(),
@@ -112,7 +160,19 @@ impl ReviewMachine {
         let p = &self.review.flow.parameters;
         let (budget, batch) = (p.max_verifications, p.verify_batch.max(1));
         let mut round = VerifyRound::new(&self.found.reported);
-        let prior = std::mem::take(&mut self.found.prior_verdicts);
+        let mut prior = std::mem::take(&mut self.found.prior_verdicts);
+        // The early lead round ended with the specialists' phase (which waits for every
+        // attempt): what it judged stands, and its calls count with this round's.
+        if let Some(early) = self.found.verify.take() {
+            for (key, j) in early.keys.iter().zip(&early.judged) {
+                if let Some(j) = j {
+                    prior.insert(key.clone(), j.clone());
+                }
+            }
+            round.stats = early.stats;
+            round.model = early.model;
+            round.degraded = early.degraded;
+        }
         // A resumed review: what finished batches judged stands, and those model-checked
         // findings already used their share of the budget.
         let mut checked = 0usize;
@@ -205,7 +265,11 @@ impl ReviewMachine {
         let Some(deadline) = self.lead_deadline_ms() else {
             return;
         };
-        if self.halting || self.ending.budget_spent.is_some() || self.phase != Phase::Verify {
+        let early = self.phase == Phase::Specialists;
+        if self.halting
+            || self.ending.budget_spent.is_some()
+            || (self.phase != Phase::Verify && !early)
+        {
             return;
         }
         if self.found.verify.as_ref().is_none_or(|r| r.held.is_empty()) {

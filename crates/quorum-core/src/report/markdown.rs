@@ -21,6 +21,7 @@ impl Report {
         findings::md_team_announcement(self, &mut out);
         findings::md_findings(self, &mut out);
         findings::md_residual(self, &mut out);
+        findings::md_unverified_leads(self, &mut out);
         findings::md_pre_existing(self, &mut out);
         findings::md_action_items(self, &mut out);
         findings::md_dropped(self, &mut out);

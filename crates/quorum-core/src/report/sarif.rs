@@ -43,10 +43,20 @@ impl Report {
                 .or_insert_with(|| RuleAcc {
                     categories: BTreeSet::new(),
                     worst: f.severity,
+                    cwes: BTreeSet::new(),
                 });
             acc.categories.insert(one_line(&f.category));
             acc.worst = acc.worst.min(f.severity);
+            acc.cwes.extend(f.cwe);
         }
+        // The CWE taxonomy: one taxon per CWE the located findings name, referenced by index
+        // from each result's `taxa` (SARIF 2.1.0 §3.19.3, §3.27.8).
+        let cwes: Vec<u32> = located
+            .iter()
+            .filter_map(|(f, _)| f.cwe)
+            .collect::<BTreeSet<u32>>()
+            .into_iter()
+            .collect();
         let rule_index: BTreeMap<&str, usize> = rules
             .keys()
             .enumerate()
@@ -60,6 +70,15 @@ impl Report {
                 let id = rule_id(&f.category);
                 let index = rule_index.get(id.as_str()).copied().unwrap_or(0);
                 let mut result = sarif_result(f, uri, id, index);
+                if let Some(cwe) = f.cwe {
+                    result["properties"]["cwe"] = json!(format!("CWE-{cwe}"));
+                    let taxon = cwes.iter().position(|c| *c == cwe).unwrap_or(0);
+                    result["taxa"] = json!([{
+                        "id": cwe.to_string(),
+                        "index": taxon,
+                        "toolComponent": { "name": CWE_TAXONOMY, "index": 0 },
+                    }]);
+                }
                 // Compared with an earlier review: what it reported already is `unchanged`,
                 // the rest `new` (SARIF 2.1.0 §3.27.24), so a code-scanning bot posts only
                 // the new ones and the standing alerts stay open.
@@ -95,6 +114,9 @@ impl Report {
                 "originalUriBaseIds".into(),
                 json!({ SRCROOT: { "uri": base } }),
             );
+        }
+        if !cwes.is_empty() {
+            run.insert("taxonomies".into(), json!([cwe_taxonomy(&cwes)]));
         }
         run.insert("invocations".into(), json!([self.sarif_invocation()]));
         run.insert("results".into(), Value::Array(results));
@@ -175,11 +197,37 @@ const SRCROOT: &str = "%SRCROOT%";
 
 const FINGERPRINT_KEY: &str = "quorumAnchor/v1";
 
+/// The name of the CWE taxonomy's tool component.
+const CWE_TAXONOMY: &str = "CWE";
+
+/// The CWE taxonomy with the taxa `cwes` (sorted), as a run's `taxonomies` entry.
+fn cwe_taxonomy(cwes: &[u32]) -> Value {
+    let taxa: Vec<Value> = cwes
+        .iter()
+        .map(|c| {
+            json!({
+                "id": c.to_string(),
+                "name": format!("CWE-{c}"),
+                "helpUri": format!("https://cwe.mitre.org/data/definitions/{c}.html"),
+            })
+        })
+        .collect();
+    json!({
+        "name": CWE_TAXONOMY,
+        "organization": "MITRE",
+        "shortDescription": { "text": "The MITRE Common Weakness Enumeration" },
+        "informationUri": "https://cwe.mitre.org/",
+        "taxa": taxa,
+    })
+}
+
 /// Severities of the findings filed under one rule.
 struct RuleAcc {
     /// Category spellings that map to this rule id (usually one).
     categories: BTreeSet<String>,
     worst: Severity,
+    /// The CWEs of its findings (GitHub's `external/cwe/cwe-N` tags).
+    cwes: BTreeSet<u32>,
 }
 
 fn sarif_level(sev: Severity) -> &'static str {
@@ -231,6 +279,7 @@ fn sarif_rule(id: &str, acc: &RuleAcc) -> Value {
     if area == "security" {
         tags.insert("security".to_string());
     }
+    tags.extend(acc.cwes.iter().map(|c| format!("external/cwe/cwe-{c}")));
     json!({
         "id": id,
         "name": rule_name(id),

@@ -173,6 +173,16 @@ pub struct Report {
     /// the exit code and are not in report.sarif.
     #[serde(default)]
     pub pre_existing: Vec<Finding>,
+    /// Analyzer leads of high harm (security, correctness) the review's budget left unchecked
+    /// by any model: UNVERIFIED, shown apart, not counted for the exit code unless
+    /// `--fail-on-unverified`, and not in report.sarif. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unverified_leads: Vec<Finding>,
+    /// Style and formatting hits of the analyzers (harm `style`), counted per tool and rule
+    /// instead of reported as findings (a flow's `lint_findings: true` reports them). Absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lint: Vec<crate::analyzer::LintCount>,
     pub dropped: Vec<Dropped>,
     pub tasks: Vec<TaskReport>,
     pub usage: Usage,

@@ -35,6 +35,7 @@ pub(crate) fn finding(id: &str, sev: Severity, category: &str, file: Option<&str
         fresh_eyes: false,
         carried_from: None,
         seen_before: None,
+        cwe: None,
     }
 }
 
@@ -86,6 +87,8 @@ pub(crate) fn report() -> Report {
         ],
         residual_concerns: vec![finding("R1", Severity::P3, "style", Some("src/x.rs"))],
         pre_existing: vec![],
+        unverified_leads: vec![],
+        lint: vec![],
         dropped: vec![Dropped {
             title: "a | b".into(),
             file: Some("src/p|q.rs".into()),

@@ -71,6 +71,10 @@ pub struct Gated {
     /// In a change review: findings and residual concerns on lines the change did not touch
     /// (see [`crate::scope::ReviewScope::apply`]); always empty out of [`merge_and_gate`].
     pub pre_existing: Vec<Finding>,
+    /// Analyzer leads of high harm (security, correctness) that no model checked before the
+    /// budget ran out: reported apart, never silently dropped ("U001"..).
+    #[serde(default)]
+    pub unverified: Vec<Finding>,
 }
 
 /// Merge judged reports by anchor, drop the hallucinated, and split the rest at `gate`. A
@@ -198,6 +202,12 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         .map(|r| r.carried_from.clone())
         .collect::<Option<BTreeSet<String>>>()
         .and_then(|flows| flows.into_iter().next_back());
+    // The weakness class: the best report's, else a corroborating report's (a tool's rule).
+    let classes = crate::weakness::Weaknesses::shipped();
+    let cwe = std::iter::once(best).chain(members.iter()).find_map(|j| {
+        let r = &j.reported.finding;
+        classes.of_finding(&r.category, &r.title)?.cwe
+    });
     let finding = Finding {
         id: String::new(),
         title: f.title.clone(),
@@ -221,6 +231,7 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         fresh_eyes: false,
         carried_from,
         seen_before: None,
+        cwe,
     };
     Some((finding, personas.len()))
 }

@@ -340,6 +340,10 @@ pub struct Finding {
     /// (`FLOW_ID F003`), which reported it already; a CI bot does not post it again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seen_before: Option<String>,
+    /// The CWE of the finding's weakness class (`config/weaknesses.yaml`: from an analyzer's
+    /// rule, else the words of its category and title); absent when it names no known class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwe: Option<u32>,
 }
 
 /// A finding that did not survive (DESIGN §6 `dropped[]`).

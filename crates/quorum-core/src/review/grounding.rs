@@ -14,7 +14,10 @@
 //!   of at least [`MIN_WHOLE_LINE_CHARS`] ("pass", "break;"): a location alone proves nothing;
 //! - lines given: the evidence must occur within the cited lines, or within [`EVIDENCE_WINDOW`]
 //!   lines of them — then the lines are corrected to where the quote is, and the finding carries
-//!   a note saying so; further away it is HALLUCINATED;
+//!   a note saying so;
+//! - further away: a quote of at least [`MIN_EVIDENCE_CHARS`] that occurs exactly once in the
+//!   file is re-anchored there (a true quote cited at the wrong lines), with a note saying so;
+//!   one that occurs nowhere, or more than once (it cannot be placed), is HALLUCINATED;
 //! - no lines: the evidence must occur somewhere in the file, and the lines where it does are
 //!   filled in (with a note).
 //!
@@ -148,8 +151,8 @@ pub fn ground(finding: &RawFinding, pack: &ContextPack) -> Grounding {
     }
     let from = start.saturating_sub(EVIDENCE_WINDOW).max(1);
     let to = end.saturating_add(EVIDENCE_WINDOW).min(file.line_count);
-    match find(from, to) {
-        Some((a, b)) => grounded(
+    if let Some((a, b)) = find(from, to) {
+        return grounded(
             pack,
             file,
             (a, b),
@@ -158,11 +161,67 @@ pub fn ground(finding: &RawFinding, pack: &ContextPack) -> Grounding {
                 span(start, end),
                 span(a, b)
             )),
+        );
+    }
+    let not_near = format!("quoted evidence not found near lines {start}-{end}");
+    // Nothing within the window, so every occurrence in the file is elsewhere.
+    let whole = Squashed::new(&file.content, 1, file.line_count);
+    match elsewhere(&whole, &candidates) {
+        Some(Elsewhere {
+            count: 1,
+            lines: (a, b),
+            chars,
+        }) if chars >= MIN_EVIDENCE_CHARS => grounded(
+            pack,
+            file,
+            (a, b),
+            Some(format!(
+                "re-anchored: the quoted evidence is at {}, not at the cited {}",
+                lines_of(a, b),
+                lines_of(start, end)
+            )),
         ),
-        None => decided(
-            Verdict::Hallucinated,
-            format!("quoted evidence not found near lines {start}-{end}"),
-        ),
+        Some(Elsewhere { count, chars, .. }) if count > 1 && chars >= MIN_EVIDENCE_CHARS => {
+            decided(
+                Verdict::Hallucinated,
+                format!(
+                    "{not_near}; it occurs {count} times elsewhere in {}, so it cannot be placed",
+                    file.path
+                ),
+            )
+        }
+        _ => decided(Verdict::Hallucinated, not_near),
+    }
+}
+
+/// A quote's occurrences in the rest of the file.
+struct Elsewhere {
+    /// How often it occurs: for an elided quote, how often its most frequent piece does.
+    count: usize,
+    /// Where it is (its first occurrence).
+    lines: (u32, u32),
+    /// Its non-whitespace characters: too short a quote places nothing.
+    chars: usize,
+}
+
+/// The first candidate found anywhere in `whole` decides, as in the window search.
+fn elsewhere(whole: &Squashed, candidates: &[Vec<String>]) -> Option<Elsewhere> {
+    candidates.iter().filter(|c| !c.is_empty()).find_map(|c| {
+        let lines = whole.find_all(c)?;
+        Some(Elsewhere {
+            count: c.iter().map(|p| whole.count(p)).max().unwrap_or(0),
+            lines,
+            chars: c.iter().map(|p| p.chars().count()).sum(),
+        })
+    })
+}
+
+/// "line 7" or "lines 7-8".
+fn lines_of(a: u32, b: u32) -> String {
+    if a == b {
+        format!("line {a}")
+    } else {
+        format!("lines {a}-{b}")
     }
 }
 
@@ -333,6 +392,20 @@ impl Squashed {
         };
         let (a, b) = (line_of(at), line_of(last_end));
         Some((a, b.max(a)))
+    }
+
+    /// How many times `piece` occurs, overlapping occurrences included.
+    fn count(&self, piece: &str) -> usize {
+        let Some(step) = piece.chars().next().map(char::len_utf8) else {
+            return 0;
+        };
+        let mut n = 0;
+        let mut from = 0;
+        while let Some(at) = self.text[from..].find(piece) {
+            n += 1;
+            from += at + step;
+        }
+        n
     }
 }
 
@@ -600,12 +673,17 @@ mod tests {
             &pack(),
         );
         assert_eq!(verdict(&g), None);
-        // Five lines off is beyond the window: the quote is about other code.
+        // Five lines off is beyond the window: not a miscount but a quote placed elsewhere, which
+        // (occurring once in the file) is re-anchored rather than corrected.
         let g = ground(
             &finding(Some("src/auth.rs"), Some(15), None, "is_expired()"),
             &pack(),
         );
-        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        assert_eq!(corrected_and_note(&g).0, Some((20, 20)));
+        assert!(
+            corrected_and_note(&g).1.starts_with("re-anchored: "),
+            "{g:?}"
+        );
     }
 
     #[test]
@@ -644,8 +722,9 @@ mod tests {
             &pack(),
         );
         assert_eq!(verdict(&g), None, "{}", reason(&g));
+        // Far from line 3, but once in the file: re-anchored to where it is.
         let g = ground(&finding(Some("src/auth.rs"), Some(3), None, quote), &pack());
-        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        assert_eq!(corrected_and_note(&g).0, Some((22, 22)), "{g:?}");
         let quote = "\"let v22 = compute(22);\"";
         let g = ground(
             &finding(Some("src/auth.rs"), Some(22), None, quote),
@@ -664,14 +743,127 @@ mod tests {
         assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
     }
 
+    fn corrected_and_note(g: &Grounding) -> (Option<(u32, u32)>, &str) {
+        match g {
+            Grounding::Grounded {
+                corrected, note, ..
+            } => (*corrected, note.as_deref().unwrap_or("")),
+            Grounding::Decided { reason, .. } => panic!("expected grounded, got decided: {reason}"),
+        }
+    }
+
+    /// 30 lines: "let v{n} = compute({n});", with `retry(conn)?;` at lines 5 and 12 and
+    /// `def f():` / `pass` at 8-9.
+    fn pack_with_repeats() -> ContextPack {
+        let src: String = (1..=30)
+            .map(|n| match n {
+                5 | 12 => "    retry(conn)?;\n".to_string(),
+                8 => "def f():\n".to_string(),
+                9 => "    pass\n".to_string(),
+                n => format!("let v{n} = compute({n});\n"),
+            })
+            .collect();
+        ContextPack::from_files(PathBuf::from("/r"), None, vec![("a.rs".to_string(), src)])
+    }
+
     #[test]
-    fn evidence_elsewhere_in_file_is_hallucinated() {
+    fn a_true_quote_at_the_wrong_lines_is_re_anchored_where_it_occurs_once() {
         let g = ground(
             &finding(Some("src/auth.rs"), Some(3), Some(4), "token.is_expired()"),
             &pack(),
         );
+        assert_eq!(
+            corrected_and_note(&g),
+            (
+                Some((20, 20)),
+                "re-anchored: the quoted evidence is at line 20, not at the cited lines 3-4"
+            )
+        );
+        // The excerpt is built around the real lines, as for any grounded finding.
+        let ex = excerpt_of(&g);
+        assert!(ex.starts_with("   15 | "), "{ex}");
+        assert!(ex.ends_with("let v25 = compute(25);\n"), "{ex}");
+        // Whitespace differences and line-number prefixes are undone as for any match.
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                Some(28),
+                None,
+                "20 |   if token.is_expired() {",
+            ),
+            &pack(),
+        );
+        assert_eq!(corrected_and_note(&g).0, Some((20, 20)), "{g:?}");
+    }
+
+    #[test]
+    fn a_multi_line_quote_at_the_wrong_lines_is_re_anchored_over_its_span() {
+        let g = ground(
+            &finding(
+                Some("src/auth.rs"),
+                Some(25),
+                Some(26),
+                "let v7 = compute(7);\nlet v8 = compute(8);\nlet v9 = compute(9);",
+            ),
+            &pack(),
+        );
+        assert_eq!(
+            corrected_and_note(&g),
+            (
+                Some((7, 9)),
+                "re-anchored: the quoted evidence is at lines 7-9, not at the cited lines 25-26"
+            )
+        );
+        let ex = excerpt_of(&g);
+        assert!(ex.starts_with("    2 | "), "{ex}");
+        assert!(ex.ends_with("let v14 = compute(14);\n"), "{ex}");
+    }
+
+    #[test]
+    fn a_quote_occurring_twice_elsewhere_cannot_be_placed() {
+        let p = pack_with_repeats();
+        let g = ground(&finding(Some("a.rs"), Some(25), None, "retry(conn)?;"), &p);
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        assert_eq!(
+            reason(&g),
+            "quoted evidence not found near lines 25-25; it occurs 2 times elsewhere in a.rs, \
+             so it cannot be placed"
+        );
+        // An elided quote with a piece that occurs twice cannot be placed either.
+        let g = ground(
+            &finding(
+                Some("a.rs"),
+                Some(25),
+                None,
+                "retry(conn)?;\n...\nlet v6 = compute(6);",
+            ),
+            &p,
+        );
+        assert!(reason(&g).contains("occurs 2 times elsewhere"), "{g:?}");
+        // Within the window of one of them it is grounded there, as before.
+        let g = ground(&finding(Some("a.rs"), Some(14), None, "retry(conn)?;"), &p);
+        assert_eq!(corrected_and_note(&g).0, Some((12, 12)), "{g:?}");
+    }
+
+    #[test]
+    fn a_quote_occurring_nowhere_is_hallucinated() {
+        let g = ground(
+            &finding(Some("src/auth.rs"), Some(3), Some(4), "fn refresh_token()"),
+            &pack(),
+        );
         assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
         assert_eq!(reason(&g), "quoted evidence not found near lines 3-4");
+    }
+
+    #[test]
+    fn a_short_whole_line_quote_is_not_re_anchored() {
+        // "pass" is grounded as a whole line near its cited line, but places nothing far away.
+        let p = pack_with_repeats();
+        let g = ground(&finding(Some("a.rs"), Some(10), None, "pass"), &p);
+        assert_eq!(corrected_and_note(&g).0, Some((9, 9)), "{g:?}");
+        let g = ground(&finding(Some("a.rs"), Some(25), None, "pass"), &p);
+        assert_eq!(verdict(&g), Some(Verdict::Hallucinated));
+        assert_eq!(reason(&g), "quoted evidence not found near lines 25-25");
     }
 
     #[test]

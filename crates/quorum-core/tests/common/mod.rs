@@ -54,6 +54,7 @@ pub fn finding(
         fresh_eyes: false,
         carried_from: None,
         seen_before: None,
+        cwe: None,
     }
 }
 
@@ -161,6 +162,8 @@ pub fn realistic_report() -> Report {
         findings,
         residual_concerns: vec![],
         pre_existing: vec![],
+        unverified_leads: vec![],
+        lint: vec![],
         dropped: vec![Dropped {
             title: "Made-up function".into(),
             file: Some("src/nope.rs".into()),

@@ -338,6 +338,9 @@ pub(crate) fn leads(rng: &mut Rng, pack: &ContextPack) -> Vec<quorum_core::analy
             severity: quorum_core::review::finding::Severity::P2,
             category: "security/injection".into(),
             confidence: 0.8,
+            harm: Default::default(),
+            cwe: None,
+            weakness: None,
         })
         .collect()
 }

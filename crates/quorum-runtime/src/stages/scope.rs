@@ -100,7 +100,10 @@ pub(crate) const MAX_LEAD_FILES: usize = 40;
 /// plan can give them to someone (that specialist then sees the leads themselves).
 pub(crate) fn planner_leads_section(ctx: &ReviewContext) -> String {
     use std::collections::{BTreeMap, BTreeSet};
-    let leads = &ctx.scope.analyzers.leads;
+    let leads = ctx
+        .scope
+        .analyzers
+        .reviewable(ctx.flow.parameters.lint_findings);
     if leads.is_empty() {
         return String::new();
     }
@@ -142,7 +145,10 @@ pub(crate) fn planner_leads_section(ctx: &ReviewContext) -> String {
 /// list is delimited as untrusted content. Empty when no lead touches the task's files.
 pub fn analyzer_leads_section(ctx: &ReviewContext, task: &Task) -> String {
     use quorum_core::analyzer::{leads_list, MAX_LEADS_PER_PROMPT};
-    let mine = ctx.scope.analyzers.on_files(&task.files);
+    let mine = ctx
+        .scope
+        .analyzers
+        .on_files(&task.files, ctx.flow.parameters.lint_findings);
     if mine.is_empty() {
         return String::new();
     }

@@ -34,8 +34,46 @@ pub fn verifier_prompt_in(
          \"CONFIRMED|PLAUSIBLE|HALLUCINATED|UNVERIFIABLE\", \"reason\": \"one sentence\"}}",
         ctx.instructions(Role::Verifier)
     );
-    let user = claim_prompt(&system, finding, excerpt, budget);
+    let user = match lead_question(&ctx.pack, finding) {
+        Some((question, feeding)) => {
+            // Fitted with the question counted, so the whole prompt stays within the window.
+            let claim = claim_prompt(&format!("{system}\n{question}"), finding, &feeding, budget);
+            format!("{claim}\n{question}")
+        }
+        None => claim_prompt(&system, finding, excerpt, budget),
+    };
     (system, user)
+}
+
+/// For an analyzer lead whose rule has a weakness class (`config/weaknesses.yaml`): the
+/// narrow question the class asks, as a prompt section, and the code that feeds the cited
+/// lines (the enclosing function with its decorators) to answer it on. A small model cannot
+/// judge "is this finding true?" in general; it can say whether a request value reaches a
+/// line. `None` for any other finding.
+pub(crate) fn lead_question(
+    pack: &quorum_core::pack::ContextPack,
+    finding: &RawFinding,
+) -> Option<(String, String)> {
+    let rule = finding.category.rsplit_once('/')?.1;
+    let class = quorum_core::weakness::Weaknesses::shipped().of_rule(rule)?;
+    let file = finding.file.as_deref()?;
+    let start = finding.line_start?;
+    let end = finding.line_end.unwrap_or(start);
+    let (from, to) = quorum_core::review::feeding::feeding_range(pack, file, start, end)?;
+    let feeding = pack.read_lines(file, from, to).ok()?;
+    let mut section = String::from("## The question\n");
+    if !class.explanation.is_empty() {
+        let _ = writeln!(section, "{}", class.explanation.trim());
+    }
+    let _ = writeln!(
+        section,
+        "Answer this about the source above (lines {start}-{end}, with the code that feeds \
+         them): {}\nIf the answer is yes, the verdict is CONFIRMED. If it is no, the verdict \
+         is HALLUCINATED. If the source shown cannot tell, UNVERIFIABLE. The reason says which \
+         value reaches the line, or why none does.",
+        class.question.trim()
+    );
+    Some((section, feeding))
 }
 
 /// The claim and the lines it cites, as an independent judge sees them: what is claimed and
@@ -246,5 +284,65 @@ pub async fn verify_one(
             }
             judge_by_votes(ctx, reported, notes, votes)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quorum_core::pack::ContextPack;
+    use quorum_core::review::finding::Severity;
+
+    const HANDLER: &str = "from flask import request\n\
+def init(app):\n\
+\n\
+\t@app.route('/a', methods=['POST'])\n\
+\tdef handler():\n\
+\t\tparam = request.form.get('name')\n\
+\t\tbar = param\n\
+\t\tsql = f\"SELECT * FROM users WHERE name = '{bar}'\"\n\
+\t\tcur.execute(sql)\n\
+\t\treturn 'ok'\n";
+
+    fn finding(category: &str, line: u32) -> RawFinding {
+        RawFinding {
+            title: "B608: Possible SQL injection vector through string-based query".into(),
+            severity: Severity::P2,
+            confidence: 0.7,
+            category: category.into(),
+            file: Some("app.py".into()),
+            line_start: Some(line),
+            line_end: Some(line),
+            symbol: None,
+            evidence: "sql = f\"SELECT * FROM users WHERE name = '{bar}'\"".into(),
+            why_it_matters: "rule B608".into(),
+            suggested_fix: String::new(),
+            routing: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_lead_of_a_weakness_class_is_asked_its_question_over_the_code_that_feeds_it() {
+        let pack = ContextPack::from_files(
+            "/t".into(),
+            None,
+            vec![("app.py".to_string(), HANDLER.to_string())],
+        );
+        let (section, feeding) =
+            lead_question(&pack, &finding("security/B608", 8)).expect("a class question");
+        assert!(section.contains("bound query"), "{section}");
+        assert!(section.contains("lines 8-8"), "{section}");
+        assert!(
+            section.contains("yes, the verdict is CONFIRMED"),
+            "{section}"
+        );
+        // Where the value comes from is in view: the route, the request read, the execute.
+        assert!(feeding.contains("@app.route"), "{feeding}");
+        assert!(feeding.contains("request.form.get('name')"), "{feeding}");
+        assert!(feeding.contains("cur.execute(sql)"), "{feeding}");
+        assert!(!feeding.contains("from flask import"), "{feeding}");
+        // A model's finding, or a rule of no class, keeps the general question.
+        assert!(lead_question(&pack, &finding("security", 8)).is_none());
+        assert!(lead_question(&pack, &finding("lint/E501", 8)).is_none());
     }
 }

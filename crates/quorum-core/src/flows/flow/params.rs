@@ -80,6 +80,11 @@ pub struct FlowParams {
     /// `quorum review --coverage` overrides it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub coverage: Option<CoverageMode>,
+    /// Analyzer hits of harm `style` (formatting, import order, unused imports) are review
+    /// candidates too: verified and reported like other leads. Off by default: they are then
+    /// counted in the report's `lint` line and kept out of the specialists' prompts.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lint_findings: bool,
 }
 
 impl Default for FlowParams {
@@ -115,6 +120,7 @@ impl Default for FlowParams {
             max_tokens: 0,
             max_wall_secs: 0,
             coverage: None,
+            lint_findings: false,
         }
     }
 }

@@ -114,8 +114,74 @@ pub(crate) fn md_summary(r: &Report, out: &mut String) {
         r.residual_concerns.len(),
         r.dropped.len()
     );
+    if !r.unverified_leads.is_empty() {
+        let _ = writeln!(
+            out,
+            "**{} unverified lead(s)** of high harm were left unchecked by the budget: listed \
+             under \"Unverified leads\", not counted above.\n",
+            r.unverified_leads.len()
+        );
+    }
+    md_lint(r, out);
     md_since(r, out);
     md_slowest(r, out);
+}
+
+/// The analyzers' style hits, counted per rule (they are not review findings by default).
+fn md_lint(r: &Report, out: &mut String) {
+    if r.lint.is_empty() {
+        return;
+    }
+    const NAMED: usize = 12;
+    let total: usize = r.lint.iter().map(|l| l.count).sum();
+    let mut named: Vec<String> = r
+        .lint
+        .iter()
+        .take(NAMED)
+        .map(|l| format!("{} {} ×{}", one_line(&l.tool), code(&l.rule), l.count))
+        .collect();
+    if r.lint.len() > NAMED {
+        named.push(format!("{} more rules", r.lint.len() - NAMED));
+    }
+    let _ = writeln!(
+        out,
+        "**Lint:** {total} style hit(s), not reported as findings (a flow's `lint_findings: \
+         true` reports them): {}.\n",
+        named.join(", ")
+    );
+}
+
+/// Analyzer leads of high harm no model checked: apart from the findings, never dropped
+/// unreported.
+pub(crate) fn md_unverified_leads(r: &Report, out: &mut String) {
+    if r.unverified_leads.is_empty() {
+        return;
+    }
+    out.push_str("## Unverified leads\n\n");
+    out.push_str(
+        "Security and correctness hits of the analyzers that no model checked before the \
+         review's budget ran out. They are not confirmed findings: not counted for the exit \
+         code (unless `--fail-on-unverified`) nor in report.sarif. Check them by hand, or \
+         review again with a larger budget.\n\n",
+    );
+    for f in &r.unverified_leads {
+        let cwe = f.cwe.map(|c| format!(" · CWE-{c}")).unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "- {} · {} · {}{cwe} — {} · {}",
+            f.id,
+            f.severity,
+            one_line(&f.title),
+            location_text(
+                f.file.as_deref(),
+                f.line_start,
+                f.line_end,
+                f.symbol.as_deref()
+            ),
+            f.verdict
+        );
+    }
+    out.push('\n');
 }
 
 /// `--since`: new, still present, dismissed, and what was fixed since the earlier review.
@@ -235,7 +301,18 @@ fn md_finding(f: &Finding, out: &mut String) {
             f.symbol.as_deref()
         )
     );
-    let _ = writeln!(out, "- **Category:** {}", one_line(&f.category));
+    match f.cwe {
+        Some(cwe) => {
+            let _ = writeln!(
+                out,
+                "- **Category:** {} · **Weakness:** CWE-{cwe}",
+                one_line(&f.category)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "- **Category:** {}", one_line(&f.category));
+        }
+    }
     if let Some(seen) = &f.seen_before {
         let _ = writeln!(out, "- **Seen before:** {} (not new)", one_line(seen));
     }
