@@ -292,11 +292,7 @@ fn lead(file: &str, line: u32, rule: &str) -> quorum_core::analyzer::Lead {
         severity: quorum_core::review::finding::Severity::P2,
         category: "lint".into(),
         confidence: 0.6,
-    }
-    harm: Default::default(),
-    cwe: None,
-    weakness: None,
-    harm: Default::default(),
+        harm: Default::default(),
         cwe: None,
         weakness: None,
     }
