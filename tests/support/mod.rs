@@ -392,7 +392,9 @@ pub fn script(dir: &std::path::Path, name: &str, body: &str) {
 
 /// A ruff stand-in printing ruff's JSON (absolute file names, as ruff writes them): the
 /// planted hit, one on a line src/db.py does not have, and one inside the SQL injection the
-/// scripted specialists report (line 53), which merges into their finding.
+/// scripted specialists report (line 53), which merges into their finding. The codes carry
+/// bugbear's `B` prefix, correctness in the shipped catalog's harm map, so they are review
+/// leads: a style code would be counted in the report's lint line, never reviewed.
 pub fn fake_ruff(dir: &std::path::Path) {
     let hit = |code: &str, row: u32, msg: &str| {
         format!(
@@ -402,9 +404,9 @@ pub fn fake_ruff(dir: &std::path::Path) {
     };
     let json = format!(
         "[{}, {}, {}]",
-        hit("Q001", PLANTED_LINE, PLANTED_MESSAGE),
-        hit("Q002", 999, "a hit past the end of the file"),
-        hit("Q003", 53, "query built from a formatted string")
+        hit("B991", PLANTED_LINE, PLANTED_MESSAGE),
+        hit("B992", 999, "a hit past the end of the file"),
+        hit("B993", 53, "query built from a formatted string")
     );
     script(
         dir,

@@ -151,7 +151,7 @@ pub fn exit_for(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use quorum_core::review::finding::{Finding, Severity, Verdict};
+    use quorum_core::review::finding::{Finding, Severity};
 
     fn completed_report() -> Report {
         serde_json::from_value(serde_json::json!({
@@ -170,31 +170,14 @@ mod tests {
     }
 
     fn unverified_lead(severity: Severity) -> Finding {
-        Finding {
-            id: "U001".into(),
-            title: "B608: SQL built from strings".into(),
-            severity,
-            confidence: 0.8,
-            category: "security/B608".into(),
-            file: Some("app.py".into()),
-            line_start: Some(3),
-            line_end: Some(3),
-            symbol: None,
-            evidence: String::new(),
-            why_it_matters: String::new(),
-            suggested_fix: String::new(),
-            verdict: Verdict::Unverified,
-            reporters: Vec::new(),
-            anchor: "app.py:L3".into(),
-            promoted: false,
-            notes: Vec::new(),
-            routing: Default::default(),
-            rescored: None,
-            fresh_eyes: false,
-            carried_from: None,
-            seen_before: None,
-            cwe: Some(89),
-        }
+        serde_json::from_value(serde_json::json!({
+            "id": "U001", "title": "B608: SQL built from strings", "severity": severity,
+            "confidence": 0.8, "category": "security/B608", "file": "app.py",
+            "line_start": 3, "line_end": 3, "evidence": "", "why_it_matters": "",
+            "suggested_fix": "", "verdict": "UNVERIFIED", "reporters": [], "anchor": "app.py:L3",
+            "cwe": 89
+        }))
+        .expect("a minimal finding")
     }
 
     #[test]

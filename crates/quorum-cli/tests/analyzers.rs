@@ -90,7 +90,7 @@ async fn review_runs_what_is_on_path_notes_the_rest_and_credits_the_tool() {
         .find(|r| r.system.contains("You are security_sentinel"))
         .expect("a security specialist request");
     assert!(sec.text.contains(&format!(
-        "src/db.py:{PLANTED_LINE} [ruff Q001] {PLANTED_MESSAGE}"
+        "src/db.py:{PLANTED_LINE} [ruff B991] {PLANTED_MESSAGE}"
     )));
 
     let json = report(&out);
@@ -103,7 +103,7 @@ async fn review_runs_what_is_on_path_notes_the_rest_and_credits_the_tool() {
     );
     let planted = mine
         .iter()
-        .find(|f| f["title"].as_str().unwrap().starts_with("Q001"))
+        .find(|f| f["title"].as_str().unwrap().starts_with("B991"))
         .unwrap();
     assert_eq!(planted["verdict"], "CONFIRMED");
     assert_eq!(planted["line_start"], PLANTED_LINE);
@@ -111,7 +111,7 @@ async fn review_runs_what_is_on_path_notes_the_rest_and_credits_the_tool() {
         .as_array()
         .unwrap()
         .iter()
-        .any(|d| d["title"].as_str().unwrap().starts_with("Q002")
+        .any(|d| d["title"].as_str().unwrap().starts_with("B992")
             && d["reason"].as_str().unwrap().contains("out of range")));
     let runs = json["analyzers"].as_array().unwrap();
     let bandit = runs.iter().find(|r| r["name"] == "bandit").unwrap();
@@ -120,7 +120,7 @@ async fn review_runs_what_is_on_path_notes_the_rest_and_credits_the_tool() {
     assert!(md.contains("- ruff: 3 hits"), "{md}");
     // The SARIF run lists the finding like any other.
     let sarif = std::fs::read_to_string(out.join("report.sarif")).unwrap();
-    assert!(sarif.contains("Q001"));
+    assert!(sarif.contains("B991"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -264,7 +264,7 @@ async fn a_resumed_review_reuses_the_leads_it_started_with() {
     assert!(
         resumed_db_task
             .text
-            .contains(&format!("src/db.py:{PLANTED_LINE} [ruff Q001]")),
+            .contains(&format!("src/db.py:{PLANTED_LINE} [ruff B991]")),
         "the resumed prompt lost the recorded lead"
     );
     let json = report(&out);

@@ -270,7 +270,7 @@ async fn the_accepting_node_runs_its_analyzers_and_the_client_can_turn_them_off(
         .unwrap();
     assert!(sec
         .text
-        .contains(&format!("src/db.py:{PLANTED_LINE} [ruff Q001]")));
+        .contains(&format!("src/db.py:{PLANTED_LINE} [ruff B991]")));
     // Recorded with the review's facts on the node (what a takeover or resume replays).
     let flow_id = report["flow_id"].as_str().unwrap();
     let shown = quorum(&["flows", "show", flow_id], work.path()).await;

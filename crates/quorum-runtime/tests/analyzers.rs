@@ -117,7 +117,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
     assert!(
         planner
             .text
-            .contains("- src/db.py: 3 leads (ruff Q001, ruff Q002, ruff Q003)"),
+            .contains("- src/db.py: 3 leads (ruff B991, ruff B992, ruff B993)"),
         "{}",
         planner.text
     );
@@ -132,7 +132,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
         "{}",
         sec.text
     );
-    let listed = format!("- src/db.py:{PLANTED_LINE} [ruff Q001] {PLANTED_MESSAGE}");
+    let listed = format!("- src/db.py:{PLANTED_LINE} [ruff B991] {PLANTED_MESSAGE}");
     let block = sec
         .text
         .split("<<<BEGIN UNTRUSTED analyzer leads>>>")
@@ -154,7 +154,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
         .collect();
     let judged = verifier
         .iter()
-        .find(|r| r.text.contains("Q001") && r.text.contains(PLANTED_TEXT))
+        .find(|r| r.text.contains("B991") && r.text.contains(PLANTED_TEXT))
         .expect("the candidate finding reached the verifier");
     assert!(!judged.text.contains("analyzer:") && !judged.text.contains("ruff"));
     // The tool's words are delimited as data there too.
@@ -166,7 +166,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
         .expect("the claim is delimited");
     assert!(claim.contains(PLANTED_MESSAGE), "{claim}");
     assert!(
-        !verifier.iter().any(|r| r.text.contains("Q002")),
+        !verifier.iter().any(|r| r.text.contains("B992")),
         "the hit off the end of the file never reached a model"
     );
 
@@ -174,7 +174,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
     let f = report
         .findings
         .iter()
-        .find(|f| f.title.starts_with("Q001"))
+        .find(|f| f.title.starts_with("B991"))
         .expect("the planted hit survived as a finding");
     assert_eq!(f.verdict, Verdict::Confirmed);
     assert_eq!(f.file.as_deref(), Some("src/db.py"));
@@ -184,7 +184,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
     let dropped = report
         .dropped
         .iter()
-        .find(|d| d.title.starts_with("Q002"))
+        .find(|d| d.title.starts_with("B992"))
         .expect("the hit past the end of the file was dropped");
     assert_eq!(dropped.verdict, Some(Verdict::Hallucinated));
     assert!(
@@ -200,7 +200,7 @@ async fn a_fake_analyzers_hits_reach_the_prompts_and_are_verified_like_findings(
         .expect("the specialist's finding stands");
     let who: Vec<&str> = sql.reporters.iter().map(|r| r.persona.as_str()).collect();
     assert_eq!(who, ["analyzer:ruff", "security_sentinel"]);
-    assert!(!report.findings.iter().any(|f| f.title.starts_with("Q003")));
+    assert!(!report.findings.iter().any(|f| f.title.starts_with("B993")));
     let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
     let runs = json["analyzers"].as_array().expect("an analyzers section");
     let ruff = runs.iter().find(|r| r["name"] == "ruff").unwrap();
@@ -251,7 +251,7 @@ async fn a_hanging_analyzer_is_killed_at_its_timeout_and_the_review_completes() 
     );
     assert_eq!(report.analyzers[0].name, "stuck");
     assert!(report.analyzers[0].skipped_reason.is_some());
-    assert!(report.findings.iter().any(|f| f.title.starts_with("Q001")));
+    assert!(report.findings.iter().any(|f| f.title.starts_with("B991")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,8 +305,8 @@ async fn leads_travel_with_a_remote_attempt_to_a_worker_without_the_tools() {
     let leads = Leads {
         runs: Vec::new(),
         leads: vec![
-            lead("src/db.py", PLANTED_LINE, "Q001"),
-            lead("src/app.py", 3, "Q003"),
+            lead("src/db.py", PLANTED_LINE, "B991"),
+            lead("src/app.py", 3, "B993"),
         ],
     };
     let ctx = context(&origin, leads);
@@ -340,7 +340,7 @@ async fn leads_travel_with_a_remote_attempt_to_a_worker_without_the_tools() {
         .iter()
         .map(|l| l.rule.as_str())
         .collect();
-    assert_eq!(rules, ["Q001"]);
+    assert_eq!(rules, ["B991"]);
     // Through the wire form, as a peer receives it.
     let req: quorum_runtime::remote::RemoteAttempt =
         serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
@@ -370,9 +370,9 @@ async fn leads_travel_with_a_remote_attempt_to_a_worker_without_the_tools() {
         .find(|r| r.system.contains("You are security_sentinel"))
         .expect("the worker ran the specialist");
     assert!(prompt.text.contains(&format!(
-        "- src/db.py:{PLANTED_LINE} [ruff Q001] planted Q001"
+        "- src/db.py:{PLANTED_LINE} [ruff B991] planted B991"
     )));
-    assert!(!prompt.text.contains("Q003"));
+    assert!(!prompt.text.contains("B993"));
     assert!(
         origin.requests().is_empty(),
         "the origin's model was not asked"
@@ -412,7 +412,7 @@ async fn a_tool_runs_in_a_copy_with_a_cleared_environment() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hit_no_model_checked_is_dropped_not_reported() {
+async fn a_high_harm_hit_no_model_checked_is_reported_apart_not_as_a_finding() {
     let bin = tempfile::tempdir().unwrap();
     fake_ruff(bin.path());
     let leads = analyze(
@@ -428,21 +428,18 @@ async fn a_hit_no_model_checked_is_dropped_not_reported() {
     }))
     .await;
     assert!(
-        !report.findings.iter().any(|f| f.title.starts_with("Q001")),
+        !report.findings.iter().any(|f| f.title.starts_with("B991")),
         "an unchecked tool hit is not a finding"
     );
-    let d = report
-        .dropped
+    // A correctness lead (bugbear's prefix) is never dropped unreported: it is listed apart.
+    let u = report
+        .unverified_leads
         .iter()
-        .find(|d| d.title.starts_with("Q001"))
-        .expect("the unchecked hit is listed as dropped");
-    assert_eq!(d.verdict, Some(Verdict::Unverified));
-    assert!(
-        d.reason
-            .starts_with("analyzer lead not confirmed: grounded; not model-checked"),
-        "{}",
-        d.reason
-    );
+        .find(|u| u.title.starts_with("B991"))
+        .expect("the unchecked hit is reported as an unverified lead");
+    assert_eq!(u.verdict, Verdict::Unverified);
+    assert!(u.id.starts_with('U'), "{}", u.id);
+    assert!(!report.dropped.iter().any(|d| d.title.starts_with("B991")));
     // A specialist's grounded claim stays, marked UNVERIFIED.
     assert!(report
         .findings

@@ -9,12 +9,13 @@ use crate::machine::fact::Fact;
 use crate::machine::grounded::{ground_one, unverified, Grounded};
 use crate::machine::progress::Progress;
 use crate::machine::protocol::Level;
+use crate::machine::review::Review;
 use crate::machine::run::TaskRun;
 use crate::machine::schedule::{Input, Place, TaskKey};
 use crate::machine::state::{Phase, ReviewMachine};
 use crate::models::{family_of, lineage};
 use crate::review::consensus::{self, Ballot, Decision};
-use crate::review::finding::Verdict;
+use crate::review::finding::{Reported, Verdict};
 use crate::review::judged::Judged;
 use crate::task::Pass;
 use std::collections::{BTreeMap, BTreeSet};
@@ -134,12 +135,7 @@ impl ReviewMachine {
             if !harm.is_high() || ready.len() >= budget {
                 continue;
             }
-            match ground_one(&review.pack, &review.catalog, r) {
-                Grounded::Decided(j) => round.judged[i] = Some(j),
-                Grounded::Ready {
-                    reported, notes, ..
-                } => ready.push((i, reported, notes)),
-            }
+            ready.extend(ground_into(&review, &mut round, i, r));
         }
         round.held = ready.chunks(batch).map(<[_]>::to_vec).collect();
         self.log(
@@ -187,20 +183,16 @@ impl ReviewMachine {
             if round.judged[i].is_some() {
                 continue;
             }
-            match ground_one(&self.review.pack, &self.review.catalog, r) {
-                Grounded::Decided(j) => round.judged[i] = Some(j),
-                Grounded::Ready {
-                    reported, notes, ..
-                } => {
-                    if checked + ready.len() < budget {
-                        ready.push((i, reported, notes));
-                    } else {
-                        let why = format!(
-                            "grounded; not model-checked: over the flow's max_verifications ({budget})"
-                        );
-                        round.judged[i] = Some(unverified(reported, notes, why));
-                    }
-                }
+            let Some((i, reported, notes)) = ground_into(&self.review, &mut round, i, r) else {
+                continue;
+            };
+            if checked + ready.len() < budget {
+                ready.push((i, reported, notes));
+            } else {
+                let why = format!(
+                    "grounded; not model-checked: over the flow's max_verifications ({budget})"
+                );
+                round.judged[i] = Some(unverified(reported, notes, why));
             }
         }
         // Under a wall-time budget the analyzer leads wait their turn (see `release_leads`);
@@ -379,5 +371,24 @@ impl ReviewMachine {
         let gated = self.gate(judged);
         self.found.gated = Some(gated);
         self.start_phase(Phase::Synthesize);
+    }
+}
+
+/// Grounds finding `i` of a verification round: decided there (no quote to check, or a quote
+/// not in the source), or returned ready for a model with grounding's notes.
+fn ground_into(
+    review: &Review,
+    round: &mut VerifyRound,
+    i: usize,
+    r: Reported,
+) -> Option<(usize, Reported, Vec<String>)> {
+    match ground_one(&review.pack, &review.catalog, r) {
+        Grounded::Decided(j) => {
+            round.judged[i] = Some(j);
+            None
+        }
+        Grounded::Ready {
+            reported, notes, ..
+        } => Some((i, reported, notes)),
     }
 }

@@ -88,19 +88,9 @@ mod tests {
     use super::*;
     use crate::pack::testing::mem as pack_of;
 
-    const HANDLER: &str = "from flask import request\n\
-def init(app):\n\
-\n\
-\t@app.route('/a', methods=['POST'])\n\
-\tdef handler():\n\
-\t\tparam = request.form.get('name')\n\
-\t\tbar = param\n\
-\t\tsql = f\"SELECT * FROM users WHERE name = '{bar}'\"\n\
-\t\tcur.execute(sql)\n\
-\t\treturn 'ok'\n\
-\n\
-\tdef other():\n\
-\t\treturn 1\n";
+    /// A request handler that builds SQL from a form field (shared with the runtime's
+    /// verifier test).
+    const HANDLER: &str = include_str!("../../../../tests/fixtures/snippets/flask_sql_handler.py");
 
     #[test]
     fn the_unit_and_its_decorator_feed_the_line() {

@@ -293,16 +293,8 @@ mod tests {
     use quorum_core::pack::ContextPack;
     use quorum_core::review::finding::Severity;
 
-    const HANDLER: &str = "from flask import request\n\
-def init(app):\n\
-\n\
-\t@app.route('/a', methods=['POST'])\n\
-\tdef handler():\n\
-\t\tparam = request.form.get('name')\n\
-\t\tbar = param\n\
-\t\tsql = f\"SELECT * FROM users WHERE name = '{bar}'\"\n\
-\t\tcur.execute(sql)\n\
-\t\treturn 'ok'\n";
+    /// The request handler feeding.rs's tests use: SQL built from a form field on line 8.
+    const HANDLER: &str = include_str!("../../../../tests/fixtures/snippets/flask_sql_handler.py");
 
     fn finding(category: &str, line: u32) -> RawFinding {
         RawFinding {

@@ -73,22 +73,28 @@ pub(crate) fn md_pre_existing(r: &Report, out: &mut String) {
          code or in report.sarif.\n\n",
     );
     for f in &r.pre_existing {
-        let _ = writeln!(
-            out,
-            "- {} · {} · {} — {} · {}",
-            f.id,
-            f.severity,
-            one_line(&f.title),
-            location_text(
-                f.file.as_deref(),
-                f.line_start,
-                f.line_end,
-                f.symbol.as_deref()
-            ),
-            f.verdict
-        );
+        md_list_line(f, out);
     }
     out.push('\n');
+}
+
+/// One finding as a list line: id, severity, title, weakness, where, verdict.
+fn md_list_line(f: &Finding, out: &mut String) {
+    let cwe = f.cwe.map(|c| format!(" · CWE-{c}")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "- {} · {} · {}{cwe} — {} · {}",
+        f.id,
+        f.severity,
+        one_line(&f.title),
+        location_text(
+            f.file.as_deref(),
+            f.line_start,
+            f.line_end,
+            f.symbol.as_deref()
+        ),
+        f.verdict
+    );
 }
 
 pub(crate) fn md_summary(r: &Report, out: &mut String) {
@@ -165,21 +171,7 @@ pub(crate) fn md_unverified_leads(r: &Report, out: &mut String) {
          review again with a larger budget.\n\n",
     );
     for f in &r.unverified_leads {
-        let cwe = f.cwe.map(|c| format!(" · CWE-{c}")).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "- {} · {} · {}{cwe} — {} · {}",
-            f.id,
-            f.severity,
-            one_line(&f.title),
-            location_text(
-                f.file.as_deref(),
-                f.line_start,
-                f.line_end,
-                f.symbol.as_deref()
-            ),
-            f.verdict
-        );
+        md_list_line(f, out);
     }
     out.push('\n');
 }
