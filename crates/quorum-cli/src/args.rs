@@ -82,8 +82,10 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
-    /// Review a corpus with an answer key and score the findings: recall, precision, F1, and
-    /// what grounding and the verifier removed (build corpora with tests/corpora/build.sh).
+    /// Review a corpus and score the findings: against an answer key (recall, precision, F1,
+    /// what grounding and the verifier removed; build corpora with tests/corpora/build.sh), or
+    /// with --expected against an external benchmark's labels (recall, false-positive rate,
+    /// precision and Youden's index per file and class, for quorum and its analyzers alone).
     Quality(QualityArgs),
 }
 
@@ -308,14 +310,21 @@ pub struct FixArgs {
     pub min_severity: Option<String>,
     /// The project's test command, run sandboxed on the base and after every fix ("auto":
     /// the one detected from Cargo.toml, pyproject.toml, package.json or go.mod). Default:
-    /// `[fix] test` in .quorum.toml, else no test oracle.
+    /// `[fix] test` in the tree's .quorum.toml, run only with your consent
+    /// (--trust-repo-config, or a yes at the terminal), else no test oracle.
     #[arg(long, value_name = "CMD")]
     pub test_cmd: Option<String>,
+    /// Run the test command the reviewed tree's .quorum.toml names without asking (also
+    /// `[fix] trust_repo_config = true` in your own config file). Without it, and without a
+    /// terminal to ask at, that command is refused.
+    #[arg(long)]
+    pub trust_repo_config: bool,
     /// Seconds one run of the test command may take before its process group is killed.
     #[arg(long, default_value_t = 600)]
     pub test_timeout: u64,
-    /// Run the test command without network isolation when this machine has none
-    /// (no bubblewrap, no user namespaces). The tests could then reach the network.
+    /// Run the test command with no sandbox at all: with your files, sockets, environment
+    /// and network, as you. The only way to run tests uncontained; the report says
+    /// UNSANDBOXED. Without it, a machine where bubblewrap cannot run refuses to run tests.
     #[arg(long)]
     pub unsandboxed: bool,
     /// Output directory (default ./quorum-out/<fix-id>).
@@ -377,10 +386,15 @@ pub struct BuildArgs {
     /// Default: `[fix] test` in .quorum.toml, else no test oracle.
     #[arg(long, value_name = "CMD")]
     pub test_cmd: Option<String>,
+    /// Run the test command the reviewed tree's .quorum.toml names without asking (also
+    /// `[fix] trust_repo_config = true` in your own config file).
+    #[arg(long)]
+    pub trust_repo_config: bool,
     /// Seconds one run of the test command may take before its process group is killed.
     #[arg(long, default_value_t = 600)]
     pub test_timeout: u64,
-    /// Run the test command without network isolation when this machine has none.
+    /// Run the test command with no sandbox at all: with your files, sockets, environment
+    /// and network, as you (the report says UNSANDBOXED).
     #[arg(long)]
     pub unsandboxed: bool,
     /// Output directory (default ./quorum-out/<build-id>).

@@ -668,3 +668,74 @@ async fn killed_mid_loop_a_resumed_run_never_redoes_a_kept_fix() {
         "{fixed}"
     );
 }
+
+/// A test command the reviewed tree's `.quorum.toml` names is the repository's choice, not the
+/// user's: without a terminal to ask at it is refused (exit 2, the line naming the flag that
+/// allows it) before any model call, and `--trust-repo-config` runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_command_the_repository_chose_runs_only_with_consent() {
+    let work = tempfile::tempdir().unwrap();
+    let target = work.path().join("project");
+    project(&target);
+    write(&target, ".quorum.toml", "[fix]\ntest = \"bash tests.sh\"\n");
+    let report_path = reviewed(&target, work.path()).await;
+    let weak = id_of(&read_json(&report_path), "Weak hash for integrity");
+    let script = Script::new().models([MODEL]).rule(
+        Rule::new("nothing")
+            .when_system([FIXER])
+            .reply(Reply::json(&json!({"done": true, "summary": "nothing"}))),
+    );
+    let server = ScriptedServer::start(script).await.unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("fix-out");
+    let args = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "fix",
+            target.to_str().unwrap(),
+            "--from",
+            report_path.to_str().unwrap(),
+            "--findings",
+            &weak,
+            "--no-verifier",
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let refused_args = args(&[]);
+    let refused_args: Vec<&str> = refused_args.iter().map(String::as_str).collect();
+    let o = quorum(&refused_args, work.path()).await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    let said = stderr(&o);
+    assert!(
+        said.contains("`bash tests.sh`") && said.contains("--trust-repo-config"),
+        "{said}"
+    );
+    assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+    assert!(!out.join("fix-report.json").exists());
+    assert!(
+        !server.requests().iter().any(|r| r.system.contains(FIXER)),
+        "a model was asked before the refusal"
+    );
+
+    let trusted_args = args(&["--trust-repo-config", "--unsandboxed"]);
+    let trusted_args: Vec<&str> = trusted_args.iter().map(String::as_str).collect();
+    let o = quorum(&trusted_args, work.path()).await;
+    assert!(matches!(code(&o), 0 | 1), "{}", text(&o));
+    let fr = read_json(&out.join("fix-report.json"));
+    assert_eq!(fr["test_command"], "bash tests.sh", "{fr}");
+    assert!(
+        fr["sandbox"].as_str().unwrap().starts_with("UNSANDBOXED"),
+        "{fr}"
+    );
+    let md = std::fs::read_to_string(out.join("fix-report.md")).unwrap();
+    assert!(md.lines().next().unwrap().contains("UNSANDBOXED"), "{md}");
+}

@@ -408,18 +408,8 @@ async fn a_node_that_allows_tests_runs_them_on_the_tree_the_fix_is_kept_into() {
     let fixes = fixes(&out);
     let attempt = &fixes[0]["attempts"][0];
     assert_eq!(fixes[0]["status"], "kept", "{}", fixes[0]);
-    let sandbox = [
-        "bwrap --unshare-net --dev-bind / / true",
-        "unshare -rn true",
-    ]
-    .iter()
-    .any(|c| {
-        std::process::Command::new("sh")
-            .args(["-c", c])
-            .stderr(std::process::Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
+    // The node's policy asks the same question: can bubblewrap make the sandbox here?
+    let sandbox = quorum_fix::sandbox::Isolation::detect().await.is_some();
     if sandbox {
         assert_eq!(attempt["tested_on"], "n1", "{attempt}");
         assert_eq!(attempt["oracles"]["tests"]["passed"], true, "{attempt}");

@@ -199,6 +199,7 @@ pub async fn run_shipped(
                 isolation: isolation.clone(),
                 timeout: Duration::from_secs(t.timeout_secs.max(1)),
                 max_output: t.max_output,
+                limits: crate::sandbox::Limits::default(),
             };
             let run = match crate::oracles::run_tests(&command, worktree.root(), &home).await {
                 Ok(run) => run,

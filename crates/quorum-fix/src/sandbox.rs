@@ -1,64 +1,169 @@
-//! Running the target's own code — its test command — without network, with a cleared
-//! environment, a time bound and an output cap; the whole process group is killed at the bound.
+//! Running the target's own code — its test command — contained, the way CI runners and
+//! build sandboxes do: bubblewrap with every namespace unshared (no network, no host
+//! sockets, no host processes), a filesystem of the system and toolchain directories
+//! read-only with the private worktree the only writable project path ([`mounts`]), a
+//! private empty `/tmp`, `$HOME` and `/run`, an allow-listed environment, and bounds on
+//! time, output, processes, memory and file size ([`limits`]); the whole tree is killed at
+//! the time bound.
 //!
-//! Isolation comes from the distribution: bubblewrap (`bwrap --unshare-net`) where present,
-//! else a new user and network namespace (`unshare -rn`). Where neither works the caller must
-//! refuse to run tests unless the user passed `--unsandboxed`.
+//! Where bubblewrap cannot run, the caller refuses to run tests unless the user passed
+//! `--unsandboxed`, the only way to run them uncontained (a network namespace alone would
+//! leave the user's files and sockets open, so it is no fallback).
 
+pub mod limits;
+pub mod mounts;
+
+pub use limits::Limits;
+
+use limits::RunCgroup;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
-/// How test commands are isolated from the network.
+/// How test commands are contained.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Isolation {
-    Bwrap(PathBuf),
-    Unshare(PathBuf),
-    /// No isolation (only with the user's explicit `--unsandboxed`).
+    /// bubblewrap at this path, with what bounds the process tree on this machine.
+    Bwrap { bwrap: PathBuf, tree: TreeBounds },
+    /// No isolation at all (only with the user's explicit `--unsandboxed`).
     None,
 }
 
+/// What bounds a test command's whole process tree here, found when the sandbox is detected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TreeBounds {
+    /// A cgroup of its own bounds processes / memory.
+    pub cgroup_processes: bool,
+    pub cgroup_memory: bool,
+    /// Without a cgroup, `RLIMIT_NPROC` bounds processes (not for root).
+    pub nproc: bool,
+}
+
+/// The one line a machine without bubblewrap gets.
+pub const NO_SANDBOX: &str = "cannot sandbox the test command: bubblewrap (bwrap) is not installed or cannot create namespaces here; install it (apt install bubblewrap, dnf install bubblewrap) or pass --unsandboxed to run the tests uncontained";
+
+/// Environment variables a test command gets from this process when set (besides PATH,
+/// HOME, LANG and the toolchain paths the sandbox sets), unless the name carries a secret.
+const PASSED_ENV: &[&str] = &[
+    "LC_ALL",
+    "TZ",
+    "RUSTUP_TOOLCHAIN",
+    "RUSTFLAGS",
+    "GOFLAGS",
+    "GOROOT",
+    "JAVA_HOME",
+    "PYENV_ROOT",
+    "PYENV_VERSION",
+    "VIRTUAL_ENV",
+    "NODE_OPTIONS",
+];
+
+/// Whether a variable's name says it holds a secret: never passed, whatever the list says.
+pub fn names_a_secret(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    [
+        "TOKEN",
+        "KEY",
+        "SECRET",
+        "COOKIE",
+        "PASSWORD",
+        "PASSWD",
+        "CREDENTIAL",
+        "AUTH",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
 impl Isolation {
-    /// The first isolation that works on this machine, tried with a trivial command.
+    /// bubblewrap, when it can run the sandbox here (tried with a trivial command).
     pub async fn detect() -> Option<Isolation> {
-        if let Some(bwrap) = on_path("bwrap") {
-            let ok = tokio::process::Command::new(&bwrap)
-                .args(["--unshare-net", "--dev-bind", "/", "/", "true"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .await
-                .is_ok_and(|s| s.success());
-            if ok {
-                return Some(Isolation::Bwrap(bwrap));
-            }
+        let bwrap = on_path("bwrap")?;
+        let probe = tempfile_dir()?;
+        let plan = mounts::plan(
+            &probe,
+            std::env::var_os("PATH").as_deref(),
+            real_home().as_deref(),
+        );
+        let ok = tokio::process::Command::new(&bwrap)
+            .args(&plan.args)
+            .arg("true")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .await
+            .is_ok_and(|s| s.success());
+        let _ = std::fs::remove_dir(&probe);
+        if !ok {
+            return None;
         }
-        if let Some(unshare) = on_path("unshare") {
-            let ok = tokio::process::Command::new(&unshare)
-                .args(["-rn", "true"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .await
-                .is_ok_and(|s| s.success());
-            if ok {
-                return Some(Isolation::Unshare(unshare));
+        let limits = Limits::default();
+        let tree = tokio::task::spawn_blocking(move || {
+            let cg = RunCgroup::create(&limits);
+            let t = TreeBounds {
+                cgroup_processes: cg.as_ref().is_some_and(|c| c.bounds_processes),
+                cgroup_memory: cg.as_ref().is_some_and(|c| c.bounds_memory),
+                nproc: limits::nproc_bound(&limits).is_some(),
+            };
+            if let Some(cg) = cg {
+                cg.remove();
             }
-        }
-        None
+            t
+        })
+        .await
+        .unwrap_or_default();
+        Some(Isolation::Bwrap { bwrap, tree })
     }
 
     /// For the report and the progress line.
     pub fn describe(&self) -> String {
         match self {
-            Isolation::Bwrap(_) => "sandboxed: bubblewrap, no network".into(),
-            Isolation::Unshare(_) => "sandboxed: network namespace (unshare), no network".into(),
-            Isolation::None => {
-                "UNSANDBOXED (--unsandboxed): the tests could reach the network".into()
+            Isolation::Bwrap { tree, .. } => {
+                let processes = if tree.cgroup_processes {
+                    "processes bounded (cgroup)"
+                } else if tree.nproc {
+                    "processes bounded (rlimit)"
+                } else {
+                    "processes NOT bounded (running as root with no cgroup to make)"
+                };
+                let memory = if tree.cgroup_memory {
+                    "memory bounded (cgroup)"
+                } else {
+                    "memory bounded per process (rlimit)"
+                };
+                format!(
+                    "sandboxed: bubblewrap, no network or host sockets, only the worktree \
+                     writable, private /tmp and HOME; {processes}, {memory}, file size bounded"
+                )
             }
+            Isolation::None => "UNSANDBOXED (--unsandboxed): the tests ran with your files, \
+                sockets and network, as you"
+                .into(),
         }
     }
+}
+
+fn real_home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute() && h != Path::new("/"))
+        .and_then(|h| h.canonicalize().ok())
+}
+
+/// An empty directory for the detection probe.
+fn tempfile_dir() -> Option<PathBuf> {
+    let dir = std::env::temp_dir().join(format!(
+        "quorum-sandbox-probe-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    std::fs::create_dir_all(&dir).ok()?;
+    dir.canonicalize().ok()
 }
 
 fn on_path(program: &str) -> Option<PathBuf> {
@@ -76,6 +181,7 @@ pub struct TestCommand {
     pub timeout: Duration,
     /// Bytes of output kept (the tail).
     pub max_output: usize,
+    pub limits: Limits,
 }
 
 /// One run of a command.
@@ -89,39 +195,46 @@ pub struct CommandRun {
 }
 
 impl TestCommand {
-    /// Run the command with `dir` as its working directory and `home` as its HOME.
+    /// Run the command with `dir` (the private worktree) as its working directory. `home`
+    /// is its HOME when unsandboxed; in the sandbox HOME is a private tmpfs.
     pub async fn run(&self, dir: &Path, home: &Path) -> std::io::Result<CommandRun> {
         let script = format!("exec 2>&1\n{}", self.command);
-        let mut cmd = match &self.isolation {
-            Isolation::Bwrap(bwrap) => {
+        let dir = dir.canonicalize()?;
+        let real_home = real_home();
+        let (mut cmd, cgroup) = match &self.isolation {
+            Isolation::Bwrap { bwrap, .. } => {
+                let plan = mounts::plan(
+                    &dir,
+                    std::env::var_os("PATH").as_deref(),
+                    real_home.as_deref(),
+                );
                 let mut c = tokio::process::Command::new(bwrap);
-                c.args([
-                    "--unshare-net",
-                    "--die-with-parent",
-                    "--dev-bind",
-                    "/",
-                    "/",
-                    "--chdir",
-                ])
-                .arg(dir)
-                .args(["bash", "-c", &script]);
-                c
-            }
-            Isolation::Unshare(unshare) => {
-                let mut c = tokio::process::Command::new(unshare);
-                c.args(["-rn", "--", "bash", "-c", &script]);
-                c
+                c.args(&plan.args).args(["bash", "-c", &script]);
+                c.env_clear();
+                for (var, path) in &plan.env {
+                    c.env(var, path);
+                }
+                c.env("HOME", mounts::INNER_HOME).env("TMPDIR", "/tmp");
+                let limits = self.limits;
+                let cg = tokio::task::spawn_blocking(move || RunCgroup::create(&limits))
+                    .await
+                    .ok()
+                    .flatten();
+                (c, cg)
             }
             Isolation::None => {
                 let mut c = tokio::process::Command::new("bash");
-                c.args(["-c", &script]);
-                c
+                c.args(["-c", &script]).env_clear().env("HOME", home);
+                (c, None)
             }
         };
-        cmd.current_dir(dir)
-            .env_clear()
+        for var in PASSED_ENV {
+            if let Some(v) = std::env::var_os(var).filter(|_| !names_a_secret(var)) {
+                cmd.env(var, v);
+            }
+        }
+        cmd.current_dir(&dir)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", home)
             .env("LANG", "C.UTF-8")
             .env("TERM", "dumb")
             .env("CI", "1")
@@ -131,20 +244,36 @@ impl TestCommand {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true);
-        // The toolchains stay where they are installed, though HOME moved.
-        if let Some(real_home) = std::env::var_os("HOME") {
-            let real_home = PathBuf::from(real_home);
-            for (var, default) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
-                let v = std::env::var_os(var)
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| real_home.join(default));
-                if v.exists() {
-                    cmd.env(var, v);
+        let nproc = if cgroup.as_ref().is_some_and(|c| c.bounds_processes) {
+            None
+        } else {
+            limits::nproc_bound(&self.limits)
+        };
+        #[cfg(unix)]
+        {
+            cmd.process_group(0);
+            if !matches!(self.isolation, Isolation::None) {
+                let limits = self.limits;
+                let child_cg = cgroup.as_ref().map(RunCgroup::for_child);
+                // SAFETY: the closure runs in the forked child before exec and calls only
+                // async-signal-safe functions (open, write, close, getrlimit, setrlimit) on
+                // data prepared before the fork.
+                unsafe {
+                    cmd.pre_exec(move || limits::apply_in_child(&limits, child_cg.as_ref(), nproc));
                 }
             }
         }
-        #[cfg(unix)]
-        cmd.process_group(0);
+        let result = self.spawn_and_wait(cmd).await;
+        if let Some(cg) = cgroup {
+            let _ = tokio::task::spawn_blocking(move || cg.remove()).await;
+        }
+        result
+    }
+
+    async fn spawn_and_wait(
+        &self,
+        mut cmd: tokio::process::Command,
+    ) -> std::io::Result<CommandRun> {
         let mut child = cmd.spawn()?;
         let pid = child.id();
         let mut stdout = child.stdout.take().expect("stdout is piped");
@@ -166,8 +295,7 @@ impl TestCommand {
             if tail.len() > cap {
                 tail.drain(..tail.len() - cap);
             }
-            let status = child.wait().await;
-            (tail, status)
+            (tail, child.wait().await)
         };
         match tokio::time::timeout(self.timeout, read).await {
             Ok((tail, status)) => {
@@ -212,6 +340,7 @@ mod tests {
             isolation,
             timeout: Duration::from_secs(20),
             max_output: 4096,
+            limits: Limits::default(),
         }
     }
 

@@ -196,6 +196,7 @@ fn job(work: &Path, counter: &Path, nodes: Arc<ScriptedNodes>) -> FixJob {
             isolation: Isolation::None,
             timeout: Duration::from_secs(30),
             max_output: 64 * 1024,
+            limits: Default::default(),
         }),
         analyzers: None,
         bounds: EditBounds::default(),

@@ -263,7 +263,7 @@ pub async fn test_policy(node: &str, allowed: bool) -> TestPolicy {
     match quorum_fix::sandbox::Isolation::detect().await {
         Some(isolation) => TestPolicy::Sandboxed(isolation),
         None => TestPolicy::Refused(format!(
-            "node {node} cannot sandbox test commands (neither bubblewrap nor user namespaces work there)"
+            "node {node} cannot sandbox test commands (bubblewrap is not installed there or cannot create namespaces)"
         )),
     }
 }

@@ -126,8 +126,13 @@ pub async fn build(args: BuildArgs) -> Result<ExitCode> {
         _ => (new_build_id(), None),
     };
 
-    let (test_cmd, isolation) =
-        test_oracle(args.test_cmd.as_deref(), args.unsandboxed, &root).await?;
+    let (test_cmd, isolation) = test_oracle(
+        args.test_cmd.as_deref(),
+        args.unsandboxed,
+        args.trust_repo_config,
+        &root,
+    )
+    .await?;
 
     // The builder, and a judge apart from it.
     let configs = backend_configs(&args.backend, &settings)?;

@@ -28,6 +28,8 @@ const DEFAULT_WINDOW: u32 = 8192;
 const DEFAULT_MAX_FILES: usize = 3;
 const DEFAULT_MAX_LINES: u32 = 60;
 
+mod consent;
+
 pub(crate) fn new_fix_id() -> String {
     let now = chrono::Utc::now().format("%Y%m%d-%H%M%S");
     let rand = uuid::Uuid::new_v4().simple().to_string();
@@ -67,6 +69,7 @@ pub fn detect_test_command(root: &Path) -> Option<&'static str> {
 pub(crate) async fn test_oracle(
     test_cmd: Option<&str>,
     unsandboxed: bool,
+    trust_repo_config: bool,
     root: &Path,
 ) -> Result<(Option<String>, Option<Isolation>)> {
     let repo_config = crate::target::repo_config_on_disk(root)?;
@@ -76,14 +79,23 @@ pub(crate) async fn test_oracle(
         })?),
         Some("") => bail!("--test-cmd is empty: pass the project's test command"),
         Some(c) => Some(c.to_string()),
-        None => repo_config.as_ref().and_then(|c| c.fix_test.clone()),
+        // A command the reviewed tree chose runs only with the user's consent.
+        None => match repo_config.as_ref().and_then(|c| c.fix_test.clone()) {
+            Some(c) => match consent::repo_command(&c, ".quorum.toml [fix] test", trust_repo_config)? {
+                consent::Consent::Given => Some(c),
+                consent::Consent::Declined => None,
+            },
+            None => None,
+        },
     };
     let isolation = match &test_cmd {
         None => None,
         Some(_) if unsandboxed => Some(Isolation::None),
-        Some(_) => Some(Isolation::detect().await.context(
-            "cannot sandbox the test command: neither bubblewrap (bwrap) nor user namespaces (unshare -rn) work on this machine; install bubblewrap, or pass --unsandboxed to let the tests reach the network",
-        )?),
+        Some(_) => Some(
+            Isolation::detect()
+                .await
+                .context(quorum_fix::sandbox::NO_SANDBOX)?,
+        ),
     };
 
     Ok((test_cmd, isolation))
@@ -190,6 +202,7 @@ pub(crate) fn test_command(
         isolation: isolation.clone().unwrap_or(Isolation::None),
         timeout: Duration::from_secs(timeout_secs.max(1)),
         max_output: 64 * 1024,
+        limits: quorum_fix::sandbox::Limits::default(),
     })
 }
 
@@ -391,8 +404,13 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         bail!("--max-files and --max-lines must be at least 1");
     }
 
-    let (test_cmd, isolation) =
-        test_oracle(args.test_cmd.as_deref(), args.unsandboxed, &root).await?;
+    let (test_cmd, isolation) = test_oracle(
+        args.test_cmd.as_deref(),
+        args.unsandboxed,
+        args.trust_repo_config,
+        &root,
+    )
+    .await?;
 
     let (pack, _scope) = crate::target::snapshot(&root, &settings, None, None)?;
     let base_digest = pack_digest(&pack);

@@ -213,8 +213,13 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
         bail!("--max-files and --max-lines must be at least 1");
     }
     let edit_bounds = bounds(&args, Some(&plan));
-    let (test_cmd, isolation) =
-        test_oracle(args.test_cmd.as_deref(), args.unsandboxed, &root).await?;
+    let (test_cmd, isolation) = test_oracle(
+        args.test_cmd.as_deref(),
+        args.unsandboxed,
+        args.trust_repo_config,
+        &root,
+    )
+    .await?;
     let (base_pack, _) = crate::target::snapshot(&root, &settings, None, None)?;
     let base_digest = super::fix::pack_digest(&base_pack);
 

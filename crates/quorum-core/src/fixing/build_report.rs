@@ -98,7 +98,14 @@ impl BuildReport {
 
     pub fn to_markdown(&self) -> String {
         let mut md = String::new();
-        let _ = writeln!(md, "# quorum build {}\n", self.build_id);
+        // Tests that ran uncontained are said in the first line, not only beside the command.
+        let unsandboxed = if self.test_command.is_some() && self.sandbox.starts_with("UNSANDBOXED")
+        {
+            " — UNSANDBOXED: the tests ran with your files, sockets and network"
+        } else {
+            ""
+        };
+        let _ = writeln!(md, "# quorum build {}{unsandboxed}\n", self.build_id);
         let _ = writeln!(
             md,
             "**{} of {} criteria met** of `{}` in `{}`; stopped: **{}** after {} increment(s), {} kept.\n",

@@ -177,7 +177,14 @@ impl FixReport {
 
     pub fn to_markdown(&self) -> String {
         let mut md = String::new();
-        let _ = writeln!(md, "# quorum fix {}\n", self.fix_id);
+        // Tests that ran uncontained are said in the first line, not only beside the command.
+        let unsandboxed = if self.test_command.is_some() && self.sandbox.starts_with("UNSANDBOXED")
+        {
+            " — UNSANDBOXED: the tests ran with your files, sockets and network"
+        } else {
+            ""
+        };
+        let _ = writeln!(md, "# quorum fix {}{unsandboxed}\n", self.fix_id);
         let _ = writeln!(
             md,
             "Findings from `{}` (review {}), target `{}`.\n",
