@@ -226,30 +226,56 @@ async fn writes_outside_the_worktree_are_refused_and_a_plain_directory_gets_a_pa
             Rule::new("done")
                 .when_system([FIXER])
                 .reply(Reply::json(&json!({"done": true, "summary": "sha256"}))),
+        )
+        .rule(
+            Rule::new("blind-verifier")
+                .when_system([BLIND])
+                .reply(Reply::json(&json!({"still_holds": false, "reason": "sha256 replaces md5"}))),
         );
     let server = ScriptedServer::start(script).await.unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("fix-out");
-    let o = quorum(
-        &[
-            "fix",
-            target.to_str().unwrap(),
-            "--from",
-            report_path.to_str().unwrap(),
-            "--findings",
-            &weak,
-            "--no-verifier",
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        work.path(),
-    )
-    .await;
+    let args = |extra: Option<&'static str>| {
+        let mut a = vec![
+            "fix".to_string(),
+            target.to_str().unwrap().into(),
+            "--from".into(),
+            report_path.to_str().unwrap().into(),
+            "--findings".into(),
+            weak.clone(),
+            "--backend".into(),
+            backend.clone(),
+            "--model".into(),
+            MODEL.into(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+        ];
+        a.extend(extra.map(String::from));
+        a
+    };
+    // No verifier, no test command, no analyzers (the runner turns them off): nothing could
+    // judge a fix, so the run is refused before any model call.
+    let none = args(Some("--no-verifier"));
+    let none: Vec<&str> = none.iter().map(String::as_str).collect();
+    let o = quorum(&none, work.path()).await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(
+        stderr(&o).contains("leaves nothing to judge a fix by"),
+        "{}",
+        text(&o)
+    );
+    assert!(server.requests().iter().all(|r| !r.system.contains(FIXER)));
+
+    let with_verifier = args(None);
+    let with_verifier: Vec<&str> = with_verifier.iter().map(String::as_str).collect();
+    let o = quorum(&with_verifier, work.path()).await;
     assert_eq!(code(&o), 0, "{}", text(&o));
+    // The only model served verified the fixer's own change: said, per attempt.
+    assert!(
+        stderr(&o).contains("the blind verifier is not independent here"),
+        "{}",
+        text(&o)
+    );
     assert!(!work.path().join("escaped.py").exists());
     assert_eq!(
         std::fs::read_to_string(target.join(".env")).unwrap(),
@@ -270,6 +296,17 @@ async fn writes_outside_the_worktree_are_refused_and_a_plain_directory_gets_a_pa
     }
     let fr = read_json(&out.join("fix-report.json"));
     assert_eq!(fr["fixes"][0]["status"], "kept", "{fr}");
+    let verdict = &fr["fixes"][0]["attempts"][0]["oracles"]["verifier"];
+    assert_eq!(verdict["model"], MODEL, "{verdict}");
+    assert!(
+        verdict["not_independent"]
+            .as_str()
+            .unwrap()
+            .contains("the fixer's own model"),
+        "{verdict}"
+    );
+    let md = std::fs::read_to_string(out.join("fix-report.md")).unwrap();
+    assert!(md.contains("verifier not independent"), "{md}");
     assert!(fr.get("branch").is_none());
     // Not a git repository: the patched copy, the original untouched, no test command.
     let copy = Path::new(fr["patched_copy"].as_str().unwrap());

@@ -184,6 +184,12 @@ async fn self_improvement_cycles_build_on_the_fixes_before_them_until_nothing_is
 /// weak hash, then the timing comparison, then nothing), the fixer fixes each, the verifiers
 /// agree. `hold_timing`: the timing fix is never answered (a run to kill).
 fn improve_script(hold_timing: bool) -> Script {
+    improve_script_with(hold_timing, false)
+}
+
+/// `revert_hash`: the timing fix also puts md5 back — a later cycle's change undoing an
+/// earlier cycle's fix.
+fn improve_script_with(hold_timing: bool, revert_hash: bool) -> Script {
     let sentinel = "You are security_sentinel";
     let hash = finding(
         "Weak hash for integrity",
@@ -201,6 +207,16 @@ fn improve_script(hold_timing: bool) -> Script {
         9,
         "return token == expected",
     );
+    let mut timing_edits = vec![
+        json!({"path": "app.py", "old": "import hashlib\n", "new": "import hashlib\nimport hmac\n"}),
+        json!({"path": "app.py", "old": "return token == expected",
+               "new": "return hmac.compare_digest(token, expected)"}),
+    ];
+    if revert_hash {
+        timing_edits.push(
+            json!({"path": "app.py", "old": "hashlib.sha256(data)", "new": "hashlib.md5(data)"}),
+        );
+    }
     Script::new()
         .models([MODEL])
         .rule(scout_rule())
@@ -254,11 +270,7 @@ fn improve_script(hold_timing: bool) -> Script {
             Rule::new("fix-timing")
                 .when_system([FIXER])
                 .when_all(["Token compared in non-constant time"])
-                .reply(Reply::json(&json!({"edits": [
-                    {"path": "app.py", "old": "import hashlib\n", "new": "import hashlib\nimport hmac\n"},
-                    {"path": "app.py", "old": "return token == expected",
-                     "new": "return hmac.compare_digest(token, expected)"}],
-                    "summary": "constant time"})))
+                .reply(Reply::json(&json!({"edits": timing_edits, "summary": "constant time"})))
         })
         .rule(
             Rule::new("blind-verifier")
@@ -363,4 +375,68 @@ async fn a_killed_self_improvement_run_resumes_without_redoing_a_cycle() {
     );
     // The cycles' copies of the target are gone once the run has finished.
     assert!(!out.join("cycle-2/tree").exists());
+}
+
+/// A later cycle's kept change that undoes an earlier cycle's fix: cycle 1 fixes the weak hash,
+/// cycle 2's timing fix puts md5 back, and cycle 3's review finds the weak hash again, quoting
+/// the same line. It is not fixed a second time: it ends `circular_fix` across cycles, naming
+/// the cycle that fixed it, and the fixer is never asked about it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fix_a_later_cycle_undoes_is_stopped_as_circular_across_cycles() {
+    let work = tempfile::tempdir().unwrap();
+    let (target, _) = git_project(work.path());
+    let server = ScriptedServer::start(improve_script_with(false, true))
+        .await
+        .unwrap();
+    let backend = format!("ollama={}", server.ollama_url());
+    let out = work.path().join("improve-out");
+    let o = quorum(
+        &[
+            "fix",
+            target.to_str().unwrap(),
+            "--flow",
+            "self-improve",
+            "--backend",
+            &backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--test-cmd",
+            "bash tests.sh",
+            "--unsandboxed",
+        ],
+        work.path(),
+    )
+    .await;
+    let fr = read_json(&out.join("fix-report.json"));
+    let fixes = fr["fixes"].as_array().unwrap();
+    let circled = fixes
+        .iter()
+        .find(|f| f["cycle"] == 3 && f["title"] == "Weak hash for integrity")
+        .unwrap_or_else(|| panic!("the weak hash found again in cycle 3: {fr}\n{}", text(&o)));
+    assert_eq!(circled["status"], "unfixed", "{circled}");
+    assert_eq!(circled["unfixed_because"], "circular_fix", "{circled}");
+    assert_eq!(circled["fixed_in_cycle"], 1, "{circled}");
+    assert!(circled["attempts"].as_array().unwrap().is_empty());
+    let hash_fixes = fixer_requests(&server.requests())
+        .into_iter()
+        .filter(|r| r.text.contains("Weak hash for integrity"))
+        .count();
+    assert_eq!(
+        hash_fixes, 1,
+        "the fixer was asked about the weak hash again"
+    );
+    assert!(
+        text(&o).contains("was fixed in cycle 1 and is found again"),
+        "{}",
+        text(&o)
+    );
+    let md = std::fs::read_to_string(out.join("fix-report.md")).unwrap();
+    assert!(
+        md.contains("circular fix across cycles: fixed in cycle 1, found again in cycle 3"),
+        "{md}"
+    );
+    // Found and left unfixed: exit 1, as a review with findings left.
+    assert_eq!(code(&o), 1, "{}", text(&o));
 }

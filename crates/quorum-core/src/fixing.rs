@@ -7,6 +7,7 @@
 pub mod build_history;
 pub mod build_loop;
 pub mod build_report;
+pub mod cycles;
 pub mod edit;
 pub mod fix_loop;
 pub mod fix_report;

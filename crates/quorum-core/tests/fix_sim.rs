@@ -72,6 +72,7 @@ fn random_oracles(rng: &mut Rng, stubborn: bool, parallel: bool) -> Oracles {
     let verifier = rng.chance(70).then(|| VerifierCheck {
         still_holds: rng.chance(25),
         reason: "r".into(),
+        ..Default::default()
     });
     Oracles {
         edit,

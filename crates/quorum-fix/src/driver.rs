@@ -46,6 +46,8 @@ struct AgentDone {
     finding: String,
     attempt: u32,
     outcome: agent::AgentOutcome,
+    /// The model that made the change (a node's own, or this run's fixer).
+    fixer_model: String,
     changes: Vec<FileChange>,
     stats: CallStats,
     /// The slot could not be put back to its base.
@@ -521,6 +523,7 @@ impl<P: FnMut(String)> Run<'_, P> {
                     &applied,
                     &done.outcome,
                     self.base_failing.as_ref(),
+                    &done.fixer_model,
                     (node_tests, node_verifier),
                     &mut stats,
                 )

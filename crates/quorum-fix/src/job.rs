@@ -26,6 +26,8 @@ pub struct FixJob {
     pub loop_limits: LoopLimits,
     /// None: no blind verifier (`--no-verifier`).
     pub verifier: Option<ModelRoute>,
+    /// The verifier model the user named (`--verifier-model`), which nodes use too.
+    pub verifier_model: Option<String>,
     pub tests: Option<TestCommand>,
     pub analyzers: Option<AnalyzerSetup>,
     pub bounds: EditBounds,

@@ -65,6 +65,7 @@ pub async fn change_checks(
     job: &FixJob,
     target: &FixTarget,
     changes: &[FileChange],
+    fixer_model: &str,
     node_verifier: Option<VerifierCheck>,
     stats: &mut CallStats,
 ) -> (Option<AnalyzerCheck>, Option<VerifierCheck>) {
@@ -95,11 +96,12 @@ pub async fn change_checks(
                 )
                 .await
                 {
-                    Ok(v) => v,
+                    Ok(v) => v.judged_by(fixer_model, &verifier.spec.model),
                     // A verifier that cannot answer never keeps a fix.
                     Err(e) => VerifierCheck {
                         still_holds: true,
                         reason: format!("the verifier could not judge the change: {e}"),
+                        ..Default::default()
                     },
                 },
             )
@@ -127,6 +129,7 @@ pub async fn judge(
     changes: &[FileChange],
     outcome: &AgentOutcome,
     base_failing: Option<&BTreeSet<String>>,
+    fixer_model: &str,
     from_node: (Option<TestRun>, Option<VerifierCheck>),
     stats: &mut CallStats,
 ) -> Oracles {
@@ -147,7 +150,8 @@ pub async fn judge(
     if breaks_tests(oracles.tests.as_ref(), base_failing) {
         return oracles;
     }
-    let (analyzer, verifier) = change_checks(job, target, changes, node_verifier, stats).await;
+    let (analyzer, verifier) =
+        change_checks(job, target, changes, fixer_model, node_verifier, stats).await;
     oracles.analyzer = analyzer;
     oracles.verifier = verifier;
     oracles

@@ -159,6 +159,7 @@ fn unfixed(id: &str, title: &str, file: &str) -> FixEntry {
         status: FixStatus::Unfixed,
         cycle: None,
         unfixed_because: None,
+        fixed_in_cycle: None,
         commit: None,
         files: Vec::new(),
         attempts: Vec::new(),

@@ -272,6 +272,7 @@ pub async fn verify(
             .chars()
             .take(400)
             .collect(),
+        ..Default::default()
     })
 }
 

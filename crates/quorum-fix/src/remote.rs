@@ -65,6 +65,10 @@ pub struct ShippedAttempt {
     /// the change is usable and breaks no test the base passes).
     #[serde(default)]
     pub verify: bool,
+    /// The verifier model the user named: the node verifies with it, or not at all (then this
+    /// run's own verifier judges the change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verifier_model: Option<String>,
 }
 
 /// What a node hands back for one attempt.
@@ -234,11 +238,12 @@ pub async fn run_shipped(
                 )
                 .await
                 {
-                    Ok(check) => check,
+                    Ok(check) => check.judged_by(&fixer.spec.model, &v.spec.model),
                     // A verifier that cannot answer never keeps a fix.
                     Err(e) => VerifierCheck {
                         still_holds: true,
                         reason: format!("the verifier on {node} could not judge the change: {e}"),
+                        ..Default::default()
                     },
                 },
             )

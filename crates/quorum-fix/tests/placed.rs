@@ -188,6 +188,7 @@ fn job(work: &Path, counter: &Path, nodes: Arc<ScriptedNodes>) -> FixJob {
         },
         loop_limits: quorum_fix::remote::agent_limits(8192, 256),
         verifier: None,
+        verifier_model: None,
         tests: Some(TestCommand {
             command: format!(
                 "echo run >> {}; if grep -q BROKEN *.py; then echo 'test t::intact ... FAILED'; exit 1; fi; echo 'test t::intact ... ok'",
@@ -419,6 +420,7 @@ async fn the_nodes_blind_verifier_judges_their_changes() {
         Arc::get_mut(&mut ns).unwrap().verdict = Some(VerifierCheck {
             still_holds,
             reason: "judged on the node".into(),
+            ..Default::default()
         });
         let work = tempfile::tempdir().unwrap();
         let counter = work.path().join("test-runs");

@@ -179,7 +179,7 @@ impl FixWorker {
         let models = quorum_fix::remote::NodeModels {
             verifier: attempt
                 .verify
-                .then(|| self.verifier(&fixer.spec.model))
+                .then(|| self.verifier(&fixer.spec.model, attempt.verifier_model.as_deref()))
                 .flatten(),
             fixer,
         };
@@ -211,12 +211,14 @@ impl FixWorker {
         })
     }
 
-    /// This node's blind verifier: a model of another family than the fixer's where one is
-    /// served, else the fixer's own (a fresh call that never sees the fixer's words).
-    fn verifier(&self, fixer_model: &str) -> Option<ModelRoute> {
+    /// This node's blind verifier: the model the user named when this node serves it (else
+    /// none: the run's own verifier judges), or a model of another family than the fixer's
+    /// where one is served, else the fixer's own (a fresh call that never sees the fixer's
+    /// words; the verdict then records that it is not independent).
+    fn verifier(&self, fixer_model: &str, named: Option<&str>) -> Option<ModelRoute> {
         let (chosen, _degraded) = self
             .backends
-            .select_verifier(None, &[fixer_model.to_string()])
+            .select_verifier(named, &[fixer_model.to_string()])
             .ok()?;
         Some(ModelRoute {
             client: chosen.client,

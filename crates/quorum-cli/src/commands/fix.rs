@@ -101,12 +101,28 @@ pub(crate) async fn test_oracle(
     Ok((test_cmd, isolation))
 }
 
+/// A fix is kept only when an oracle other than the fixer accepts it: a run with none (no
+/// verifier, no test command, no analyzers) would keep every edit unjudged, so it is refused.
+pub(crate) fn require_an_oracle(
+    args: &FixArgs,
+    test_cmd: Option<&str>,
+    settings: &crate::settings::Settings,
+) -> Result<()> {
+    if args.no_verifier && test_cmd.is_none() && (args.no_analyzers || !settings.analyzers.enabled)
+    {
+        bail!("--no-verifier with no test command and no analyzers leaves nothing to judge a fix by: drop --no-verifier, pass --test-cmd CMD, or turn the analyzers on");
+    }
+    Ok(())
+}
+
 /// The fix agent's model and the blind verifier's (another family where one is served).
 pub(crate) struct FixModels {
     pub fixer: ModelRoute,
     pub fixer_model: String,
     pub window: u32,
     pub verifier: Option<ModelRoute>,
+    /// The verifier model the user named (`--verifier-model` or the config's), for nodes.
+    pub verifier_named: Option<String>,
 }
 
 pub(crate) async fn fix_models(
@@ -148,21 +164,26 @@ pub(crate) async fn fix_models(
             window,
         )
     };
+    let explicit = args
+        .verifier_model
+        .clone()
+        .or_else(|| Some(settings.verifier_model.clone()))
+        .filter(|m| !m.trim().is_empty());
     let verifier = if args.no_verifier {
         None
     } else {
-        let explicit = args
-            .verifier_model
-            .clone()
-            .or_else(|| Some(settings.verifier_model.clone()))
-            .filter(|m| !m.trim().is_empty());
-        let (chosen, _degraded) = backends
+        let (chosen, _) = backends
             .select_verifier(explicit.as_deref(), std::slice::from_ref(&fixer.model))
             .map_err(|e| {
                 incomplete(format!(
                     "no model for the blind verifier: {e} (or pass --no-verifier)"
                 ))
             })?;
+        if let Some(why) = quorum_core::fixing::fix_loop::dependence(&fixer.model, &chosen.model) {
+            eprintln!(
+                "quorum: note: the blind verifier is not independent here: {why}; each attempt's record says so (pass --verifier-model with a model of another family)"
+            );
+        }
         Some(route(chosen.client, chosen.model, 0.0).0)
     };
     let fixer_model = fixer.model.clone();
@@ -173,6 +194,7 @@ pub(crate) async fn fix_models(
         fixer_model,
         window,
         verifier,
+        verifier_named: explicit.filter(|_| !args.no_verifier),
     })
 }
 
@@ -276,6 +298,7 @@ pub(crate) fn fix_job(
         fixer: models.fixer.clone(),
         loop_limits: quorum_fix::remote::agent_limits(models.window, MAX_OUTPUT_TOKENS),
         verifier: models.verifier.clone(),
+        verifier_model: models.verifier_named.clone(),
         tests: shape.tests,
         analyzers: shape.analyzers,
         bounds: shape.bounds,
@@ -411,6 +434,7 @@ pub async fn fix(args: FixArgs) -> Result<ExitCode> {
         &root,
     )
     .await?;
+    require_an_oracle(&args, test_cmd.as_deref(), &settings)?;
 
     let (pack, _scope) = crate::target::snapshot(&root, &settings, None, None)?;
     let base_digest = pack_digest(&pack);

@@ -13,7 +13,8 @@ use crate::local::drive::drive;
 use crate::local::prepare::{prepare_review, Prepared};
 use crate::setup::{data_dir, load_settings};
 use anyhow::{bail, Context, Result};
-use quorum_core::fixing::fix_loop::StopReason;
+use quorum_core::fixing::cycles::{identity, CrossCycle, Identity};
+use quorum_core::fixing::fix_loop::{StopReason, Unfixed};
 use quorum_core::fixing::fix_report::{
     CycleEntry, CyclesStop, FixEntry, FixReport, FixStatus, FixUsage, FIX_REPORT_SCHEMA_VERSION,
 };
@@ -60,26 +61,6 @@ fn materialize(dir: &Path, pack: &ContextPack, kept: &[KeptFix]) -> Result<()> {
     Ok(())
 }
 
-/// A finding's identity across cycles: its file, its title and the first line of its evidence
-/// (each review numbers afresh and lines move as fixes land, but a finding given up left its
-/// code as it was, and grounding makes a review quote it as it is). Two findings with one
-/// title in one file stay two.
-type Identity = (String, String, String);
-
-fn identity(file: &str, title: &str, evidence: &str) -> Identity {
-    let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let first = evidence
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
-    (
-        file.to_string(),
-        squash(title).to_lowercase(),
-        squash(first),
-    )
-}
-
 fn add_usage(total: &mut FixUsage, run: &FixUsage) {
     total.attempts += run.attempts;
     total.llm_calls += run.llm_calls;
@@ -107,6 +88,9 @@ struct RunRecord {
 struct KeptRecord {
     finding_id: String,
     title: String,
+    /// The fixed finding's identity across cycles (absent in records of older runs).
+    #[serde(default)]
+    identity: Option<Identity>,
     changes: Vec<StoredChange>,
     oracles: Vec<String>,
 }
@@ -171,6 +155,8 @@ struct Progress {
     cycles: Vec<CycleEntry>,
     usage: FixUsage,
     given_up: BTreeSet<Identity>,
+    /// What the cycles fixed, and each changed file's contents after each.
+    cross: CrossCycle,
     baseline_failing: Option<Vec<String>>,
     last_stop: Option<StopReason>,
 }
@@ -179,6 +165,7 @@ impl Progress {
     fn absorb(&mut self, record: &CycleRecord) {
         self.given_up.extend(record.given_up.iter().cloned());
         self.entries.extend(record.fixes.iter().cloned());
+        undone_by(&mut self.cross, record.entry.cycle, &record.kept);
         for k in &record.kept {
             self.kept.push(KeptFix {
                 finding_id: k.finding_id.clone(),
@@ -196,6 +183,26 @@ impl Progress {
         }
         self.cycles.push(record.entry.clone());
     }
+}
+
+/// Feeds a cycle's kept fixes to `cross`: the findings they fixed, and the files they left,
+/// each file found back at an earlier cycle's content returned.
+fn undone_by(
+    cross: &mut CrossCycle,
+    cycle: u32,
+    kept: &[KeptRecord],
+) -> Vec<quorum_core::fixing::cycles::Returned> {
+    let mut back = Vec::new();
+    for k in kept {
+        if let Some(id) = &k.identity {
+            cross.kept(cycle, id.clone());
+        }
+        for c in &k.changes {
+            let c = FileChange::from(c);
+            back.extend(cross.changed(cycle, &c.path, c.before.as_deref(), &c.after));
+        }
+    }
+    back
 }
 
 pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
@@ -220,6 +227,7 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
         &root,
     )
     .await?;
+    super::fix::require_an_oracle(&args, test_cmd.as_deref(), &settings)?;
     let (base_pack, _) = crate::target::snapshot(&root, &settings, None, None)?;
     let base_digest = super::fix::pack_digest(&base_pack);
 
@@ -429,14 +437,32 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
             _ => Selection::AtLeast(min_severity),
         };
         let mut targets = select(&report, &selection).map_err(|e| anyhow::anyhow!("{e}"))?;
+        // Found again after an earlier cycle fixed it: a later change undid that fix.
+        let mut circled: Vec<FixEntry> = Vec::new();
         if replay.is_empty() {
             targets.retain(|t| {
                 let file = t.finding.file.as_deref().unwrap_or("");
-                let again = progress.given_up.contains(&identity(
-                    file,
-                    &t.finding.title,
-                    &t.finding.evidence,
-                ));
+                let id = identity(file, &t.finding.title, &t.finding.evidence);
+                if let Some(earlier) = progress.cross.fixed_in(&id) {
+                    say(format!(
+                        "cycle {cycle}: {} ({}) was fixed in cycle {earlier} and is found again: a later change undid it; stopped as a circular fix",
+                        t.finding.id, t.finding.title
+                    ));
+                    circled.push(FixEntry {
+                        finding_id: t.finding.id.clone(),
+                        title: t.finding.title.clone(),
+                        file: file.to_string(),
+                        status: FixStatus::Unfixed,
+                        cycle: Some(cycle),
+                        unfixed_because: Some(Unfixed::CircularFix),
+                        fixed_in_cycle: Some(earlier),
+                        commit: None,
+                        files: Vec::new(),
+                        attempts: Vec::new(),
+                    });
+                    return false;
+                }
+                let again = progress.given_up.contains(&id);
                 if again {
                     say(format!(
                         "cycle {cycle}: not trying {} again ({} in {file} was given up in an earlier cycle)",
@@ -459,7 +485,7 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
             say(format!("cycle {cycle}: nothing left to fix"));
             let record = CycleRecord {
                 entry,
-                fixes: Vec::new(),
+                fixes: circled,
                 kept: Vec::new(),
                 usage: FixUsage::default(),
                 baseline_failing: Vec::new(),
@@ -520,7 +546,25 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
         entry.kept = kept_now;
         entry.stop = Some(run.stop);
         say(format!("cycle {cycle}: kept {kept_now} of {found} fix(es)"));
-        let ends = if (kept_now as u32) < plan.min_kept {
+        let kept_records: Vec<KeptRecord> = run
+            .kept
+            .iter()
+            .map(|k| KeptRecord {
+                finding_id: format!("c{cycle}/{}", k.finding_id),
+                title: k.title.clone(),
+                identity: identities.get(&k.finding_id).cloned(),
+                changes: k.changes.iter().map(StoredChange::from).collect(),
+                oracles: k.oracles.iter().map(|o| o.to_string()).collect(),
+            })
+            .collect();
+        // Kept changes that undo an earlier cycle's: the run stops, saying which cycles.
+        let back = undone_by(&mut progress.cross.clone(), cycle, &kept_records);
+        for b in &back {
+            say(format!("cycle {cycle}: {}", b.describe()));
+        }
+        let ends = if !back.is_empty() {
+            Some(CyclesStop::Circular)
+        } else if (kept_now as u32) < plan.min_kept {
             Some(CyclesStop::BelowThreshold)
         } else if cycle == plan.cycles {
             Some(CyclesStop::MaxCycles)
@@ -536,24 +580,14 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
         let record = CycleRecord {
             entry,
             given_up,
-            fixes: run
-                .entries
+            fixes: circled
                 .into_iter()
-                .map(|mut e| {
+                .chain(run.entries.into_iter().map(|mut e| {
                     e.cycle = Some(cycle);
                     e
-                })
+                }))
                 .collect(),
-            kept: run
-                .kept
-                .iter()
-                .map(|k| KeptRecord {
-                    finding_id: format!("c{cycle}/{}", k.finding_id),
-                    title: k.title.clone(),
-                    changes: k.changes.iter().map(StoredChange::from).collect(),
-                    oracles: k.oracles.iter().map(|o| o.to_string()).collect(),
-                })
-                .collect(),
+            kept: kept_records,
             usage: run.usage,
             baseline_failing: run
                 .baseline
@@ -630,28 +664,4 @@ pub async fn improve(args: FixArgs, flow_name: &str) -> Result<ExitCode> {
     } else {
         ExitCode::Findings
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_finding_is_the_same_across_cycles_by_file_title_and_quoted_line() {
-        let md5 = "    return hashlib.md5(data).hexdigest()\n";
-        assert_eq!(
-            identity("app.py", "Weak  hash ", md5),
-            identity(
-                "app.py",
-                "weak hash",
-                "return   hashlib.md5(data).hexdigest()"
-            )
-        );
-        assert_ne!(identity("a.py", "x", md5), identity("b.py", "x", md5));
-        // One title twice in a file: two findings.
-        assert_ne!(
-            identity("auth.py", "Fast hash", "return sha1(p)"),
-            identity("auth.py", "Fast hash", "return md5(p)")
-        );
-    }
 }

@@ -61,10 +61,41 @@ pub struct AnalyzerCheck {
 }
 
 /// A blind verifier's judgment of the diff.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct VerifierCheck {
     pub still_holds: bool,
     pub reason: String,
+    /// The model that judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Why the verdict is not independent of the fixer — its own model, or its family, when
+    /// no other was served or the user chose it — said per attempt in the report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_independent: Option<String>,
+}
+
+impl VerifierCheck {
+    /// This verdict, recorded as given by `verifier` on a change `fixer` made.
+    pub fn judged_by(mut self, fixer: &str, verifier: &str) -> VerifierCheck {
+        self.model = Some(verifier.to_string());
+        self.not_independent = dependence(fixer, verifier);
+        self
+    }
+}
+
+/// Why a verifier's verdict on a change is not independent of the fixer's, if it is not: the
+/// same model, or two of one family (which share their training and their blind spots).
+pub fn dependence(fixer: &str, verifier: &str) -> Option<String> {
+    use crate::models::{family_of, lineage};
+    if fixer == verifier {
+        return Some(format!(
+            "the verifier is the fixer's own model ({verifier})"
+        ));
+    }
+    let family = lineage(&family_of(fixer));
+    (family == lineage(&family_of(verifier))).then(|| {
+        format!("the verifier ({verifier}) is of the fixer's family ({family}) as {fixer}")
+    })
 }
 
 /// What the independent oracles said of one attempt. `None`: that oracle does not apply.
@@ -590,6 +621,7 @@ mod tests {
             verifier: Some(VerifierCheck {
                 still_holds: verifier_holds,
                 reason: "r".into(),
+                ..Default::default()
             }),
         }
     }

@@ -70,6 +70,9 @@ pub enum CyclesStop {
     BelowThreshold,
     /// The flow's `cycles` ran.
     MaxCycles,
+    /// A cycle's kept changes returned a file to an earlier cycle's content: fixes that undo
+    /// each other (the progress lines name the file and the cycles).
+    Circular,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,6 +103,10 @@ pub struct FixEntry {
     pub cycle: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unfixed_because: Option<Unfixed>,
+    /// A circular fix across cycles: the cycle that fixed this finding before a later change
+    /// undid it (it was found again in `cycle`, quoting the same code), so it is not tried again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_in_cycle: Option<u32>,
     /// The kept fix's commit on the branch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
@@ -242,6 +249,13 @@ impl FixReport {
         for f in &self.fixes {
             let status = match (f.status, f.unfixed_because) {
                 (FixStatus::Kept, _) => "kept".to_string(),
+                (FixStatus::Unfixed, Some(Unfixed::CircularFix)) if f.fixed_in_cycle.is_some() => {
+                    format!(
+                        "unfixed (circular fix across cycles: fixed in cycle {}, found again in cycle {})",
+                        f.fixed_in_cycle.unwrap_or(0),
+                        f.cycle.unwrap_or(0)
+                    )
+                }
                 (FixStatus::Unfixed, Some(why)) => format!("unfixed ({})", unfixed_text(why)),
                 (FixStatus::Unfixed, None) => "unfixed".to_string(),
             };
@@ -269,9 +283,17 @@ impl FixReport {
                         .unwrap_or_else(|| "discarded".into())
                 };
                 let first_line = a.reason.lines().next().unwrap_or("");
+                // A verdict of the fixer's own model or family is no independent oracle.
+                let dependent = a
+                    .oracles
+                    .verifier
+                    .as_ref()
+                    .and_then(|v| v.not_independent.as_deref())
+                    .map(|why| format!(" (verifier not independent: {why})"))
+                    .unwrap_or_default();
                 let _ = writeln!(
                     md,
-                    "- attempt {}: {verdict}{}{}",
+                    "- attempt {}: {verdict}{}{}{dependent}",
                     a.attempt,
                     if first_line.is_empty() { "" } else { " — " },
                     first_line
@@ -296,6 +318,7 @@ fn cycles_stop_text(s: CyclesStop) -> &'static str {
         CyclesStop::NothingToFix => "the last review found nothing left to fix",
         CyclesStop::BelowThreshold => "the last cycle kept fewer fixes than the flow's min_kept",
         CyclesStop::MaxCycles => "the flow's cycles ran",
+        CyclesStop::Circular => "circular: a cycle's fixes undid an earlier cycle's",
     }
 }
 

@@ -104,8 +104,15 @@ impl<P: FnMut(String)> Run<'_, P> {
             };
             let mut stats = CallStats::default();
             let node_verifier = done.remote.as_ref().and_then(|r| r.verifier.clone());
-            let (analyzer, verifier) =
-                judge::change_checks(self.job, &target, &applied, node_verifier, &mut stats).await;
+            let (analyzer, verifier) = judge::change_checks(
+                self.job,
+                &target,
+                &applied,
+                &done.fixer_model,
+                node_verifier,
+                &mut stats,
+            )
+            .await;
             self.add_stats(&stats);
             if judge::checks_fail(analyzer.as_ref(), verifier.as_ref()) {
                 // Failed on its own merits: judged now, nothing applied.

@@ -66,6 +66,7 @@ impl<P: FnMut(String)> Run<'_, P> {
                             base_failing: self.base_failing.clone().unwrap_or_default(),
                         }),
                         verify: job.verifier.is_some(),
+                        verifier_model: job.verifier_model.clone(),
                     };
                     let (contents, based_on) = (self.tree.contents(), self.ledger.kept.len());
                     running.spawn(async move {
@@ -76,6 +77,7 @@ impl<P: FnMut(String)> Run<'_, P> {
                                 finding,
                                 attempt,
                                 outcome: r.outcome,
+                                fixer_model: r.model.clone(),
                                 changes: r.changes.iter().map(FileChange::from).collect(),
                                 stats: r.stats,
                                 rollback: Ok(()),
@@ -142,6 +144,7 @@ impl<P: FnMut(String)> Run<'_, P> {
                             finding,
                             attempt,
                             outcome,
+                            fixer_model: fixer.spec.model.clone(),
                             changes,
                             stats,
                             rollback,
