@@ -98,8 +98,12 @@ impl Lead {
             line_end: Some(end),
             symbol: None,
             evidence,
-            // The verifier sees this; it names the rule, never who reported it.
-            why_it_matters: format!("rule {}: {}", self.rule, self.message),
+            // The verifier sees this; it names the rule (and the weakness the tool gives it),
+            // never who reported it.
+            why_it_matters: match self.cwe {
+                Some(cwe) => format!("rule {} (CWE-{cwe}): {}", self.rule, self.message),
+                None => format!("rule {}: {}", self.rule, self.message),
+            },
             suggested_fix: String::new(),
             routing: Default::default(),
         }

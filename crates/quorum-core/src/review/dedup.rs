@@ -202,12 +202,19 @@ fn merge_group(key: String, members: &[Judged]) -> Option<(Finding, usize)> {
         .map(|r| r.carried_from.clone())
         .collect::<Option<BTreeSet<String>>>()
         .and_then(|flows| flows.into_iter().next_back());
-    // The weakness class: the best report's, else a corroborating report's (a tool's rule).
+    // The weakness class: the best report's, else a corroborating report's (a tool's rule),
+    // else the CWE a report names itself (a tool's own, such as bandit's `issue_cwe`) — so a
+    // finding counts under the same weakness as the hit it came from.
     let classes = crate::weakness::Weaknesses::shipped();
-    let cwe = std::iter::once(best).chain(members.iter()).find_map(|j| {
-        let r = &j.reported.finding;
-        classes.of_finding(&r.category, &r.title)?.cwe
-    });
+    let reports = || std::iter::once(best).chain(members.iter());
+    let cwe = reports()
+        .find_map(|j| {
+            let r = &j.reported.finding;
+            classes.of_finding(&r.category, &r.title)?.cwe
+        })
+        .or_else(|| {
+            reports().find_map(|j| crate::weakness::cwe_in(&j.reported.finding.why_it_matters))
+        });
     let finding = Finding {
         id: String::new(),
         title: f.title.clone(),
@@ -424,6 +431,43 @@ mod tests {
         let personas: Vec<_> = f.reporters.iter().map(|r| r.persona.as_str()).collect();
         assert_eq!(personas, vec!["correctness", "security_sentinel"]);
         assert!(!f.promoted);
+    }
+
+    #[test]
+    fn a_finding_names_its_class_cwe_else_the_one_its_tool_gave() {
+        let mut classed = raw(Some("a.py"), Some(3), None);
+        classed.category = "security/B608".into();
+        let mut tool_only = raw(Some("b.py"), Some(3), None);
+        tool_only.category = "security/B603".into();
+        tool_only.why_it_matters = "rule B603 (CWE-78): subprocess call".into();
+        let mut plain = raw(Some("c.py"), Some(3), None);
+        plain.title = "An unclear name".into();
+        plain.category = "maintainability".into();
+        plain.why_it_matters = "readers stumble".into();
+        let g = merge_and_gate(
+            vec![
+                judged("analyzer:bandit", "scope", classed, Verdict::Confirmed, 0.8),
+                judged(
+                    "analyzer:bandit",
+                    "scope",
+                    tool_only,
+                    Verdict::Confirmed,
+                    0.8,
+                ),
+                judged("security_sentinel", "t1", plain, Verdict::Confirmed, 0.8),
+            ],
+            0.5,
+        );
+        let cwe = |file: &str| {
+            g.findings
+                .iter()
+                .find(|f| f.file.as_deref() == Some(file))
+                .unwrap()
+                .cwe
+        };
+        assert_eq!(cwe("a.py"), Some(89));
+        assert_eq!(cwe("b.py"), Some(78));
+        assert_eq!(cwe("c.py"), None);
     }
 
     #[test]
