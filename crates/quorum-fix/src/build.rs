@@ -11,7 +11,7 @@ use crate::sandbox::TestCommand;
 use crate::worktree::{FileChange, Worktree};
 use crate::{FixError, ModelRoute};
 use quorum_core::fixing::build_loop::{
-    BuildCommand, BuildEvent, BuildFailure, BuildLoop, BuildStop,
+    BuildCommand, BuildEvent, BuildFailure, BuildLoop, BuildStop, FileDigest,
 };
 use quorum_core::fixing::build_report::IterationEntry;
 use quorum_core::fixing::edit::EditBounds;
@@ -296,6 +296,11 @@ pub async fn run_build(
                     judgments,
                 };
             }
+            // Never journaled: derived from an increment's stored changes.
+            BuildEvent::Contents { .. } => {}
+        }
+        if let BuildEvent::Increment { iteration, .. } = &event {
+            machine.step(contents_of(*iteration, &pending.changes));
         }
         for command in machine.step(event) {
             settle!(command, false);
@@ -506,6 +511,7 @@ pub async fn run_build(
             changes,
             judgments,
         };
+        machine.step(contents_of(iteration, &pending.changes));
         for command in machine.step(event) {
             settle!(command, true);
         }
@@ -577,6 +583,18 @@ fn entry_of(
         tokens_in: step.tokens_in,
         tokens_out: step.tokens_out,
         ..blank(iteration)
+    }
+}
+
+/// What an increment changed, as the build loop sees it: each file's digests before and after
+/// (derived from the changes stored with its event, so a replay gives the same).
+fn contents_of(iteration: u32, changes: &[FileChange]) -> BuildEvent {
+    BuildEvent::Contents {
+        iteration,
+        files: changes
+            .iter()
+            .map(|c| FileDigest::of(&c.path, c.before.as_deref(), &c.after))
+            .collect(),
     }
 }
 

@@ -91,7 +91,8 @@ pub enum BuildStop {
     Oscillating,
     /// Increments kept breaking criteria that were met.
     Regressed,
-    /// The same failure three times in a row.
+    /// The same failure three times in a row, or a kept increment that returned a file to the
+    /// content an earlier kept increment replaced (increments undoing each other).
     Circular,
     /// The iteration backstop was reached.
     Backstop,
@@ -105,6 +106,26 @@ impl BuildStop {
             BuildStop::Regressed => "regressed",
             BuildStop::Circular => "circular",
             BuildStop::Backstop => "backstop",
+        }
+    }
+}
+
+/// A file an increment changed: its content's digest before and after (None: created).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileDigest {
+    pub path: String,
+    pub before: Option<String>,
+    pub after: String,
+}
+
+impl FileDigest {
+    /// The digests of one change's texts.
+    pub fn of(path: &str, before: Option<&str>, after: &str) -> FileDigest {
+        let d = |t: &str| blake3::hash(t.as_bytes()).to_hex()[..16].to_string();
+        FileDigest {
+            path: path.to_string(),
+            before: before.map(d),
+            after: d(after),
         }
     }
 }
@@ -125,6 +146,12 @@ pub enum BuildEvent {
         edit: EditOutcome,
         tests: Option<TestRun>,
         verdicts: Option<Verdicts>,
+    },
+    /// The files increment `iteration` changed, given just before its `Increment` (the driver
+    /// derives it from the changes it stores with that event, so a replay gives it again).
+    Contents {
+        iteration: u32,
+        files: Vec<FileDigest>,
     },
 }
 
@@ -172,6 +199,10 @@ pub struct BuildLoop {
     met_at: BTreeMap<String, u32>,
     last_progress: u32,
     finished: Option<BuildStop>,
+    /// The files of the increment in flight (`Contents`), until it is judged.
+    contents: Vec<FileDigest>,
+    /// Per file, its contents over the kept increments, oldest first (the base's first).
+    kept_contents: BTreeMap<String, Vec<Option<String>>>,
 }
 
 impl BuildLoop {
@@ -195,7 +226,28 @@ impl BuildLoop {
             met_at: BTreeMap::new(),
             last_progress: 0,
             finished: None,
+            contents: Vec::new(),
+            kept_contents: BTreeMap::new(),
         }
+    }
+
+    /// Records the kept increment's files; true when one of them is back at a content an
+    /// earlier kept increment replaced (not the one just before: that is this increment's own
+    /// starting point).
+    fn undoes_an_earlier_increment(&mut self) -> bool {
+        let mut undone = false;
+        for f in std::mem::take(&mut self.contents) {
+            let history = self
+                .kept_contents
+                .entry(f.path)
+                .or_insert_with(|| vec![f.before.clone()]);
+            let after = Some(f.after);
+            if history[..history.len().saturating_sub(1)].contains(&after) {
+                undone = true;
+            }
+            history.push(after);
+        }
+        undone
     }
 
     pub fn criteria(&self) -> &[String] {
@@ -317,7 +369,11 @@ impl BuildLoop {
                     return out;
                 }
                 self.in_flight = None;
-                match self.judge(edit, tests, verdicts) {
+                let verdict = self.judge(edit, tests, verdicts);
+                if verdict.is_err() {
+                    self.contents.clear();
+                }
+                match verdict {
                     Ok(newly_met) => {
                         self.failures.clear();
                         self.regressions_in_a_row = 0;
@@ -331,7 +387,11 @@ impl BuildLoop {
                             iteration,
                             newly_met,
                         });
-                        self.next(None, &mut out);
+                        if self.undoes_an_earlier_increment() {
+                            self.finish(BuildStop::Circular, &mut out);
+                        } else {
+                            self.next(None, &mut out);
+                        }
                     }
                     Err((failure, reason)) => {
                         let regression = failure.kind == BuildFailureKind::Regression;
@@ -361,6 +421,11 @@ impl BuildLoop {
                             self.next(Some(reason), &mut out);
                         }
                     }
+                }
+            }
+            BuildEvent::Contents { iteration, files } => {
+                if self.in_flight == Some(iteration) {
+                    self.contents = files;
                 }
             }
         }
@@ -536,6 +601,51 @@ mod tests {
             tests: Some(passing()),
             verdicts: met(base),
         })
+    }
+
+    #[test]
+    fn a_kept_increment_that_undoes_an_earlier_one_stops_the_build_circular() {
+        let mut m = BuildLoop::new(ids(&["C1", "C2", "C3", "C4"]), 20);
+        start(&mut m, &[]);
+        let contents = |i, before: &str, after: &str| BuildEvent::Contents {
+            iteration: i,
+            files: vec![FileDigest::of("a.py", Some(before), after)],
+        };
+        // A -> B (C1), B -> C (C2): each builds on the last.
+        m.step(contents(1, "A", "B"));
+        let c = m.step(increment(1, &["C1"]));
+        assert!(
+            matches!(c.last(), Some(BuildCommand::Build { iteration: 2, .. })),
+            "{c:?}"
+        );
+        m.step(contents(2, "B", "C"));
+        let c = m.step(increment(2, &["C1", "C2"]));
+        assert!(
+            matches!(c.last(), Some(BuildCommand::Build { iteration: 3, .. })),
+            "{c:?}"
+        );
+        // A reset increment's contents count for nothing.
+        m.step(contents(3, "C", "A"));
+        let c = m.step(BuildEvent::Increment {
+            iteration: 3,
+            edit: EditOutcome::NoChange,
+            tests: None,
+            verdicts: None,
+        });
+        assert!(matches!(c[0], BuildCommand::Reset { .. }), "{c:?}");
+        // C -> B: back to what increment 2 replaced. Kept (it met C3), and the build stops.
+        m.step(contents(4, "C", "B"));
+        let c = m.step(increment(4, &["C1", "C2", "C3"]));
+        assert!(
+            matches!(c[0], BuildCommand::Keep { iteration: 4, .. }),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.last(),
+            Some(&BuildCommand::Finish {
+                stop: BuildStop::Circular
+            })
+        );
     }
 
     #[test]

@@ -5,9 +5,7 @@
 //! Pure: the caller feeds it each cycle's kept fixes and asks about the next cycle's findings.
 //! Rebuilt from the cycles' stored records on a resume, so it needs no store of its own.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 
 /// A finding's identity across cycles: its file, its title and the first line of its evidence
 /// (each review numbers afresh and lines move as fixes land, but a finding whose code is as it
@@ -35,7 +33,7 @@ pub struct CrossCycle {
     fixed: BTreeMap<Identity, u32>,
     /// Each changed file's contents (digests) in order, with the cycle after which it held
     /// them (0: the target as it was).
-    states: BTreeMap<String, Vec<(u32, u64)>>,
+    states: BTreeMap<String, Vec<(u32, blake3::Hash)>>,
 }
 
 /// A file back at an earlier cycle's content.
@@ -64,10 +62,8 @@ impl Returned {
     }
 }
 
-fn digest(text: &str) -> u64 {
-    let mut h = DefaultHasher::new();
-    text.hash(&mut h);
-    h.finish()
+fn digest(text: &str) -> blake3::Hash {
+    blake3::hash(text.as_bytes())
 }
 
 impl CrossCycle {
@@ -92,7 +88,8 @@ impl CrossCycle {
     ) -> Option<Returned> {
         let states = self.states.entry(file.to_string()).or_default();
         if states.is_empty() {
-            states.push((0, before.map_or(0, digest)));
+            // A created file's "before" is its absence, which no content equals.
+            states.push((0, digest(before.unwrap_or("\u{0}absent"))));
         }
         let now = digest(after);
         // Every state before the one this cycle started from.
