@@ -319,8 +319,15 @@ async fn three_nodes_share_the_fix_attempts_and_every_fix_is_kept() {
         "no verifier call here"
     );
     for f in &fixes {
-        assert_eq!(
-            f["attempts"][0]["oracles"]["verifier"]["reason"], "the flag is cleared",
+        let v = &f["attempts"][0]["oracles"]["verifier"];
+        assert_eq!(v["reason"], "the flag is cleared", "{f}");
+        // Each node serves one model: its verifier is its fixer's own, and the record says so.
+        assert_eq!(v["model"], MODEL, "{f}");
+        assert!(
+            v["not_independent"]
+                .as_str()
+                .unwrap()
+                .contains("the fixer's own model"),
             "{f}"
         );
     }
@@ -621,4 +628,64 @@ async fn a_node_whose_listed_api_answers_as_another_is_left_out() {
         assert_eq!(f["attempts"][0]["node"], "n1", "{f}");
     }
     assert!(fixer_requests(&n2.server.requests()).is_empty());
+}
+
+/// The blind verifier model the user names holds on nodes too: a node that does not serve it
+/// gives no verdict of a model of its own choosing, and this machine's verifier — the named
+/// model — judges every change a node made. A verdict records its model and, as an
+/// independent one, no `not_independent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_verifier_model_is_honoured_for_changes_made_on_nodes() {
+    const OTHER: &str = "llama3.2:1b";
+    let work = tempfile::tempdir().unwrap();
+    let target = flag_project(work.path());
+    let report = reviewed_by(&target, work.path(), flag_review()).await;
+    let nodes = fix_cluster(work.path(), &["n1"], &[&[]], &[false]).await;
+    let out = work.path().join("fix-out");
+    let here = ScriptedServer::start(fixer_script(false).models([MODEL, OTHER]))
+        .await
+        .unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    let mut args: Vec<&str> = fix_args(&target, &report, &out, nodes[0].node.api(), &backend)
+        .into_iter()
+        .filter(|a| *a != "--no-verifier")
+        .collect();
+    args.extend(["--verifier-model", OTHER]);
+    let o = client(&args, work.path()).await;
+    assert_eq!(
+        code(&o),
+        0,
+        "{}\n{}",
+        text(&o),
+        std::fs::read_to_string(out.join("fix-report.json")).unwrap_or_default()
+    );
+    let node_reqs = nodes[0].server.requests();
+    assert!(
+        !fixer_requests(&node_reqs).is_empty(),
+        "the node made the fixes"
+    );
+    assert!(
+        !node_reqs.iter().any(|r| r.system.contains(BLIND)),
+        "the node verified with a model the user did not name"
+    );
+    let blind: Vec<_> = here
+        .requests()
+        .into_iter()
+        .filter(|r| r.system.contains(BLIND))
+        .collect();
+    assert_eq!(
+        blind.len(),
+        FLAGS,
+        "this machine's named verifier judged each change"
+    );
+    assert!(
+        blind.iter().all(|r| r.body["model"] == OTHER),
+        "{:?}",
+        blind[0].body["model"]
+    );
+    for f in fixes(&out) {
+        let v = &f["attempts"][0]["oracles"]["verifier"];
+        assert_eq!(v["model"], OTHER, "{f}");
+        assert!(v.get("not_independent").is_none(), "{f}");
+    }
 }

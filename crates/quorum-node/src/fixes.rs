@@ -216,6 +216,11 @@ impl FixWorker {
     /// where one is served, else the fixer's own (a fresh call that never sees the fixer's
     /// words; the verdict then records that it is not independent).
     fn verifier(&self, fixer_model: &str, named: Option<&str>) -> Option<ModelRoute> {
+        // A named model this node does not serve: no verdict here (asking for it anyway
+        // would fail, and a failed verdict never keeps a fix).
+        if named.is_some_and(|m| !self.backends.all_models().iter().any(|s| s == m)) {
+            return None;
+        }
         let (chosen, _degraded) = self
             .backends
             .select_verifier(named, &[fixer_model.to_string()])
