@@ -689,3 +689,45 @@ async fn a_named_verifier_model_is_honoured_for_changes_made_on_nodes() {
         assert!(v.get("not_independent").is_none(), "{f}");
     }
 }
+
+/// On a cluster as here: a test command the reviewed tree's `.quorum.toml` names is never
+/// shipped to a node (not even one started with --fix-tests) without the user's consent — the
+/// run is refused before any node is asked — and with `--trust-repo-config` it is the command
+/// the node runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_runs_a_repository_test_command_only_with_the_users_consent() {
+    let work = tempfile::tempdir().unwrap();
+    let target = flag_project(work.path());
+    write(&target, ".quorum.toml", "[fix]\ntest = \"bash tests.sh\"\n");
+    git(&target, &["add", "."]);
+    git(&target, &["commit", "-qm", "repo config"]);
+    let report = reviewed_by(&target, work.path(), flag_review()).await;
+    let first = read_json(&report)["findings"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let nodes = fix_cluster(work.path(), &["n1"], &[&["--fix-tests"]], &[false]).await;
+    let out = work.path().join("fix-out");
+    let here = ScriptedServer::start(fixer_script(false)).await.unwrap();
+    let backend = format!("ollama={}", here.ollama_url());
+    // fix_args names a test command of its own: without it, the tree's is the one in play.
+    let base: Vec<&str> = fix_args(&target, &report, &out, nodes[0].node.api(), &backend)
+        .into_iter()
+        .filter(|a| !matches!(*a, "--test-cmd" | "bash tests.sh" | "--unsandboxed"))
+        .chain(["--findings", first.as_str()])
+        .collect();
+    let o = client(&base, work.path()).await;
+    assert_eq!(code(&o), 2, "{}", text(&o));
+    assert!(stderr(&o).contains("--trust-repo-config"), "{}", text(&o));
+    assert!(
+        fixer_requests(&nodes[0].server.requests()).is_empty(),
+        "a node was asked before the refusal"
+    );
+
+    let mut trusted = base.clone();
+    trusted.push("--trust-repo-config");
+    let o = client(&trusted, work.path()).await;
+    assert!(matches!(code(&o), 0 | 1), "{}", text(&o));
+    let fr = read_json(&out.join("fix-report.json"));
+    assert_eq!(fr["test_command"], "bash tests.sh", "{fr}");
+}
