@@ -724,8 +724,10 @@ async fn a_node_runs_a_repository_test_command_only_with_the_users_consent() {
         "a node was asked before the refusal"
     );
 
+    // Unsandboxed here only so the run needs no bubblewrap on this machine: the node's own
+    // policy (--fix-tests, its own sandbox) is untouched by it.
     let mut trusted = base.clone();
-    trusted.push("--trust-repo-config");
+    trusted.extend(["--trust-repo-config", "--unsandboxed"]);
     let o = client(&trusted, work.path()).await;
     assert!(matches!(code(&o), 0 | 1), "{}", text(&o));
     let fr = read_json(&out.join("fix-report.json"));
