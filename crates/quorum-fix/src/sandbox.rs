@@ -3,8 +3,8 @@
 //! sockets, no host processes), a filesystem of the system and toolchain directories
 //! read-only with the private worktree the only writable project path ([`mounts`]), a
 //! private empty `/tmp`, `$HOME` and `/run`, an allow-listed environment, and bounds on
-//! time, output, processes, memory and file size ([`limits`]); the whole tree is killed at
-//! the time bound.
+//! time, output, processes, memory, file size and the disk it takes ([`limits`]); the whole
+//! tree is killed at a bound.
 //!
 //! Where bubblewrap cannot run, the caller refuses to run tests unless the user passed
 //! `--unsandboxed`, the only way to run them uncontained (a network namespace alone would
@@ -263,7 +263,7 @@ impl TestCommand {
                 }
             }
         }
-        let result = self.spawn_and_wait(cmd).await;
+        let result = self.spawn_and_wait(cmd, &dir).await;
         if let Some(cg) = cgroup {
             let _ = tokio::task::spawn_blocking(move || cg.remove()).await;
         }
@@ -273,7 +273,9 @@ impl TestCommand {
     async fn spawn_and_wait(
         &self,
         mut cmd: tokio::process::Command,
+        dir: &Path,
     ) -> std::io::Result<CommandRun> {
+        let free_at_start = limits::free_bytes(dir);
         let mut child = cmd.spawn()?;
         let pid = child.id();
         let mut stdout = child.stdout.take().expect("stdout is piped");
@@ -297,13 +299,47 @@ impl TestCommand {
             }
             (tail, child.wait().await)
         };
-        match tokio::time::timeout(self.timeout, read).await {
-            Ok((tail, status)) => {
+        // The disk the worktree is on: what the run took of its free space, four times a
+        // second (other writers on that disk count too, so the bound is generous).
+        let bound = self.limits.disk_bytes;
+        let disk = async {
+            let Some(start) = free_at_start else {
+                return std::future::pending::<u64>().await;
+            };
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let taken = limits::free_bytes(dir).map_or(0, |now| start.saturating_sub(now));
+                if taken > bound {
+                    return taken;
+                }
+            }
+        };
+        let watched = async {
+            tokio::select! {
+                done = read => Ok(done),
+                taken = disk => Err(taken),
+            }
+        };
+        match tokio::time::timeout(self.timeout, watched).await {
+            Ok(Ok((tail, status))) => {
                 let status = status?;
                 Ok(CommandRun {
                     exit: status.code(),
                     timed_out: false,
                     output: String::from_utf8_lossy(&tail).into_owned(),
+                })
+            }
+            Ok(Err(taken)) => {
+                kill_group(pid);
+                Ok(CommandRun {
+                    exit: None,
+                    timed_out: false,
+                    output: format!(
+                        "(killed: it took {} MiB of the disk holding the worktree, over its bound of {} MiB)",
+                        taken >> 20,
+                        bound >> 20
+                    ),
                 })
             }
             Err(_) => {

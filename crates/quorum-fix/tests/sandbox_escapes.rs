@@ -176,6 +176,7 @@ async fn a_fork_bomb_a_memory_hog_and_a_disk_filler_end_as_failed_tests() {
         memory_bytes: 256 << 20,
         file_bytes: 1 << 20,
         open_files: 256,
+        disk_bytes: 8 << 20,
     };
     let work = tempfile::tempdir().unwrap();
     if tree.cgroup_processes || tree.nproc {
@@ -219,6 +220,33 @@ async fn a_fork_bomb_a_memory_hog_and_a_disk_filler_end_as_failed_tests() {
     assert_ne!(run.exit, Some(0), "{}", run.output);
     let size = std::fs::metadata(work.path().join("big")).map_or(0, |m| m.len());
     assert!(size <= 1 << 20, "the file grew to {size} bytes");
+    // Many files, each under the size bound: the disk bound ends it (100 MB written over 5 s
+    // unbounded; 8 MiB allowed).
+    let run = command(
+        &iso,
+        "for i in $(seq 1 100); do head -c 1000000 /dev/zero > f$i || exit 1; sync; sleep 0.05; done; echo all-written",
+        limits,
+    )
+    .run(work.path(), work.path())
+    .await
+    .unwrap();
+    assert!(!run.output.contains("all-written"), "{}", run.output);
+    assert!(
+        run.output.contains("of the disk holding the worktree"),
+        "{}",
+        run.output
+    );
+    let written = std::fs::read_dir(work.path())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with('f')
+        })
+        .count();
+    assert!(written < 100, "{written} files written");
 }
 
 #[tokio::test]

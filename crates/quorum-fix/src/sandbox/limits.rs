@@ -21,6 +21,9 @@ pub struct Limits {
     pub file_bytes: u64,
     /// Open files per process.
     pub open_files: u64,
+    /// Bytes the run may take from the free space of the filesystem holding the worktree
+    /// (watched while it runs; a disk filler is killed and fails).
+    pub disk_bytes: u64,
 }
 
 impl Default for Limits {
@@ -30,6 +33,7 @@ impl Default for Limits {
             memory_bytes: 8 << 30,
             file_bytes: 2 << 30,
             open_files: 4096,
+            disk_bytes: 16 << 30,
         }
     }
 }
@@ -252,4 +256,24 @@ pub fn nproc_bound(limits: &Limits) -> Option<u64> {
         })
         .unwrap_or(0);
     Some(total + limits.processes)
+}
+
+/// Free bytes (for an unprivileged user) on the filesystem holding `path`. One `statvfs`
+/// call: cheap enough to make on a timer.
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let c = CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: statvfs fills the struct it is given for a valid C path.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+            return None;
+        }
+        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        None
+    }
 }
