@@ -235,29 +235,20 @@ async fn writes_outside_the_worktree_are_refused_and_a_plain_directory_gets_a_pa
     let server = ScriptedServer::start(script).await.unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("fix-out");
-    let args = |extra: Option<&'static str>| {
-        let mut a = vec![
-            "fix".to_string(),
-            target.to_str().unwrap().into(),
-            "--from".into(),
-            report_path.to_str().unwrap().into(),
-            "--findings".into(),
-            weak.clone(),
-            "--backend".into(),
-            backend.clone(),
-            "--model".into(),
-            MODEL.into(),
-            "--out".into(),
-            out.to_str().unwrap().into(),
-        ];
-        a.extend(extra.map(String::from));
-        a
-    };
     // No verifier, no test command, no analyzers (the runner turns them off): nothing could
     // judge a fix, so the run is refused before any model call.
-    let none = args(Some("--no-verifier"));
-    let none: Vec<&str> = none.iter().map(String::as_str).collect();
-    let o = quorum(&none, work.path()).await;
+    let fix = |extra: &'static [&'static str]| {
+        fix_one(
+            &target,
+            &report_path,
+            &weak,
+            &backend,
+            &out,
+            extra,
+            work.path(),
+        )
+    };
+    let o = fix(&["--no-verifier"]).await;
     assert_eq!(code(&o), 2, "{}", text(&o));
     assert!(
         stderr(&o).contains("leaves nothing to judge a fix by"),
@@ -266,9 +257,7 @@ async fn writes_outside_the_worktree_are_refused_and_a_plain_directory_gets_a_pa
     );
     assert!(server.requests().iter().all(|r| !r.system.contains(FIXER)));
 
-    let with_verifier = args(None);
-    let with_verifier: Vec<&str> = with_verifier.iter().map(String::as_str).collect();
-    let o = quorum(&with_verifier, work.path()).await;
+    let o = fix(&[]).await;
     assert_eq!(code(&o), 0, "{}", text(&o));
     // The only model served verified the fixer's own change: said, per attempt.
     assert!(
@@ -725,31 +714,18 @@ async fn a_test_command_the_repository_chose_runs_only_with_consent() {
     let server = ScriptedServer::start(script).await.unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("fix-out");
-    let args = |extra: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = [
-            "fix",
-            target.to_str().unwrap(),
-            "--from",
-            report_path.to_str().unwrap(),
-            "--findings",
+    let fix = |extra: &'static [&'static str]| {
+        fix_one(
+            &target,
+            &report_path,
             &weak,
-            "--no-verifier",
-            "--backend",
             &backend,
-            "--model",
-            MODEL,
-            "--out",
-            out.to_str().unwrap(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
+            &out,
+            extra,
+            work.path(),
+        )
     };
-    let refused_args = args(&[]);
-    let refused_args: Vec<&str> = refused_args.iter().map(String::as_str).collect();
-    let o = quorum(&refused_args, work.path()).await;
+    let o = fix(&["--no-verifier"]).await;
     assert_eq!(code(&o), 2, "{}", text(&o));
     let said = stderr(&o);
     assert!(
@@ -763,9 +739,7 @@ async fn a_test_command_the_repository_chose_runs_only_with_consent() {
         "a model was asked before the refusal"
     );
 
-    let trusted_args = args(&["--trust-repo-config", "--unsandboxed"]);
-    let trusted_args: Vec<&str> = trusted_args.iter().map(String::as_str).collect();
-    let o = quorum(&trusted_args, work.path()).await;
+    let o = fix(&["--no-verifier", "--trust-repo-config", "--unsandboxed"]).await;
     assert!(matches!(code(&o), 0 | 1), "{}", text(&o));
     let fr = read_json(&out.join("fix-report.json"));
     assert_eq!(fr["test_command"], "bash tests.sh", "{fr}");
@@ -775,4 +749,32 @@ async fn a_test_command_the_repository_chose_runs_only_with_consent() {
     );
     let md = std::fs::read_to_string(out.join("fix-report.md")).unwrap();
     assert!(md.lines().next().unwrap().contains("UNSANDBOXED"), "{md}");
+}
+
+/// `quorum fix TARGET --from REPORT --findings ID` with the scripted model and OUT, plus `extra`.
+async fn fix_one(
+    target: &Path,
+    report: &Path,
+    finding: &str,
+    backend: &str,
+    out: &Path,
+    extra: &[&str],
+    cwd: &Path,
+) -> std::process::Output {
+    let mut args = vec![
+        "fix",
+        target.to_str().unwrap(),
+        "--from",
+        report.to_str().unwrap(),
+        "--findings",
+        finding,
+        "--backend",
+        backend,
+        "--model",
+        MODEL,
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    quorum(&args, cwd).await
 }

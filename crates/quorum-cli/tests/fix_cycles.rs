@@ -25,27 +25,7 @@ async fn self_improvement_cycles_build_on_the_fixes_before_them_until_nothing_is
         let backend = backend.clone();
         let target = target.clone();
         let cwd = work.path().to_path_buf();
-        async move {
-            quorum(
-                &[
-                    "fix",
-                    target.to_str().unwrap(),
-                    "--flow",
-                    &flow,
-                    "--backend",
-                    &backend,
-                    "--model",
-                    MODEL,
-                    "--out",
-                    out.to_str().unwrap(),
-                    "--test-cmd",
-                    "bash tests.sh",
-                    "--unsandboxed",
-                ],
-                &cwd,
-            )
-            .await
-        }
+        async move { improve(&target, &flow, &backend, &out, &cwd).await }
     };
     let o = run("self-improve".into(), out.clone()).await;
     assert_eq!(code(&o), 0, "{}", text(&o));
@@ -178,6 +158,36 @@ async fn self_improvement_cycles_build_on_the_fixes_before_them_until_nothing_is
     );
     assert_eq!(server.requests().len(), before);
     node.kill().await.unwrap();
+}
+
+/// `quorum fix TARGET --flow FLOW` with the scripted model, the project's tests (unsandboxed,
+/// so no bubblewrap is needed) and OUT.
+async fn improve(
+    target: &std::path::Path,
+    flow: &str,
+    backend: &str,
+    out: &std::path::Path,
+    cwd: &std::path::Path,
+) -> std::process::Output {
+    quorum(
+        &[
+            "fix",
+            target.to_str().unwrap(),
+            "--flow",
+            flow,
+            "--backend",
+            backend,
+            "--model",
+            MODEL,
+            "--out",
+            out.to_str().unwrap(),
+            "--test-cmd",
+            "bash tests.sh",
+            "--unsandboxed",
+        ],
+        cwd,
+    )
+    .await
 }
 
 /// The self-improvement script: the specialist reports what the tree it reads still holds (the
@@ -390,25 +400,7 @@ async fn a_fix_a_later_cycle_undoes_is_stopped_as_circular_across_cycles() {
         .unwrap();
     let backend = format!("ollama={}", server.ollama_url());
     let out = work.path().join("improve-out");
-    let o = quorum(
-        &[
-            "fix",
-            target.to_str().unwrap(),
-            "--flow",
-            "self-improve",
-            "--backend",
-            &backend,
-            "--model",
-            MODEL,
-            "--out",
-            out.to_str().unwrap(),
-            "--test-cmd",
-            "bash tests.sh",
-            "--unsandboxed",
-        ],
-        work.path(),
-    )
-    .await;
+    let o = improve(&target, "self-improve", &backend, &out, work.path()).await;
     let fr = read_json(&out.join("fix-report.json"));
     let fixes = fr["fixes"].as_array().unwrap();
     let circled = fixes
